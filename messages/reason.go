@@ -1,0 +1,73 @@
+package messages
+
+// Reason says why an engine event (or a whole message) was not turned into a
+// PlacementEvent. The set is closed: every value is a bounded metrics label and
+// a stable string in `kvrouter decode` output. ReasonNone means accepted.
+type Reason uint8
+
+// Event-level reasons.
+const (
+	ReasonNone Reason = iota
+
+	// Decoding.
+	ReasonMalformed     // not an event, wrong field type, bad hash value
+	ReasonUnknownTag    // a tag kvrouter does not index (BlockInactive, LoadStat, Ignored, …)
+	ReasonLimitExceeded // more hashes/tokens/bytes/nesting than the configured caps
+	ReasonTruncated     // the batch ended inside this event; later events are lost with it
+
+	// Group filter (wire-format §4).
+	ReasonNonMainAttentionKind  // kv_cache_spec_kind is a known non-main kind
+	ReasonUnknownKind           // kv_cache_spec_kind is a string kvrouter does not know
+	ReasonNonMainAttentionGroup // group_idx's learned kind is non-main
+	ReasonUnlearnedGroupIdx     // group_idx != 0 and no BlockStored taught its kind
+
+	// Placement.
+	ReasonRemoteLocality  // locality REMOTE: the blocks are not this worker's
+	ReasonUnknownLocality // locality is neither LOCAL nor REMOTE
+	ReasonUnknownMedium   // medium names no tier kvrouter knows
+
+	// Conversion to local hashes (wire-format §5).
+	ReasonAmbiguousCacheNamespace // parent's engine hash was stored under two namespaces
+	ReasonSelfReferencingChain    // a block hash repeats in the event or equals its parent
+	ReasonBlockSizeMismatch       // engine block_size differs from the configured one
+	ReasonNoTokens                // no complete block of tokens to hash (e.g. CPU placeholders)
+
+	numReasons
+)
+
+var reasonNames = [numReasons]string{
+	ReasonNone:                    "",
+	ReasonMalformed:               "malformed",
+	ReasonUnknownTag:              "unknown_tag",
+	ReasonLimitExceeded:           "limit_exceeded",
+	ReasonTruncated:               "truncated",
+	ReasonNonMainAttentionKind:    "non_main_attention_kind",
+	ReasonUnknownKind:             "unknown_kind",
+	ReasonNonMainAttentionGroup:   "non_main_attention_group",
+	ReasonUnlearnedGroupIdx:       "unlearned_group_idx",
+	ReasonRemoteLocality:          "remote_locality",
+	ReasonUnknownLocality:         "unknown_locality",
+	ReasonUnknownMedium:           "unknown_medium",
+	ReasonAmbiguousCacheNamespace: "ambiguous_cache_namespace",
+	ReasonSelfReferencingChain:    "self_referencing_chain",
+	ReasonBlockSizeMismatch:       "block_size_mismatch",
+	ReasonNoTokens:                "no_tokens",
+}
+
+// String returns the reason's snake_case label ("" for ReasonNone).
+func (r Reason) String() string {
+	if r < numReasons {
+		return reasonNames[r]
+	}
+	return "invalid"
+}
+
+// Reasons lists every rejection reason (ReasonNone excluded), for metrics
+// that must pre-declare their label values.
+func Reasons() []Reason {
+	out := make([]Reason, 0, numReasons-1)
+	for r := ReasonNone + 1; r < numReasons; r++ {
+		out = append(out, r)
+	}
+	return out
+}

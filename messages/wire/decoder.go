@@ -1,0 +1,232 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// ErrNotBatch is returned (wrapped) when a payload is not a KV-event batch
+// at all; the whole message is dropped and counted.
+var ErrNotBatch = errors.New("not a kv-event batch")
+
+// Decoder decodes batches. It reuses its buffers between calls, so it is
+// cheap to keep one per goroutine and must not be shared between goroutines.
+// The zero value is not usable: call NewDecoder.
+type Decoder struct {
+	lim  Limits
+	fold FoldBin
+	r    bytes.Reader
+	d    *msgpack.Decoder
+
+	batch   Batch
+	hashes  []uint64 // arena for Event.BlockHashes
+	tokens  []uint32 // arena for Event.Tokens
+	scratch []byte
+	pending [256]int // skip's per-level counts of values still to consume
+}
+
+// NewDecoder returns a decoder with the given limits; a nil fold means
+// FoldLast8. Zero limits take DefaultLimits' value.
+func NewDecoder(lim Limits, fold FoldBin) *Decoder {
+	def := DefaultLimits()
+	for _, p := range []struct{ v, d *int }{
+		{&lim.MaxEvents, &def.MaxEvents}, {&lim.MaxHashes, &def.MaxHashes},
+		{&lim.MaxTokens, &def.MaxTokens}, {&lim.MaxStringBytes, &def.MaxStringBytes},
+		{&lim.MaxExtraItems, &def.MaxExtraItems}, {&lim.MaxDepth, &def.MaxDepth},
+	} {
+		if *p.v <= 0 {
+			*p.v = *p.d
+		}
+	}
+	if lim.MaxDepth > 255 {
+		lim.MaxDepth = 255
+	}
+	if fold == nil {
+		fold = FoldLast8
+	}
+	x := &Decoder{lim: lim, fold: fold}
+	x.d = msgpack.NewDecoder(&x.r)
+	return x
+}
+
+// Decode decodes one batch payload. The returned batch and its events point
+// into the decoder's buffers and are valid until the next call. An error
+// (wrapping ErrNotBatch) means the payload is not a batch; otherwise every
+// declared event is in Events, each accepted or carrying its Reason, except
+// the Lost ones after a truncation.
+func (x *Decoder) Decode(payload []byte) (*Batch, error) {
+	x.r.Reset(payload)
+	x.d.ResetReader(&x.r)
+	x.hashes = x.hashes[:0]
+	x.tokens = x.tokens[:0]
+	clear(x.batch.Events)
+	x.batch = Batch{Events: x.batch.Events[:0]}
+	if len(payload) == 0 {
+		return nil, fmt.Errorf("%w: empty payload", ErrNotBatch)
+	}
+	cl, err := x.peek()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotBatch, err)
+	}
+	switch cl {
+	case classArray:
+		err = x.arrayBatch()
+	case classMap:
+		err = x.mapBatch()
+	default:
+		err = fmt.Errorf("payload is a msgpack %s, want an array or map", cl)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotBatch, err)
+	}
+	return &x.batch, nil
+}
+
+// arrayBatch decodes [ts, events, rank?, …].
+func (x *Decoder) arrayBatch() error {
+	n, err := x.arrayLen()
+	if err != nil {
+		return err
+	}
+	if n < 2 {
+		return fmt.Errorf("batch array has %d elements, want at least 2 (ts, events)", n)
+	}
+	if err := x.timestamp(); err != nil {
+		return err
+	}
+	if err := x.events(); err != nil {
+		return err
+	}
+	if n >= 3 && x.batch.Lost == 0 {
+		if err := x.rank(); err != nil {
+			return err
+		}
+		return x.ignoreRest(n - 3)
+	}
+	return nil
+}
+
+// mapBatch decodes {ts, events, data_parallel_rank}.
+func (x *Decoder) mapBatch() error {
+	n, err := x.mapLen()
+	if err != nil {
+		return err
+	}
+	sawEvents := false
+	for i := 0; i < n && x.batch.Lost == 0; i++ {
+		key, err := x.mapKey()
+		if err != nil {
+			return err
+		}
+		switch key {
+		case "ts":
+			err = x.timestamp()
+		case "events":
+			sawEvents, err = true, x.events()
+		case "data_parallel_rank", "dp_rank", "attn_dp_rank":
+			err = x.rank()
+		default:
+			err = x.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !sawEvents {
+		return errors.New("batch map has no events key")
+	}
+	return nil
+}
+
+// ignoreRest skips elements past the ones kvrouter reads; once the events
+// are in hand, damage there does not undo them.
+func (x *Decoder) ignoreRest(n int) error {
+	_ = x.skipN(n)
+	return nil
+}
+
+func (x *Decoder) timestamp() error {
+	cl, err := x.peek()
+	if err != nil {
+		return err
+	}
+	switch cl {
+	case classFloat, classInt:
+		x.batch.TS, err = x.d.DecodeFloat64()
+		return err
+	case classNil:
+		return x.d.DecodeNil()
+	}
+	return fmt.Errorf("batch timestamp is a %s, want a number", cl)
+}
+
+func (x *Decoder) rank() error {
+	r, err := x.optInt("data_parallel_rank", 0)
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("batch rank: %v", fe)
+	}
+	x.batch.DpRank = r
+	return err
+}
+
+// events decodes the events array; structural damage inside an event ends
+// the batch there (that event marked, the rest counted as Lost).
+func (x *Decoder) events() error {
+	cl, err := x.peek()
+	if err != nil {
+		return err
+	}
+	if cl != classArray {
+		return fmt.Errorf("batch events is a %s, want an array", cl)
+	}
+	n, err := x.arrayLen()
+	if err != nil {
+		return err
+	}
+	if n > x.lim.MaxEvents {
+		return fmt.Errorf("batch declares %d events, over the cap of %d", n, x.lim.MaxEvents)
+	}
+	if cap(x.batch.Events) < n {
+		x.batch.Events = make([]Event, 0, n)
+	}
+	for i := 0; i < n; i++ {
+		x.batch.Events = append(x.batch.Events, Event{})
+		ev := &x.batch.Events[i]
+		err := x.event(ev)
+		if err == nil {
+			continue
+		}
+		var se *structuralError
+		if !errors.As(err, &se) {
+			return err
+		}
+		ev.Reason, ev.Detail = se.reason, se.detail
+		x.batch.Lost = n - i - 1
+		return nil
+	}
+	return nil
+}
+
+// mapKey reads a map key; non-string keys come back as "" (and are skipped
+// by every caller's default branch).
+func (x *Decoder) mapKey() (string, error) {
+	cl, err := x.peek()
+	if err != nil {
+		return "", err
+	}
+	if cl != classStr {
+		return "", x.skip()
+	}
+	b, err := x.rawBytes()
+	if err != nil {
+		if isStructural(err) {
+			return "", err
+		}
+		return "", nil
+	}
+	return keyString(b), nil
+}

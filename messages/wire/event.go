@@ -1,0 +1,334 @@
+package wire
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// field names one event attribute, whichever encoding carried it.
+type field uint8
+
+const (
+	fIgnore field = iota
+	fType
+	fBlockHashes
+	fParent
+	fTokens
+	fBlockSize
+	fLoraID
+	fMedium
+	fSlot7 // lora_name (str) or SGLang metadata (map), told apart by type
+	fExtraKeys
+	fGroupIdx
+	fKind
+	fSliding
+	fLocality
+	fOwnership
+	fSessionID
+	fCacheSalt
+	fMMInfos
+)
+
+// storedPositions is BlockStored's fixed positional prefix (vLLM declaration
+// order); positions from storedTail on are the tail.
+var storedPositions = [...]field{1: fBlockHashes, 2: fParent, 3: fTokens, 4: fBlockSize,
+	5: fLoraID, 6: fMedium, 7: fSlot7, 8: fExtraKeys}
+
+const storedTail = 9
+
+// removedPositions is BlockRemoved's fixed positional prefix.
+var removedPositions = [...]field{1: fBlockHashes, 2: fMedium}
+
+const removedTail = 3
+
+// tailLayout is the fixed layout of both tails (BlockRemoved has no
+// session_id, so its sixth slot is never read).
+var tailLayout = [...]field{fGroupIdx, fKind, fSliding, fLocality, fOwnership, fSessionID}
+
+// keyField maps a map-form key to its field.
+func keyField(key string) field {
+	switch key {
+	case "type":
+		return fType
+	case "block_hashes":
+		return fBlockHashes
+	case "parent_block_hash":
+		return fParent
+	case "token_ids":
+		return fTokens
+	case "block_size":
+		return fBlockSize
+	case "lora_id":
+		return fLoraID
+	case "medium":
+		return fMedium
+	case "lora_name", "metadata":
+		return fSlot7
+	case "extra_keys":
+		return fExtraKeys
+	case "group_idx":
+		return fGroupIdx
+	case "kv_cache_spec_kind":
+		return fKind
+	case "kv_cache_spec_sliding_window":
+		return fSliding
+	case "locality":
+		return fLocality
+	case "ownership":
+		return fOwnership
+	case "session_id":
+		return fSessionID
+	case "cache_salt":
+		return fCacheSalt
+	case "block_mm_infos":
+		return fMMInfos
+	}
+	return fIgnore
+}
+
+// keyString returns a constant for known keys so map events decode without
+// allocating per key.
+func keyString(b []byte) string {
+	switch string(b) {
+	case "type", "block_hashes", "parent_block_hash", "token_ids", "block_size",
+		"lora_id", "medium", "lora_name", "metadata", "extra_keys", "group_idx",
+		"kv_cache_spec_kind", "kv_cache_spec_sliding_window", "locality",
+		"ownership", "session_id", "cache_salt", "block_mm_infos",
+		"ts", "events", "data_parallel_rank", "dp_rank", "attn_dp_rank":
+		return intern(b)
+	}
+	return "" // unknown keys are skipped, their spelling is not needed
+}
+
+// eventState holds what one event's fields say before precedence rules
+// resolve them into the Event.
+type eventState struct {
+	ev          *Event
+	metaSalt    string
+	extraSalt   string
+	metaSession string
+	bareExtra   []bareString // bare extra_keys strings: LoRA name or mm identifier
+	mmItems     int
+}
+
+type bareString struct {
+	block int
+	s     string
+}
+
+// fail records the first field error of the event; structural errors are
+// returned to abort the batch.
+func (st *eventState) fail(err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *fieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	if st.ev.Reason == messages.ReasonNone {
+		st.ev.Reason, st.ev.Detail = fe.reason, fe.detail
+	}
+	return nil
+}
+
+// event decodes one event of either encoding.
+func (x *Decoder) event(ev *Event) error {
+	st := eventState{ev: ev}
+	cl, err := x.peek()
+	if err != nil {
+		return err
+	}
+	switch cl {
+	case classArray:
+		err = x.positionalEvent(&st)
+	case classMap:
+		err = x.mapEvent(&st)
+	default:
+		if err := x.skip(); err != nil {
+			return err
+		}
+		err = malformed("event is a msgpack %s, want an array or map", cl)
+	}
+	if err = st.fail(err); err != nil {
+		return err
+	}
+	x.resolve(&st)
+	return nil
+}
+
+func (x *Decoder) positionalEvent(st *eventState) error {
+	n, err := x.arrayLen()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return malformed("event is an empty array")
+	}
+	if err := st.fail(x.setField(st, fType)); err != nil {
+		return err
+	}
+	var prefix []field
+	tail := n
+	switch st.ev.Type {
+	case TypeStored:
+		prefix, tail = storedPositions[:], storedTail
+	case TypeRemoved:
+		prefix, tail = removedPositions[:], removedTail
+	default: // AllBlocksCleared carries nothing; unknown tags are skipped whole
+		return x.skipN(n - 1)
+	}
+	for i := 1; i < n && i < tail; i++ {
+		if err := st.fail(x.setField(st, prefix[i])); err != nil {
+			return err
+		}
+	}
+	if n > tail {
+		return x.tail(st, n-tail)
+	}
+	return nil
+}
+
+func (x *Decoder) mapEvent(st *eventState) error {
+	n, err := x.mapLen()
+	if err != nil {
+		return err
+	}
+	sawType := false
+	for i := 0; i < n; i++ {
+		key, err := x.mapKey()
+		if err != nil {
+			return err
+		}
+		f := keyField(key)
+		sawType = sawType || f == fType
+		if err := st.fail(x.setField(st, f)); err != nil {
+			return err
+		}
+	}
+	if !sawType {
+		return malformed("map event has no type key")
+	}
+	return nil
+}
+
+// setField decodes the next value as field f.
+func (x *Decoder) setField(st *eventState, f field) error {
+	ev := st.ev
+	var err error
+	switch f {
+	case fType:
+		return x.tag(ev)
+	case fBlockHashes:
+		return x.blockHashes(ev)
+	case fParent:
+		cl, err := x.peek()
+		if err != nil {
+			return err
+		}
+		if cl == classNil {
+			return x.d.DecodeNil()
+		}
+		h, err := x.hash("parent_block_hash")
+		ev.Parent = Opt[uint64]{V: h, Ok: err == nil}
+		return err
+	case fTokens:
+		return x.tokenIDs(ev)
+	case fBlockSize:
+		ev.BlockSize, err = x.optInt("block_size", 0)
+	case fLoraID:
+		ev.LoraID, err = x.optInt("lora_id", 0)
+	case fMedium:
+		ev.Medium, err = x.optString("medium")
+	case fSlot7:
+		return x.slot7(st)
+	case fExtraKeys:
+		return x.extraKeys(st)
+	case fGroupIdx:
+		ev.GroupIdx, err = x.optInt("group_idx", 0)
+	case fKind:
+		ev.Kind, err = x.optString("kv_cache_spec_kind")
+	case fSliding:
+		ev.SlidingWindow, err = x.optInt("kv_cache_spec_sliding_window", 0)
+	case fLocality:
+		ev.Locality, err = x.optString("locality")
+	case fOwnership:
+		ev.Ownership, err = x.optString("ownership")
+	case fSessionID:
+		ev.SessionID, err = x.optString("session_id")
+	case fCacheSalt:
+		ev.CacheSalt, err = x.optString("cache_salt")
+	case fMMInfos:
+		return x.mmInfos(st)
+	default:
+		return x.skip()
+	}
+	return err
+}
+
+// tag reads the event's tag and sets its Type.
+func (x *Decoder) tag(ev *Event) error {
+	cl, err := x.peek()
+	if err != nil {
+		return err
+	}
+	if cl != classStr {
+		if err := x.skip(); err != nil {
+			return err
+		}
+		return malformed("tag is a msgpack %s, want a string", cl)
+	}
+	b, err := x.rawBytes()
+	if err != nil {
+		return err
+	}
+	ev.Tag = intern(b)
+	switch ev.Tag {
+	case TagStored:
+		ev.Type = TypeStored
+	case TagRemoved:
+		ev.Type = TypeRemoved
+	case TagCleared:
+		ev.Type = TypeCleared
+	default:
+		ev.Type = TypeUnknown
+		return &fieldError{messages.ReasonUnknownTag, "unknown tag " + quote(ev.Tag)}
+	}
+	return nil
+}
+
+// resolve applies the precedence rules once every field is known.
+func (x *Decoder) resolve(st *eventState) {
+	ev := st.ev
+	if ev.CacheSalt == "" {
+		ev.CacheSalt = st.metaSalt
+	}
+	if ev.CacheSalt == "" {
+		ev.CacheSalt = st.extraSalt
+	}
+	if ev.SessionID == "" {
+		ev.SessionID = st.metaSession
+	}
+	for _, b := range st.bareExtra {
+		if b.s != ev.LoraName {
+			ev.addMM(b.block, hashIdentifier(b.s))
+		}
+	}
+	if ev.Reason == messages.ReasonNone && ev.Type != TypeCleared && ev.BlockHashes == nil {
+		ev.Reason, ev.Detail = messages.ReasonMalformed, "block_hashes missing"
+	}
+	if ev.Reason == messages.ReasonNone && ev.Type == TypeStored && !ev.BlockSize.Ok {
+		ev.Reason, ev.Detail = messages.ReasonMalformed, "block_size missing"
+	}
+}
+
+// quote shortens and quotes untrusted text for a Detail message.
+func quote(s string) string {
+	const max = 64
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return `"` + strings.ToValidUTF8(s, "?") + `"`
+}

@@ -1,0 +1,394 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// errStructural wraps errors after which the byte stream cannot be followed
+// (truncation, bad lengths, unknown codes, nesting past MaxDepth).
+type structuralError struct {
+	reason messages.Reason
+	detail string
+}
+
+func (e *structuralError) Error() string { return e.detail }
+
+// fieldError reports a value that was fully consumed but is not acceptable;
+// decoding continues with the next value.
+type fieldError struct {
+	reason messages.Reason
+	detail string
+}
+
+func (e *fieldError) Error() string { return e.detail }
+
+func truncated(what string, err error) error {
+	return &structuralError{messages.ReasonTruncated, fmt.Sprintf("%s: %v", what, err)}
+}
+
+func malformed(format string, args ...any) error {
+	return &fieldError{messages.ReasonMalformed, fmt.Sprintf(format, args...)}
+}
+
+func overLimit(format string, args ...any) error {
+	return &fieldError{messages.ReasonLimitExceeded, fmt.Sprintf(format, args...)}
+}
+
+func isStructural(err error) bool {
+	var s *structuralError
+	return errors.As(err, &s)
+}
+
+// class is the coarse msgpack type of a value.
+type class uint8
+
+const (
+	classNil class = iota
+	classBool
+	classInt
+	classFloat
+	classStr
+	classBin
+	classArray
+	classMap
+	classExt
+	classInvalid
+)
+
+var classNames = [...]string{"nil", "bool", "int", "float", "str", "bin", "array", "map", "ext", "invalid"}
+
+func (c class) String() string { return classNames[c] }
+
+func classify(c byte) class {
+	switch {
+	case msgpcode.IsFixedNum(c):
+		return classInt
+	case msgpcode.IsFixedMap(c):
+		return classMap
+	case msgpcode.IsFixedArray(c):
+		return classArray
+	case msgpcode.IsFixedString(c):
+		return classStr
+	}
+	switch c {
+	case msgpcode.Nil:
+		return classNil
+	case msgpcode.False, msgpcode.True:
+		return classBool
+	case msgpcode.Uint8, msgpcode.Uint16, msgpcode.Uint32, msgpcode.Uint64,
+		msgpcode.Int8, msgpcode.Int16, msgpcode.Int32, msgpcode.Int64:
+		return classInt
+	case msgpcode.Float, msgpcode.Double:
+		return classFloat
+	case msgpcode.Str8, msgpcode.Str16, msgpcode.Str32:
+		return classStr
+	case msgpcode.Bin8, msgpcode.Bin16, msgpcode.Bin32:
+		return classBin
+	case msgpcode.Array16, msgpcode.Array32:
+		return classArray
+	case msgpcode.Map16, msgpcode.Map32:
+		return classMap
+	case msgpcode.FixExt1, msgpcode.FixExt2, msgpcode.FixExt4, msgpcode.FixExt8, msgpcode.FixExt16,
+		msgpcode.Ext8, msgpcode.Ext16, msgpcode.Ext32:
+		return classExt
+	}
+	return classInvalid
+}
+
+// peek returns the class of the next value without consuming it.
+func (x *Decoder) peek() (class, error) {
+	c, err := x.d.PeekCode()
+	if err != nil {
+		return classInvalid, truncated("reading value", err)
+	}
+	cl := classify(c)
+	if cl == classInvalid {
+		return cl, &structuralError{messages.ReasonMalformed, fmt.Sprintf("invalid msgpack code 0x%02x", c)}
+	}
+	return cl, nil
+}
+
+// arrayLen reads an array header whose elements must fit in what remains.
+func (x *Decoder) arrayLen() (int, error) {
+	n, err := x.d.DecodeArrayLen()
+	if err != nil {
+		return 0, truncated("reading array length", err)
+	}
+	if n < 0 {
+		return 0, nil
+	}
+	if n > x.r.Len() {
+		return 0, &structuralError{messages.ReasonTruncated,
+			fmt.Sprintf("array declares %d elements but %d bytes remain", n, x.r.Len())}
+	}
+	return n, nil
+}
+
+// mapLen reads a map header whose entries must fit in what remains.
+func (x *Decoder) mapLen() (int, error) {
+	n, err := x.d.DecodeMapLen()
+	if err != nil {
+		return 0, truncated("reading map length", err)
+	}
+	if n < 0 {
+		return 0, nil
+	}
+	if n > x.r.Len()/2 {
+		return 0, &structuralError{messages.ReasonTruncated,
+			fmt.Sprintf("map declares %d entries but %d bytes remain", n, x.r.Len())}
+	}
+	return n, nil
+}
+
+// rawBytes reads a str or bin value's bytes into the scratch buffer (valid
+// until the next call). Strings over MaxStringBytes are skipped and reported.
+func (x *Decoder) rawBytes() ([]byte, error) {
+	n, err := x.bytesHeader()
+	if err != nil {
+		return nil, err
+	}
+	if n > x.lim.MaxStringBytes {
+		if _, err := x.r.Seek(int64(n), io.SeekCurrent); err != nil {
+			return nil, truncated("skipping string", err)
+		}
+		return nil, overLimit("string of %d bytes exceeds the %d-byte cap", n, x.lim.MaxStringBytes)
+	}
+	if cap(x.scratch) < n {
+		x.scratch = make([]byte, n)
+	}
+	x.scratch = x.scratch[:n]
+	if err := x.d.ReadFull(x.scratch); err != nil {
+		return nil, truncated("reading string", err)
+	}
+	return x.scratch, nil
+}
+
+// bytesHeader consumes the header of a str, bin or ext value and returns how
+// many payload bytes follow (for ext, including its type byte). The length is
+// checked against what remains, so nothing is allocated for a lie.
+func (x *Decoder) bytesHeader() (int, error) {
+	c, err := x.d.PeekCode()
+	if err != nil {
+		return 0, truncated("reading string", err)
+	}
+	var hdr, n int
+	switch {
+	case msgpcode.IsFixedString(c):
+		hdr, n = 1, int(c&msgpcode.FixedStrMask)
+	case c == msgpcode.Str8 || c == msgpcode.Bin8:
+		hdr = 2
+	case c == msgpcode.Str16 || c == msgpcode.Bin16:
+		hdr = 3
+	case c == msgpcode.Str32 || c == msgpcode.Bin32:
+		hdr = 5
+	case c == msgpcode.FixExt1, c == msgpcode.FixExt2, c == msgpcode.FixExt4,
+		c == msgpcode.FixExt8, c == msgpcode.FixExt16:
+		hdr, n = 1, 1+1<<(c-msgpcode.FixExt1)
+	case c == msgpcode.Ext8:
+		hdr = 2
+	case c == msgpcode.Ext16:
+		hdr = 3
+	case c == msgpcode.Ext32:
+		hdr = 5
+	default:
+		if err := x.skip(); err != nil {
+			return 0, err
+		}
+		return 0, malformed("want str or bin, got %s", classify(c))
+	}
+	var h [5]byte
+	if err := x.d.ReadFull(h[:hdr]); err != nil {
+		return 0, truncated("reading string header", err)
+	}
+	switch hdr {
+	case 2:
+		n = int(h[1])
+	case 3:
+		n = int(h[1])<<8 | int(h[2])
+	case 5:
+		n = int(h[1])<<24 | int(h[2])<<16 | int(h[3])<<8 | int(h[4])
+	}
+	if classify(c) == classExt && hdr > 1 {
+		n++ // the ext type byte
+	}
+	if n > x.r.Len() {
+		return 0, &structuralError{messages.ReasonTruncated,
+			fmt.Sprintf("value declares %d bytes but %d remain", n, x.r.Len())}
+	}
+	return n, nil
+}
+
+// optString reads a str-or-nil value. "" and nil both give "".
+func (x *Decoder) optString(field string) (string, error) {
+	cl, err := x.peek()
+	if err != nil {
+		return "", err
+	}
+	switch cl {
+	case classNil:
+		return "", x.d.DecodeNil()
+	case classStr:
+		b, err := x.rawBytes()
+		if err != nil {
+			return "", err
+		}
+		return intern(b), nil
+	}
+	if err := x.skip(); err != nil {
+		return "", err
+	}
+	return "", malformed("%s: want str or nil, got %s", field, cl)
+}
+
+// optInt reads an int-or-nil value; min is the smallest acceptable value.
+func (x *Decoder) optInt(field string, min int64) (Opt[int64], error) {
+	cl, err := x.peek()
+	if err != nil {
+		return Opt[int64]{}, err
+	}
+	switch cl {
+	case classNil:
+		return Opt[int64]{}, x.d.DecodeNil()
+	case classInt:
+		v, err := x.d.DecodeInt64()
+		if err != nil {
+			return Opt[int64]{}, truncated(field, err)
+		}
+		if v < min {
+			return Opt[int64]{}, malformed("%s: %d is below %d", field, v, min)
+		}
+		return Some(v), nil
+	}
+	if err := x.skip(); err != nil {
+		return Opt[int64]{}, err
+	}
+	return Opt[int64]{}, malformed("%s: want int or nil, got %s", field, cl)
+}
+
+// hash reads one block hash: an int of any width (bit pattern kept) or bin
+// folded by x.fold.
+func (x *Decoder) hash(field string) (uint64, error) {
+	cl, err := x.peek()
+	if err != nil {
+		return 0, err
+	}
+	switch cl {
+	case classInt:
+		v, err := x.d.DecodeInt64()
+		if err != nil {
+			return 0, truncated(field, err)
+		}
+		return uint64(v), nil
+	case classBin:
+		b, err := x.rawBytes()
+		if err != nil {
+			return 0, err
+		}
+		v, ok := x.fold(b)
+		if !ok {
+			return 0, malformed("%s: bin hash of %d bytes cannot be folded", field, len(b))
+		}
+		return v, nil
+	}
+	if err := x.skip(); err != nil {
+		return 0, err
+	}
+	return 0, malformed("%s: want int or bin, got %s", field, cl)
+}
+
+// skip consumes one value of any shape without recursion. Containers nested
+// deeper than MaxDepth are a structural error: the rest of the batch is
+// unreachable.
+func (x *Decoder) skip() error {
+	depth := 0
+	x.pending[0] = 1
+	for {
+		for depth >= 0 && x.pending[depth] == 0 {
+			depth--
+		}
+		if depth < 0 {
+			return nil
+		}
+		x.pending[depth]--
+		cl, err := x.peek()
+		if err != nil {
+			return err
+		}
+		var n int
+		switch cl {
+		case classArray:
+			n, err = x.arrayLen()
+		case classMap:
+			n, err = x.mapLen()
+			n *= 2
+		case classStr, classBin, classExt:
+			if n, err = x.bytesHeader(); err == nil {
+				_, err = x.r.Seek(int64(n), io.SeekCurrent)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		default: // nil, bool, numbers: at most 9 bytes
+			if err := x.d.Skip(); err != nil {
+				return truncated("skipping value", err)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			continue
+		}
+		if depth+1 >= x.lim.MaxDepth || depth+1 >= len(x.pending) {
+			return &structuralError{messages.ReasonLimitExceeded,
+				fmt.Sprintf("value nested deeper than %d levels", x.lim.MaxDepth)}
+		}
+		depth++
+		x.pending[depth] = n
+	}
+}
+
+// skipN consumes n values.
+func (x *Decoder) skipN(n int) error {
+	for ; n > 0; n-- {
+		if err := x.skip(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// intern returns a constant for the strings engines repeat in every event, so
+// decoding them does not allocate.
+func intern(b []byte) string {
+	switch string(b) {
+	case "":
+		return ""
+	case TagStored:
+		return TagStored
+	case TagRemoved:
+		return TagRemoved
+	case TagCleared:
+		return TagCleared
+	case "GPU":
+		return "GPU"
+	case "CPU":
+		return "CPU"
+	case "LOCAL":
+		return "LOCAL"
+	case "full_attention":
+		return "full_attention"
+	case "mla_attention":
+		return "mla_attention"
+	case "sliding_window":
+		return "sliding_window"
+	}
+	return string(b)
+}
