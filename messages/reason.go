@@ -32,10 +32,10 @@ const (
 	ReasonBlockSizeMismatch       // engine block_size differs from the configured one
 	ReasonNoTokens                // no complete block of tokens to hash (e.g. CPU placeholders)
 
-	numReasons
+	ReasonCount // number of reasons, ReasonNone included (sizes per-reason counters)
 )
 
-var reasonNames = [numReasons]string{
+var reasonNames = [ReasonCount]string{
 	ReasonNone:                    "",
 	ReasonMalformed:               "malformed",
 	ReasonUnknownTag:              "unknown_tag",
@@ -56,7 +56,7 @@ var reasonNames = [numReasons]string{
 
 // String returns the reason's snake_case label ("" for ReasonNone).
 func (r Reason) String() string {
-	if r < numReasons {
+	if r < ReasonCount {
 		return reasonNames[r]
 	}
 	return "invalid"
@@ -65,8 +65,8 @@ func (r Reason) String() string {
 // Reasons lists every rejection reason (ReasonNone excluded), for metrics
 // that must pre-declare their label values.
 func Reasons() []Reason {
-	out := make([]Reason, 0, numReasons-1)
-	for r := ReasonNone + 1; r < numReasons; r++ {
+	out := make([]Reason, 0, ReasonCount-1)
+	for r := ReasonNone + 1; r < ReasonCount; r++ {
 		out = append(out, r)
 	}
 	return out
