@@ -36,7 +36,9 @@ func (r *rankState) groupFilter(ev *wire.Event) messages.Reason {
 	if ev.Kind != "" {
 		class := classifyKind(ev.Kind)
 		if ev.Type == wire.TypeStored && ev.GroupIdx.Ok && class != kindUnknown {
-			r.groups[ev.GroupIdx.V] = class
+			if _, known := r.groups[ev.GroupIdx.V]; known || len(r.groups) < maxLearnedGroups {
+				r.groups[ev.GroupIdx.V] = class
+			}
 		}
 		switch class {
 		case kindMain:

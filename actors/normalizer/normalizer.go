@@ -26,7 +26,15 @@ type Config struct {
 	// namespace, which can only cost cache hits, never report a block the
 	// engine does not hold.
 	MaxNamespaceBlocks int
+	// MaxDpRanks caps how many distinct dp ranks one worker may report
+	// (each keeps state); events of further ranks are rejected as
+	// malformed. 0 means 256.
+	MaxDpRanks int
 }
+
+// maxLearnedGroups caps the group kinds learned per dp rank (real models
+// have a handful of KV-cache groups); further groups stay unlearned.
+const maxLearnedGroups = 64
 
 // Outcome is the result for one wire event, in batch order: an accepted
 // PlacementEvent, or the Reason it was rejected for.
@@ -81,6 +89,9 @@ func New(cfg Config) *Normalizer {
 	if cfg.MaxNamespaceBlocks <= 0 {
 		cfg.MaxNamespaceBlocks = 1 << 20
 	}
+	if cfg.MaxDpRanks <= 0 {
+		cfg.MaxDpRanks = 256
+	}
 	return &Normalizer{
 		cfg:   cfg,
 		ranks: make(map[messages.DpRank]*rankState),
@@ -103,6 +114,9 @@ func (n *Normalizer) Batch(b *wire.Batch, out []Outcome) []Outcome {
 		rank = messages.DpRank(b.DpRank.V)
 	}
 	rs := n.rank(rank)
+	if rs == nil && rankErr == "" {
+		rankErr = fmt.Sprintf("dp rank %d would exceed the cap of %d ranks per worker", rank, n.cfg.MaxDpRanks)
+	}
 	for i := range b.Events {
 		var o Outcome
 		if rankErr != "" {
@@ -121,9 +135,14 @@ func (n *Normalizer) Batch(b *wire.Batch, out []Outcome) []Outcome {
 	return out
 }
 
+// rank returns the state of dp rank r, creating it unless the worker already
+// has MaxDpRanks ranks (then nil).
 func (n *Normalizer) rank(r messages.DpRank) *rankState {
 	rs, ok := n.ranks[r]
 	if !ok {
+		if len(n.ranks) >= n.cfg.MaxDpRanks {
+			return nil
+		}
 		rs = &rankState{groups: make(map[int64]kindClass), ns: make(map[uint64]nsEntry)}
 		n.ranks[r] = rs
 	}

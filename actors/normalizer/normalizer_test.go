@@ -336,3 +336,20 @@ func TestBadEventKeepsNeighbours(t *testing.T) {
 		t.Fatalf("outcomes %v", reasons(out))
 	}
 }
+
+func TestStateIsBounded(t *testing.T) {
+	n := New(Config{MaxDpRanks: 2})
+	out := run(t, n, batch(0, removed(1)), batch(1, removed(1)), batch(2, removed(1)), batch(0, removed(1)))
+	if got := reasons(out); got[2] != messages.ReasonMalformed || got[3] != messages.ReasonNone {
+		t.Fatalf("third rank must be refused, known ranks kept: %v", got)
+	}
+	var evs []wire.Event
+	for g := range int64(maxLearnedGroups + 1) {
+		evs = append(evs, with(stored([]uint64{uint64(g + 1)}, 1, 2), group(g+1, "full_attention")))
+	}
+	evs = append(evs, with(removed(1), group(maxLearnedGroups+1, "")))
+	out = run(t, New(Config{}), batch(0, evs...))
+	if last := out[len(out)-1]; last.Reason != messages.ReasonUnlearnedGroupIdx {
+		t.Fatalf("group past the learning cap: %v", last.Reason)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -16,15 +17,18 @@ var ErrNotBatch = errors.New("not a kv-event batch")
 // cheap to keep one per goroutine and must not be shared between goroutines.
 // The zero value is not usable: call NewDecoder.
 type Decoder struct {
-	lim  Limits
-	fold FoldBin
-	r    bytes.Reader
-	d    *msgpack.Decoder
+	lim     Limits
+	fold    FoldBin
+	payload []byte
+	r       bytes.Reader
+	d       *msgpack.Decoder
 
 	batch   Batch
 	hashes  []uint64 // arena for Event.BlockHashes
 	tokens  []uint32 // arena for Event.Tokens
 	scratch []byte
+	hdr     [5]byte  // a str/bin/ext header being read
+	stopped bool     // an event broke the stream: nothing after it can be read
 	pending [256]int // skip's per-level counts of values still to consume
 }
 
@@ -58,12 +62,14 @@ func NewDecoder(lim Limits, fold FoldBin) *Decoder {
 // declared event is in Events, each accepted or carrying its Reason, except
 // the Lost ones after a truncation.
 func (x *Decoder) Decode(payload []byte) (*Batch, error) {
+	x.payload = payload
 	x.r.Reset(payload)
 	x.d.ResetReader(&x.r)
 	x.hashes = x.hashes[:0]
 	x.tokens = x.tokens[:0]
 	clear(x.batch.Events)
 	x.batch = Batch{Events: x.batch.Events[:0]}
+	x.stopped = false
 	if len(payload) == 0 {
 		return nil, fmt.Errorf("%w: empty payload", ErrNotBatch)
 	}
@@ -100,7 +106,7 @@ func (x *Decoder) arrayBatch() error {
 	if err := x.events(); err != nil {
 		return err
 	}
-	if n >= 3 && x.batch.Lost == 0 {
+	if n >= 3 && !x.stopped {
 		if err := x.rank(); err != nil {
 			return err
 		}
@@ -116,7 +122,7 @@ func (x *Decoder) mapBatch() error {
 		return err
 	}
 	sawEvents := false
-	for i := 0; i < n && x.batch.Lost == 0; i++ {
+	for i := 0; i < n && !x.stopped; i++ {
 		key, err := x.mapKey()
 		if err != nil {
 			return err
@@ -125,6 +131,9 @@ func (x *Decoder) mapBatch() error {
 		case "ts":
 			err = x.timestamp()
 		case "events":
+			if sawEvents {
+				return errors.New("batch map has two events keys")
+			}
 			sawEvents, err = true, x.events()
 		case "data_parallel_rank", "dp_rank", "attn_dp_rank":
 			err = x.rank()
@@ -155,8 +164,14 @@ func (x *Decoder) timestamp() error {
 	}
 	switch cl {
 	case classFloat, classInt:
-		x.batch.TS, err = x.d.DecodeFloat64()
-		return err
+		ts, err := x.d.DecodeFloat64()
+		if err != nil {
+			return truncated("batch timestamp", err)
+		}
+		if !math.IsNaN(ts) && !math.IsInf(ts, 0) {
+			x.batch.TS = ts // a non-finite ts is kept as 0: it only feeds lag figures
+		}
+		return nil
 	case classNil:
 		return x.d.DecodeNil()
 	}
@@ -206,6 +221,7 @@ func (x *Decoder) events() error {
 		}
 		ev.Reason, ev.Detail = se.reason, se.detail
 		x.batch.Lost = n - i - 1
+		x.stopped = true // the position in the payload is unknown from here on
 		return nil
 	}
 	return nil

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/kvrouter/kvrouter/messages"
@@ -47,59 +46,25 @@ const removedTail = 3
 // session_id, so its sixth slot is never read).
 var tailLayout = [...]field{fGroupIdx, fKind, fSliding, fLocality, fOwnership, fSessionID}
 
-// keyField maps a map-form key to its field.
-func keyField(key string) field {
-	switch key {
-	case "type":
-		return fType
-	case "block_hashes":
-		return fBlockHashes
-	case "parent_block_hash":
-		return fParent
-	case "token_ids":
-		return fTokens
-	case "block_size":
-		return fBlockSize
-	case "lora_id":
-		return fLoraID
-	case "medium":
-		return fMedium
-	case "lora_name", "metadata":
-		return fSlot7
-	case "extra_keys":
-		return fExtraKeys
-	case "group_idx":
-		return fGroupIdx
-	case "kv_cache_spec_kind":
-		return fKind
-	case "kv_cache_spec_sliding_window":
-		return fSliding
-	case "locality":
-		return fLocality
-	case "ownership":
-		return fOwnership
-	case "session_id":
-		return fSessionID
-	case "cache_salt":
-		return fCacheSalt
-	case "block_mm_infos":
-		return fMMInfos
-	}
-	return fIgnore
+// keyFields maps map-form keys (and batch keys, as fIgnore) to fields.
+var keyFields = map[string]field{
+	"type": fType, "block_hashes": fBlockHashes, "parent_block_hash": fParent,
+	"token_ids": fTokens, "block_size": fBlockSize, "lora_id": fLoraID, "medium": fMedium,
+	"lora_name": fSlot7, "metadata": fSlot7, "extra_keys": fExtraKeys, "group_idx": fGroupIdx,
+	"kv_cache_spec_kind": fKind, "kv_cache_spec_sliding_window": fSliding,
+	"locality": fLocality, "ownership": fOwnership, "session_id": fSessionID,
+	"cache_salt": fCacheSalt, "block_mm_infos": fMMInfos,
+	"ts": fIgnore, "events": fIgnore, "data_parallel_rank": fIgnore, "dp_rank": fIgnore, "attn_dp_rank": fIgnore,
+	"mm_objects": fIgnore, "mm_hash": fIgnore,
 }
 
-// keyString returns a constant for known keys so map events decode without
-// allocating per key.
+// keyString returns the shared spelling of a known key, or "" for keys
+// kvrouter does not read (they are skipped; their spelling is not needed).
 func keyString(b []byte) string {
-	switch string(b) {
-	case "type", "block_hashes", "parent_block_hash", "token_ids", "block_size",
-		"lora_id", "medium", "lora_name", "metadata", "extra_keys", "group_idx",
-		"kv_cache_spec_kind", "kv_cache_spec_sliding_window", "locality",
-		"ownership", "session_id", "cache_salt", "block_mm_infos",
-		"ts", "events", "data_parallel_rank", "dp_rank", "attn_dp_rank":
+	if _, ok := keyFields[string(b)]; ok {
 		return intern(b)
 	}
-	return "" // unknown keys are skipped, their spelling is not needed
+	return ""
 }
 
 // eventState holds what one event's fields say before precedence rules
@@ -124,8 +89,8 @@ func (st *eventState) fail(err error) error {
 	if err == nil {
 		return nil
 	}
-	var fe *fieldError
-	if !errors.As(err, &fe) {
+	fe, ok := err.(*fieldError)
+	if !ok {
 		return err
 	}
 	if st.ev.Reason == messages.ReasonNone {
@@ -202,7 +167,7 @@ func (x *Decoder) mapEvent(st *eventState) error {
 		if err != nil {
 			return err
 		}
-		f := keyField(key)
+		f := keyFields[key]
 		sawType = sawType || f == fType
 		if err := st.fail(x.setField(st, f)); err != nil {
 			return err
@@ -315,6 +280,10 @@ func (x *Decoder) resolve(st *eventState) {
 		if b.s != ev.LoraName {
 			ev.addMM(b.block, hashIdentifier(b.s))
 		}
+	}
+	if ev.Type == TypeUnknown && ev.Tag != "" {
+		// An unknown tag outranks field errors: its fields mean nothing to us.
+		ev.Reason, ev.Detail = messages.ReasonUnknownTag, "unknown tag "+quote(ev.Tag)
 	}
 	if ev.Reason == messages.ReasonNone && ev.Type != TypeCleared && ev.BlockHashes == nil {
 		ev.Reason, ev.Detail = messages.ReasonMalformed, "block_hashes missing"

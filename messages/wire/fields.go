@@ -30,17 +30,21 @@ func (x *Decoder) blockHashes(ev *Event) error {
 	}
 	start := len(x.hashes)
 	var bad error
-	for i := 0; i < n; i++ {
+	for i := x.fastHashes(n); i < n; i++ {
 		h, err := x.hash("block_hashes")
 		if isStructural(err) {
 			return err
 		}
-		if err != nil && bad == nil {
-			bad = err
+		if err != nil {
+			bad = firstErr(bad, err)
+			continue // a bad hash is left out; the event is rejected anyway
 		}
 		x.hashes = append(x.hashes, h)
 	}
 	ev.BlockHashes = x.hashes[start:len(x.hashes):len(x.hashes)]
+	if ev.BlockHashes == nil {
+		ev.BlockHashes = []uint64{} // present but empty, unlike absent (nil)
+	}
 	return bad
 }
 
@@ -64,12 +68,6 @@ func (x *Decoder) tokenIDs(ev *Event) error {
 	if err != nil {
 		return err
 	}
-	if n+1 > x.lim.MaxTokens {
-		if err := x.skipN(n); err != nil {
-			return err
-		}
-		return overLimit("%d token ids exceed the cap of %d", n, x.lim.MaxTokens)
-	}
 	start := len(x.tokens)
 	var bad error
 	keep := func(err error) error {
@@ -81,14 +79,24 @@ func (x *Decoder) tokenIDs(ev *Event) error {
 		}
 		return nil
 	}
-	for i := 0; i < n; i++ {
+	if n > 0 {
 		cl, err := x.peek()
 		if err != nil {
 			return err
 		}
-		if i == 0 {
-			ev.Bigram = cl == classArray
+		ev.Bigram = cl == classArray
+	}
+	if flat := n + boolInt(ev.Bigram && n > 0); flat > x.lim.MaxTokens {
+		if err := x.skipN(n); err != nil {
+			return err
 		}
+		return overLimit("%d token ids exceed the cap of %d", flat, x.lim.MaxTokens)
+	}
+	i := 0
+	if !ev.Bigram {
+		i = x.fastTokens(n)
+	}
+	for ; i < n; i++ {
 		if !ev.Bigram {
 			t, err := x.token()
 			if err := keep(err); err != nil {
@@ -542,6 +550,13 @@ func (ev *Event) addMM(block int, h uint64) {
 // the block hash folds in.
 func hashIdentifier(id string) uint64 {
 	return xxh3.HashString(id)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func firstErr(errs ...error) error {

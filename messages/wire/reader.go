@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -39,9 +38,12 @@ func overLimit(format string, args ...any) error {
 	return &fieldError{messages.ReasonLimitExceeded, fmt.Sprintf(format, args...)}
 }
 
+// isStructural reports whether err is a structural error. Errors of this
+// package are never wrapped, so a type assertion suffices (errors.As would
+// allocate on every call of the hot path).
 func isStructural(err error) bool {
-	var s *structuralError
-	return errors.As(err, &s)
+	_, ok := err.(*structuralError)
+	return ok
 }
 
 // class is the coarse msgpack type of a value.
@@ -201,7 +203,7 @@ func (x *Decoder) bytesHeader() (int, error) {
 		}
 		return 0, malformed("want str or bin, got %s", classify(c))
 	}
-	var h [5]byte
+	h := x.hdr[:]
 	if err := x.d.ReadFull(h[:hdr]); err != nil {
 		return 0, truncated("reading string header", err)
 	}
@@ -346,7 +348,7 @@ func (x *Decoder) skip() error {
 		if n == 0 {
 			continue
 		}
-		if depth+1 >= x.lim.MaxDepth || depth+1 >= len(x.pending) {
+		if depth+1 > x.lim.MaxDepth || depth+1 >= len(x.pending) {
 			return &structuralError{messages.ReasonLimitExceeded,
 				fmt.Sprintf("value nested deeper than %d levels", x.lim.MaxDepth)}
 		}
@@ -365,30 +367,26 @@ func (x *Decoder) skipN(n int) error {
 	return nil
 }
 
-// intern returns a constant for the strings engines repeat in every event, so
-// decoding them does not allocate.
+// intern returns a shared string for the values engines repeat in every
+// event (tags, keys, media, kinds), so decoding them does not allocate.
 func intern(b []byte) string {
-	switch string(b) {
-	case "":
-		return ""
-	case TagStored:
-		return TagStored
-	case TagRemoved:
-		return TagRemoved
-	case TagCleared:
-		return TagCleared
-	case "GPU":
-		return "GPU"
-	case "CPU":
-		return "CPU"
-	case "LOCAL":
-		return "LOCAL"
-	case "full_attention":
-		return "full_attention"
-	case "mla_attention":
-		return "mla_attention"
-	case "sliding_window":
-		return "sliding_window"
+	if s, ok := interned[string(b)]; ok {
+		return s
 	}
 	return string(b)
 }
+
+var interned = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{
+		"", TagStored, TagRemoved, TagCleared,
+		"GPU", "CPU", "CPU_PINNED", "DISK", "LOCAL", "REMOTE",
+		"full_attention", "mla_attention", "sink_full_attention", "sliding_window", "mamba",
+	} {
+		m[s] = s
+	}
+	for k := range keyFields {
+		m[k] = k
+	}
+	return m
+}()

@@ -102,11 +102,12 @@ type Limits struct {
 }
 
 // DefaultLimits are generous for real engines (a 128k-token prompt in one
-// event fits) and small enough that a hostile payload cannot make one decode
-// allocate more than a few megabytes beyond its own size.
+// event fits; a scheduler step emits far fewer than 16k events) and bound
+// what a hostile payload can make one decode allocate: about its own size in
+// hashes and tokens, plus MaxEvents × ~400 B of event records (~6 MB).
 func DefaultLimits() Limits {
 	return Limits{
-		MaxEvents:      65536,
+		MaxEvents:      16384,
 		MaxHashes:      65536,
 		MaxTokens:      1 << 20,
 		MaxStringBytes: 4096,
