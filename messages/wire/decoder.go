@@ -227,22 +227,27 @@ func (x *Decoder) events() error {
 	return nil
 }
 
-// mapKey reads a map key; non-string keys come back as "" (and are skipped
-// by every caller's default branch).
+// mapKey reads a map key as the shared spelling of a known key, or "" for
+// keys kvrouter does not read and non-string keys (every caller's default
+// branch skips their value).
 func (x *Decoder) mapKey() (string, error) {
+	b, err := x.mapKeyBytes()
+	return keyString(b), err
+}
+
+// mapKeyBytes reads a map key's bytes (valid until the next read); a
+// non-string or over-long key comes back empty.
+func (x *Decoder) mapKeyBytes() ([]byte, error) {
 	cl, err := x.peek()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if cl != classStr {
-		return "", x.skip()
+		return nil, x.skip()
 	}
 	b, err := x.rawBytes()
-	if err != nil {
-		if isStructural(err) {
-			return "", err
-		}
-		return "", nil
+	if err != nil && isStructural(err) {
+		return nil, err
 	}
-	return keyString(b), nil
+	return b, nil
 }

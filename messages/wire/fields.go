@@ -8,19 +8,12 @@ import (
 
 // blockHashes reads the required array of engine hashes.
 func (x *Decoder) blockHashes(ev *Event) error {
-	cl, err := x.peek()
+	n, ok, err := x.arrayOrNil("block_hashes")
 	if err != nil {
 		return err
 	}
-	if cl != classArray {
-		if err := x.skip(); err != nil {
-			return err
-		}
-		return malformed("block_hashes is a msgpack %s, want an array", cl)
-	}
-	n, err := x.arrayLen()
-	if err != nil {
-		return err
+	if !ok {
+		return malformed("block_hashes is nil, want an array")
 	}
 	if n > x.lim.MaxHashes {
 		if err := x.skipN(n); err != nil {
@@ -29,14 +22,13 @@ func (x *Decoder) blockHashes(ev *Event) error {
 		return overLimit("%d block hashes exceed the cap of %d", n, x.lim.MaxHashes)
 	}
 	start := len(x.hashes)
-	var bad error
+	var bad fieldErrs
 	for i := x.fastHashes(n); i < n; i++ {
 		h, err := x.hash("block_hashes")
-		if isStructural(err) {
-			return err
-		}
 		if err != nil {
-			bad = firstErr(bad, err)
+			if err := bad.keep(err); err != nil {
+				return err
+			}
 			continue // a bad hash is left out; the event is rejected anyway
 		}
 		x.hashes = append(x.hashes, h)
@@ -45,40 +37,19 @@ func (x *Decoder) blockHashes(ev *Event) error {
 	if ev.BlockHashes == nil {
 		ev.BlockHashes = []uint64{} // present but empty, unlike absent (nil)
 	}
-	return bad
+	return bad.first
 }
 
 // tokenIDs reads token_ids: plain ints, or [a, b] bigram pairs that are
 // flattened to a of each pair plus b of the last (n pairs → n+1 tokens).
 func (x *Decoder) tokenIDs(ev *Event) error {
-	cl, err := x.peek()
-	if err != nil {
-		return err
-	}
-	if cl == classNil {
-		return x.d.DecodeNil()
-	}
-	if cl != classArray {
-		if err := x.skip(); err != nil {
-			return err
-		}
-		return malformed("token_ids is a msgpack %s, want an array", cl)
-	}
-	n, err := x.arrayLen()
-	if err != nil {
+	n, ok, err := x.arrayOrNil("token_ids")
+	if err != nil || !ok {
 		return err
 	}
 	start := len(x.tokens)
-	var bad error
-	keep := func(err error) error {
-		if isStructural(err) {
-			return err
-		}
-		if err != nil && bad == nil {
-			bad = err
-		}
-		return nil
-	}
+	var bad fieldErrs
+	keep := bad.keep
 	if n > 0 {
 		cl, err := x.peek()
 		if err != nil {
@@ -115,7 +86,7 @@ func (x *Decoder) tokenIDs(ev *Event) error {
 		}
 	}
 	ev.Tokens = x.tokens[start:len(x.tokens):len(x.tokens)]
-	return bad
+	return bad.first
 }
 
 // token reads one token id (an int in [0, 2^32)).
@@ -202,7 +173,7 @@ func (x *Decoder) slot7(st *eventState) error {
 	if err != nil {
 		return err
 	}
-	var bad error
+	var bad fieldErrs
 	for i := 0; i < n; i++ {
 		key, err := x.mapKey()
 		if err != nil {
@@ -218,14 +189,11 @@ func (x *Decoder) slot7(st *eventState) error {
 		default:
 			err = x.skip()
 		}
-		if isStructural(err) {
+		if err := bad.keep(err); err != nil {
 			return err
 		}
-		if err != nil && bad == nil {
-			bad = err
-		}
 	}
-	return bad
+	return bad.first
 }
 
 // saltMarker prefixes a cache salt carried in extra_keys (Dynamo's
@@ -318,33 +286,12 @@ func (x *Decoder) mmInfos(st *eventState) error {
 // entry itself is handed over). Field errors in items are kept, the first
 // reported.
 func (x *Decoder) perBlock(st *eventState, name string, item func(block int) error) error {
-	cl, err := x.peek()
-	if err != nil {
+	blocks, ok, err := x.arrayOrNil(name)
+	if err != nil || !ok {
 		return err
 	}
-	if cl == classNil {
-		return x.d.DecodeNil()
-	}
-	if cl != classArray {
-		if err := x.skip(); err != nil {
-			return err
-		}
-		return malformed("%s is a msgpack %s, want an array or nil", name, cl)
-	}
-	blocks, err := x.arrayLen()
-	if err != nil {
-		return err
-	}
-	var bad error
-	keep := func(err error) error {
-		if isStructural(err) {
-			return err
-		}
-		if err != nil && bad == nil {
-			bad = err
-		}
-		return nil
-	}
+	var bad fieldErrs
+	keep := bad.keep
 	for b := 0; b < blocks; b++ {
 		cl, err := x.peek()
 		if err != nil {
@@ -384,7 +331,7 @@ func (x *Decoder) perBlock(st *eventState, name string, item func(block int) err
 			}
 		}
 	}
-	return bad
+	return bad.first
 }
 
 // firstOrKey hands the value's first array element, or its map entry named
@@ -431,18 +378,8 @@ func (x *Decoder) firstOrKey(key string, read func() error) error {
 
 // mapKeyRaw reads a map key of any spelling (mapKey only spells known keys).
 func (x *Decoder) mapKeyRaw() (string, error) {
-	cl, err := x.peek()
-	if err != nil {
-		return "", err
-	}
-	if cl != classStr {
-		return "", x.skip()
-	}
-	b, err := x.rawBytes()
-	if err != nil && isStructural(err) {
-		return "", err
-	}
-	return string(b), nil
+	b, err := x.mapKeyBytes()
+	return string(b), err
 }
 
 // tail reads the positional fields after the fixed prefix: by the fixed
@@ -550,6 +487,40 @@ func (ev *Event) addMM(block int, h uint64) {
 // the block hash folds in.
 func hashIdentifier(id string) uint64 {
 	return xxh3.HashString(id)
+}
+
+// arrayOrNil reads an array header, or nil (ok false). Any other value is
+// consumed and reported as malformed.
+func (x *Decoder) arrayOrNil(field string) (n int, ok bool, err error) {
+	cl, err := x.peek()
+	if err != nil {
+		return 0, false, err
+	}
+	switch cl {
+	case classNil:
+		return 0, false, x.d.DecodeNil()
+	case classArray:
+		n, err = x.arrayLen()
+		return n, err == nil, err
+	}
+	if err := x.skip(); err != nil {
+		return 0, false, err
+	}
+	return 0, false, malformed("%s is a msgpack %s, want an array or nil", field, cl)
+}
+
+// fieldErrs collects the field errors of one container: the first is kept
+// for the event, structural errors are handed back to abort the batch.
+type fieldErrs struct{ first error }
+
+func (f *fieldErrs) keep(err error) error {
+	if isStructural(err) {
+		return err
+	}
+	if f.first == nil {
+		f.first = err
+	}
+	return nil
 }
 
 func boolInt(b bool) int {
