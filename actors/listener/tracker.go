@@ -1,0 +1,240 @@
+package listener
+
+import (
+	"slices"
+)
+
+// ResyncReason says why a stream's index state had to be dropped.
+type ResyncReason uint8
+
+// Resync reasons (metrics labels).
+const (
+	ResyncNone           ResyncReason = iota
+	ResyncStart                       // first sight of the stream
+	ResyncRestart                     // seq went backwards: the publisher restarted
+	ResyncHistoryMissing              // a gap the replay buffer could not fill
+	ResyncReplayTimeout               // the replay endpoint did not finish in time
+	ResyncReorderOverflow             // too many live batches arrived during a replay
+)
+
+var resyncNames = [...]string{"", "start", "restart", "history_missing", "replay_timeout", "reorder_overflow"}
+
+// String returns the reason's label.
+func (r ResyncReason) String() string {
+	if int(r) < len(resyncNames) {
+		return resyncNames[r]
+	}
+	return "invalid"
+}
+
+// ActionKind is what the Tracker asks its owner to do.
+type ActionKind uint8
+
+// Action kinds.
+const (
+	// Deliver: pass Seq/Payload downstream, in this order.
+	Deliver ActionKind = iota + 1
+	// RequestReplay: ask the engine's replay endpoint for every batch with
+	// seq ≥ Seq (and arm the replay timeout).
+	RequestReplay
+	// Resync: drop what the index holds for this stream before the next
+	// delivered batch. Exact says whether the stream is complete from there
+	// (the engine's cache was empty: a fresh publisher) or degraded (history
+	// before the next batch is unknown).
+	Resync
+)
+
+// Action is one instruction from the Tracker.
+type Action struct {
+	Kind    ActionKind
+	Seq     uint64
+	Payload []byte
+	Reason  ResyncReason
+	Exact   bool
+}
+
+// TrackerConfig configures one stream's Tracker.
+type TrackerConfig struct {
+	// Replay: the engine has a replay endpoint.
+	Replay bool
+	// SeqStartsAtZero: a fresh publisher's first seq is 0 (vLLM, SGLang).
+	SeqStartsAtZero bool
+	// ReorderCap bounds the live batches buffered while a replay runs
+	// (default 1024, as the reference).
+	ReorderCap int
+}
+
+// Tracker follows one publisher's sequence numbers: it delivers batches in
+// order exactly once, asks for replays to fill gaps, and says when the
+// stream's index state must be dropped. It is a pure state machine: the
+// owner feeds it what the sockets and timers produce and carries out the
+// Actions it returns, in order.
+//
+// Every Deliver is preceded, since the last Resync, by the delivery of every
+// earlier batch of that publisher; a Resync with Exact set means the history
+// is complete from the publisher's first batch (so from an empty cache).
+type Tracker struct {
+	cfg       TrackerConfig
+	started   bool   // next is a position in the publisher's sequence
+	next      uint64 // next seq to deliver
+	firstWhy  ResyncReason
+	lastLive  uint64 // last seq seen on the subscription (live order is the publisher's)
+	haveLive  bool
+	replaying bool
+	buffered  []pending // live batches held during a replay, ascending seq
+}
+
+type pending struct {
+	seq     uint64
+	payload []byte
+}
+
+// NewTracker returns a Tracker for a stream not yet seen.
+func NewTracker(cfg TrackerConfig) *Tracker {
+	if cfg.ReorderCap <= 0 {
+		cfg.ReorderCap = 1024
+	}
+	return &Tracker{cfg: cfg, firstWhy: ResyncStart}
+}
+
+// Replaying reports whether a replay is running (the stream is recovering).
+// When it turns false the owner must discard the replay socket: answers to a
+// finished or abandoned replay must never be fed to Replayed.
+func (t *Tracker) Replaying() bool { return t.replaying }
+
+// Next returns the next seq the Tracker expects, and whether it knows it.
+func (t *Tracker) Next() (uint64, bool) { return t.next, t.started }
+
+// Start is called once the subscription is in place: with a replay
+// endpoint, ask it for everything it still holds, so a router started after
+// the engine learns what the buffer has.
+func (t *Tracker) Start() []Action {
+	if !t.cfg.Replay {
+		return nil
+	}
+	return t.replay(nil, 0)
+}
+
+// Live handles a batch received on the subscription. Live seqs only grow
+// within one publisher's life, so a seq not above the last live one means
+// the publisher restarted — while a seq below the next expected one but above
+// the last live one is merely a live copy of a batch a replay already
+// delivered.
+func (t *Tracker) Live(seq uint64, payload []byte) []Action {
+	restart := t.haveLive && seq <= t.lastLive
+	t.lastLive, t.haveLive = seq, true
+	if restart {
+		// The old publisher's cache went with it: whatever is held or
+		// being replayed is moot.
+		t.started, t.firstWhy = false, ResyncRestart
+		t.replaying, t.buffered = false, nil
+	}
+	if t.replaying {
+		return t.hold(seq, payload)
+	}
+	if t.started && seq < t.next {
+		return nil // delivered by a replay already
+	}
+	missed := (t.started && seq > t.next) || (!t.started && t.cfg.SeqStartsAtZero && seq > 0)
+	if missed && t.cfg.Replay {
+		from := uint64(0)
+		if t.started {
+			from = t.next
+		}
+		return t.hold(seq, payload, t.replay(nil, from)...)
+	}
+	return t.place(nil, seq, payload, ResyncHistoryMissing)
+}
+
+// Replayed handles one batch from the replay endpoint. An answer later than
+// the next expected seq means the buffer no longer holds that history.
+func (t *Tracker) Replayed(seq uint64, payload []byte) []Action {
+	if !t.replaying {
+		return nil // a late answer to an abandoned replay
+	}
+	acts := t.place(nil, seq, payload, ResyncHistoryMissing)
+	return t.drain(acts, false, 0)
+}
+
+// ReplayEnd handles the replay's end marker.
+func (t *Tracker) ReplayEnd() []Action { return t.stopReplay(ResyncHistoryMissing) }
+
+// ReplayTimeout is called when a replay produced no end marker in time (an
+// engine without replay never answers).
+func (t *Tracker) ReplayTimeout() []Action { return t.stopReplay(ResyncReplayTimeout) }
+
+func (t *Tracker) stopReplay(gap ResyncReason) []Action {
+	if !t.replaying {
+		return nil
+	}
+	t.replaying = false
+	return t.drain(nil, true, gap)
+}
+
+func (t *Tracker) replay(acts []Action, from uint64) []Action {
+	t.replaying = true
+	return append(acts, Action{Kind: RequestReplay, Seq: from})
+}
+
+// place delivers seq, preceded by a Resync when it does not continue the
+// delivered history (gap names the reason for a forward gap).
+func (t *Tracker) place(acts []Action, seq uint64, payload []byte, gap ResyncReason) []Action {
+	switch {
+	case t.started && seq < t.next:
+		return acts // a duplicate
+	case !t.started:
+		exact := t.cfg.SeqStartsAtZero && seq == 0
+		acts = append(acts, Action{Kind: Resync, Reason: t.firstWhy, Exact: exact})
+	case seq > t.next:
+		acts = append(acts, Action{Kind: Resync, Reason: gap})
+	}
+	t.started, t.next = true, seq+1
+	return append(acts, Action{Kind: Deliver, Seq: seq, Payload: payload})
+}
+
+// hold buffers a live batch during a replay; past the cap the replay is
+// abandoned and what is held is delivered with the gap accepted.
+func (t *Tracker) hold(seq uint64, payload []byte, acts ...Action) []Action {
+	if t.started && seq < t.next {
+		return acts // already delivered by the replay
+	}
+	i, found := slices.BinarySearchFunc(t.buffered, seq, func(p pending, s uint64) int { return cmpU64(p.seq, s) })
+	if found {
+		return acts
+	}
+	t.buffered = slices.Insert(t.buffered, i, pending{seq, payload})
+	if len(t.buffered) <= t.cfg.ReorderCap {
+		return acts
+	}
+	t.replaying = false
+	return t.drain(acts, true, ResyncReorderOverflow)
+}
+
+// drain delivers the held batches that continue the history; with final
+// (the replay is over) the rest too, accepting the gap before them.
+func (t *Tracker) drain(acts []Action, final bool, gap ResyncReason) []Action {
+	n := 0
+	for _, p := range t.buffered {
+		if !final && (!t.started || p.seq > t.next) {
+			break
+		}
+		acts = t.place(acts, p.seq, p.payload, gap)
+		n++
+	}
+	clear(t.buffered[:n])
+	t.buffered = t.buffered[n:]
+	if len(t.buffered) == 0 {
+		t.buffered = nil
+	}
+	return acts
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

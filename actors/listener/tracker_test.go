@@ -1,0 +1,252 @@
+package listener
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// trace renders actions compactly: "R0" replay from 0, "D3" deliver 3,
+// "X:start!" resync exact, "X:restart" resync degraded.
+func trace(acts []Action) string {
+	var parts []string
+	for _, a := range acts {
+		switch a.Kind {
+		case Deliver:
+			parts = append(parts, fmt.Sprintf("D%d", a.Seq))
+		case RequestReplay:
+			parts = append(parts, fmt.Sprintf("R%d", a.Seq))
+		case Resync:
+			s := "X:" + a.Reason.String()
+			if a.Exact {
+				s += "!"
+			}
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// step is one input to a Tracker: live/replayed batch, end, timeout, start.
+type step struct {
+	kind  byte // 'L' live, 'P' replayed, 'E' end, 'T' timeout, 'S' start
+	seq   uint64
+	epoch int // publisher incarnation (property test only)
+}
+
+func feed(t *Tracker, steps ...step) string {
+	var acts []Action
+	for _, s := range steps {
+		switch s.kind {
+		case 'S':
+			acts = append(acts, t.Start()...)
+		case 'L':
+			acts = append(acts, t.Live(s.seq, nil)...)
+		case 'P':
+			acts = append(acts, t.Replayed(s.seq, nil)...)
+		case 'E':
+			acts = append(acts, t.ReplayEnd()...)
+		case 'T':
+			acts = append(acts, t.ReplayTimeout()...)
+		}
+	}
+	return trace(acts)
+}
+
+func L(s uint64) step { return step{kind: 'L', seq: s} }
+func P(s uint64) step { return step{kind: 'P', seq: s} }
+
+var (
+	E = step{kind: 'E'}
+	T = step{kind: 'T'}
+	S = step{kind: 'S'}
+)
+
+func TestTrackerScenarios(t *testing.T) {
+	replay := TrackerConfig{Replay: true, SeqStartsAtZero: true}
+	noReplay := TrackerConfig{SeqStartsAtZero: true}
+	stamp := TrackerConfig{} // TensorRT-LLM: seq starts at a timestamp, no replay
+	cases := []struct {
+		name  string
+		cfg   TrackerConfig
+		steps []step
+		want  string
+	}{
+		{"in order from 0 is exact", noReplay, []step{L(0), L(1), L(2)}, "X:start! D0 D1 D2"},
+		{"late start without replay is degraded", noReplay, []step{L(7), L(8)}, "X:start D7 D8"},
+		{"gap without replay", noReplay, []step{L(0), L(1), L(4)}, "X:start! D0 D1 X:history_missing D4"},
+		{"backwards is a restart", noReplay, []step{L(0), L(1), L(2), L(0), L(1)}, "X:start! D0 D1 D2 X:restart! D0 D1"},
+		{"live copy of a replayed batch is no restart", replay, []step{L(0), L(3), P(1), P(2), P(3), P(4), E, L(4), L(5)}, "X:start! D0 R1 D1 D2 D3 D4 D5"},
+		{"restart during a replay abandons it", replay, []step{L(0), L(5), L(0), L(1)}, "X:start! D0 R1 X:restart! D0 D1"},
+		{"restart seen late", noReplay, []step{L(5), L(6), L(2)}, "X:start D5 D6 X:restart D2"},
+		{"timestamp seqs: baseline, then gaps", stamp, []step{L(1e18), L(1e18 + 1), L(1e18 + 3)}, "X:start D1000000000000000000 D1000000000000000001 X:history_missing D1000000000000000003"},
+
+		{"startup replay of the whole history", replay, []step{S, P(0), P(1), L(2), E, L(3)}, "R0 X:start! D0 D1 D2 D3"},
+		{"startup replay: buffer lost the start", replay, []step{S, P(4), P(5), E, L(6)}, "R0 X:start D4 D5 D6"},
+		{"startup replay empty, then live from 0", replay, []step{S, E, L(0), L(1)}, "R0 X:start! D0 D1"},
+		{"startup: no replay answer (timeout)", replay, []step{S, L(3), L(4), T, L(5)}, "R0 X:start D3 D4 D5"},
+		{"startup: live overlaps the replay", replay, []step{S, L(3), P(1), P(2), P(3), L(4), P(4), E}, "R0 X:start D1 D2 D3 D4"},
+		{"gap filled by replay", replay, []step{L(0), L(1), L(4), P(2), P(3), P(4), E, L(5)}, "X:start! D0 D1 R2 D2 D3 D4 D5"},
+		{"gap: live batches held during replay", replay, []step{L(0), L(3), L(4), L(5), P(1), P(2), E, L(6)}, "X:start! D0 R1 D1 D2 D3 D4 D5 D6"},
+		{"gap: history missing", replay, []step{L(0), L(9), P(5), P(6), E}, "X:start! D0 R1 X:history_missing D5 D6 X:history_missing D9"},
+		{"gap: replay times out", replay, []step{L(0), L(3), L(4), T}, "X:start! D0 R1 X:replay_timeout D3 D4"},
+		{"late answers after a timeout are ignored", replay, []step{L(0), L(3), T, P(1), P(2), E, L(4)}, "X:start! D0 R1 X:replay_timeout D3 D4"},
+		{"first live batch after seq 0 asks for the start", replay, []step{L(2), P(0), P(1), P(2), E, L(3)}, "R0 X:start! D0 D1 D2 D3"},
+		{"restart mid-stream with replay", replay, []step{L(0), L(1), L(1), L(2), P(0), P(1), P(2), E}, "X:start! D0 D1 R0 X:restart! D0 D1 D2"},
+		{"duplicate replay answers dropped", replay, []step{L(0), L(3), P(1), P(1), P(2), P(3), E}, "X:start! D0 R1 D1 D2 D3"},
+		{"reorder buffer overflow abandons the replay", TrackerConfig{Replay: true, SeqStartsAtZero: true, ReorderCap: 2},
+			[]step{L(0), L(5), L(6), L(7), P(1)}, "X:start! D0 R1 X:reorder_overflow D5 D6 D7"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := feed(NewTracker(c.cfg), c.steps...); got != c.want {
+				t.Errorf("\ngot  %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestTrackerProperties runs random publishers (restarting now and then)
+// through a lossy subscription and a finite replay buffer, with replay
+// answers racing live batches, and checks what the Tracker promises:
+// between two resyncs, deliveries are consecutive and never repeated; an
+// Exact resync is followed by seq 0; once everything in flight has arrived,
+// the stream since the last resync holds only the current publisher's
+// batches; and without loss or restarts nothing is ever resynced after the
+// start.
+func TestTrackerProperties(t *testing.T) {
+	for seed := uint64(1); seed <= 500; seed++ {
+		lossy := seed%4 != 0
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { trackerTrial(t, seed, lossy) })
+	}
+}
+
+func trackerTrial(t *testing.T, seed uint64, lossy bool) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	bufferSize := uint64(rng.IntN(20) + 1)
+	if !lossy {
+		bufferSize = 1 << 20
+	}
+	tr := NewTracker(TrackerConfig{Replay: true, SeqStartsAtZero: true, ReorderCap: rng.IntN(30) + 1})
+	if !lossy {
+		tr = NewTracker(TrackerConfig{Replay: true, SeqStartsAtZero: true, ReorderCap: 1 << 20})
+	}
+	epoch, pub := 0, uint64(0) // current publisher and its next seq
+	payload := func(e int, s uint64) []byte { return []byte(fmt.Sprintf("%d/%d", e, s)) }
+	var live, answers []step // in flight, each in order
+	var reqs []uint64
+	segment := map[string]bool{} // payloads delivered since the last resync
+	var segEpochs []int
+	lastSeq, haveLast, expectExact, resyncs := uint64(0), false, false, 0
+	check := func(acts []Action, what string) {
+		defer func() {
+			if !tr.Replaying() { // the owner discards the replay socket
+				answers, reqs = nil, nil
+			}
+		}()
+		for _, a := range acts {
+			switch a.Kind {
+			case RequestReplay:
+				reqs = append(reqs, a.Seq)
+			case Resync:
+				resyncs++
+				clear(segment)
+				segEpochs = segEpochs[:0]
+				haveLast, expectExact = false, a.Exact
+			case Deliver:
+				key := string(a.Payload)
+				if segment[key] {
+					t.Fatalf("%s: %s delivered twice since the last resync", what, key)
+				}
+				segment[key] = true
+				var e int
+				var sq uint64
+				fmt.Sscanf(key, "%d/%d", &e, &sq)
+				if sq != a.Seq {
+					t.Fatalf("%s: payload %s delivered as seq %d", what, key, a.Seq)
+				}
+				segEpochs = append(segEpochs, e)
+				if haveLast && a.Seq != lastSeq+1 {
+					t.Fatalf("%s: delivered %d after %d without a resync", what, a.Seq, lastSeq)
+				}
+				if expectExact && a.Seq != 0 {
+					t.Fatalf("%s: exact resync followed by seq %d", what, a.Seq)
+				}
+				expectExact, haveLast, lastSeq = false, true, a.Seq
+			}
+		}
+	}
+	serve := func() { // the replay endpoint answers the oldest request
+		from := reqs[0]
+		reqs = reqs[1:]
+		oldest := uint64(0)
+		if pub > bufferSize {
+			oldest = pub - bufferSize
+		}
+		for s := max(from, oldest); s < pub; s++ {
+			answers = append(answers, step{'P', s, epoch})
+		}
+		answers = append(answers, E)
+	}
+	answer := func() {
+		s := answers[0]
+		answers = answers[1:]
+		if s.kind == 'P' {
+			check(tr.Replayed(s.seq, payload(s.epoch, s.seq)), "replayed")
+		} else {
+			check(tr.ReplayEnd(), "end")
+		}
+	}
+	check(tr.Start(), "start")
+	for i := 0; i < 300; i++ {
+		switch r := rng.IntN(100); {
+		case r < 45: // publish
+			if !lossy || rng.IntN(8) != 0 {
+				live = append(live, step{'L', pub, epoch})
+			}
+			pub++
+		case r < 47 && lossy: // restart: a new process with an empty replay buffer
+			epoch, pub = epoch+1, 0
+		case r < 75 && len(live) > 0:
+			s := live[0]
+			live = live[1:]
+			check(tr.Live(s.seq, payload(s.epoch, s.seq)), "live")
+		case r < 95 && len(answers) > 0:
+			answer()
+		case len(reqs) > 0:
+			serve()
+		case lossy && tr.Replaying() && rng.IntN(10) == 0:
+			check(tr.ReplayTimeout(), "timeout")
+		}
+	}
+	// Quiescence: everything in flight arrives, every replay completes, and
+	// a last batch is published and received.
+	live = append(live, step{'L', pub, epoch})
+	for len(live) > 0 || len(answers) > 0 || len(reqs) > 0 {
+		switch {
+		case len(answers) > 0:
+			answer()
+		case len(reqs) > 0:
+			serve()
+		default:
+			s := live[0]
+			live = live[1:]
+			check(tr.Live(s.seq, payload(s.epoch, s.seq)), "live")
+		}
+	}
+	if tr.Replaying() {
+		t.Fatal("still replaying after quiescence")
+	}
+	if len(segEpochs) == 0 || lastSeq != pub {
+		t.Fatalf("the last published batch %d/%d was not delivered (last %d)", epoch, pub, lastSeq)
+	}
+	for _, e := range segEpochs {
+		if e != epoch {
+			t.Fatalf("after quiescence the stream holds batches of publisher %d, current is %d", e, epoch)
+		}
+	}
+	if !lossy && resyncs != 1 {
+		t.Fatalf("no loss, no restart: want only the start resync, got %d", resyncs)
+	}
+}
