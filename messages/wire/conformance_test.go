@@ -654,14 +654,14 @@ func storedPositionalCases() []conformanceCase {
 				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), CacheSalt: "tenant-a"}),
 		},
 		{
-			name: "stored/positional extra_keys bare multimodal identifier",
+			name: "stored/positional extra_keys bare string in block 0 is vLLM's cache salt",
 			payload: b3(func(b *wirefix.B) {
 				b.Array(9).Str("BlockStored").Uints(5, 6).Nil().Tokens(1, 2, 3, 4).Uint(2, 0).
 					Nil().Nil().Nil().
 					Array(2).Array(1).Str("img-hash-1").Nil()
 			}),
 			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5, 6),
-				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), MM: mm(hs(mmID("img-hash-1")))}),
+				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), CacheSalt: "img-hash-1"}),
 		},
 		{
 			name: "stored/positional extra_keys [identifier, offset] pair",
@@ -674,14 +674,14 @@ func storedPositionalCases() []conformanceCase {
 				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), MM: mm(nil, hs(mmID("img-2"), mmID("img-3")))}),
 		},
 		{
-			name: "stored/positional extra_keys bare string equal to lora_name is not mm",
+			name: "stored/positional extra_keys bare strings: the lora name and any past block 0 are opaque",
 			payload: b3(func(b *wirefix.B) {
 				b.Array(9).Str("BlockStored").Uints(5, 6).Nil().Tokens(1, 2, 3, 4).Uint(2, 0).
 					Nil().Nil().Str("lora-x").
 					Array(2).Array(1).Str("lora-x").Array(2).Str("lora-x").Str("img-4")
 			}),
 			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5, 6),
-				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), LoraName: "lora-x", MM: mm(nil, hs(mmID("img-4")))}),
+				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), LoraName: "lora-x"}),
 		},
 		{
 			name: "stored/positional extra_keys opaque items",
@@ -696,6 +696,49 @@ func storedPositionalCases() []conformanceCase {
 				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2)}),
 		},
 		{
+			name: "stored/positional extra_keys as vLLM builds them: lora, mm pair with negative offset, salt in block 0",
+			payload: b3(func(b *wirefix.B) {
+				b.Array(9).Str("BlockStored").Uints(5, 6).Nil().Tokens(1, 2, 3, 4).Uint(2, 0).
+					Nil().Nil().Str("ad").
+					Array(2).
+					Array(3).Str("ad").Array(2).Str("img-a").Uint(1, 0).Str("tenant-7").
+					Array(2).Str("ad").Array(2).Str("img-a").Int(-1, 0)
+			}),
+			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5, 6),
+				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), LoraName: "ad", CacheSalt: "tenant-7",
+				MM: mm(hs(mmID("img-a")), hs(mmID("img-a")))}),
+		},
+		{
+			name: "stored/map vLLM typed extra_keys items",
+			payload: b3(func(b *wirefix.B) {
+				b.Map(6).Str("type").Str("BlockStored").Str("block_hashes").Uints(5, 6).
+					Str("token_ids").Tokens(1, 2, 3, 4).Str("block_size").Uint(2, 0).Str("event_version").Uint(1, 0).
+					Str("extra_keys").Array(2).
+					Array(3).
+					Map(2).Str("type").Str("lora").Str("name").Str("ad").
+					Map(4).Str("type").Str("mm").Str("modality").Str("image").Str("hash").Str("h1").Str("block_offset").Uint(0, 0).
+					Map(2).Str("type").Str("cache_salt").Str("salt").Str("tenant-9").
+					Array(2).
+					Map(3).Str("type").Str("mm").Str("hash").Uint(77, 0).Str("block_offset").Int(-2, 0).
+					Map(2).Str("type").Str("prompt_embeds").Str("hash").Bin([]byte{1, 2})
+			}),
+			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5, 6),
+				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), CacheSalt: "tenant-9",
+				MM: mm(hs(mmID("h1")), hs(77))}),
+		},
+		{
+			name: "stored/positional newer SGLang: salt marker in extra_keys, metadata map at 14",
+			payload: b3(func(b *wirefix.B) {
+				b.Array(15).Str("BlockStored").Uints(5).Nil().Tokens(1, 2).Uint(2, 0).Nil().Str("GPU").Nil().
+					Array(1).Array(1).Str("dynamo-cache-salt:tenant-a").
+					Uint(0, 0).Str("full_attention").Nil().Str("LOCAL").Nil().
+					Map(1).Str("session_id").Str("sgl-s")
+			}),
+			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5), Tokens: tks(1, 2),
+				BlockSize: i64(2), Medium: "GPU", CacheSalt: "tenant-a", SessionID: "sgl-s",
+				GroupIdx: i64(0), Kind: "full_attention", Locality: "LOCAL"}),
+		},
+		{
 			name: "stored/positional extra_keys salt, mm and opaque together",
 			payload: b3(func(b *wirefix.B) {
 				b.Array(9).Str("BlockStored").Uints(5, 6, 7).Nil().Tokens(1, 2, 3, 4, 5, 6).Uint(2, 0).
@@ -707,7 +750,7 @@ func storedPositionalCases() []conformanceCase {
 			}),
 			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5, 6, 7),
 				Tokens: tks(1, 2, 3, 4, 5, 6), BlockSize: i64(2), LoraName: "ad", CacheSalt: "s",
-				MM: mm(nil, nil, hs(mmID("vid"), mmID("img")))}),
+				MM: mm(nil, nil, hs(mmID("vid")))}),
 		},
 		{
 			name: "stored/positional Dynamo tail: block_mm_infos array, uint group_idx, kind",
@@ -993,7 +1036,7 @@ func storedMapCases() []conformanceCase {
 				Tokens: tks(1, 2), BlockSize: i64(2), SessionID: "flat"}),
 		},
 		{
-			name: "stored/map lora_name after extra_keys still suppresses mm",
+			name: "stored/map lora_name after extra_keys: block 0's other bare string is vLLM's salt",
 			payload: b3(func(b *wirefix.B) {
 				b.Map(6).Str("type").Str("BlockStored").
 					Str("extra_keys").Array(1).Array(2).Str("ad-z").Str("img-z").
@@ -1001,7 +1044,7 @@ func storedMapCases() []conformanceCase {
 					Str("lora_name").Str("ad-z")
 			}),
 			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(1),
-				Tokens: tks(1, 2), BlockSize: i64(2), LoraName: "ad-z", MM: mm(hs(mmID("img-z")))}),
+				Tokens: tks(1, 2), BlockSize: i64(2), LoraName: "ad-z", CacheSalt: "img-z"}),
 		},
 		{
 			name: "stored/map block_mm_infos key",
@@ -1526,7 +1569,7 @@ func TestDecoderReuse(t *testing.T) {
 			b.Array(3).F64(11.5).Array(3)
 			b.Array(15).Str("BlockStored").Uints(1, 2, 3).Uint(9, 0).Tokens(1, 2, 3, 4, 5, 6).Uint(2, 0).
 				Uint(4, 0).Str("CPU").Str("lora-1").
-				Array(3).Array(1).Str("dynamo-cache-salt:salt-1").Array(1).Str("img").Nil().
+				Array(3).Array(1).Str("dynamo-cache-salt:salt-1").Array(1).Array(2).Str("img").Uint(0, 0).Nil().
 				Uint(2, 0).Str("sliding_window").Uint(64, 0).Str("REMOTE").Str("own").Str("sess")
 			b.Array(5).Str("BlockStored").Uints(7).Nil().Array(2).Tokens(1, 2).Tokens(2, 3).Uint(2, 0)
 			b.Array(2).Str("BlockRemoved").Uints(1, 2, 3)

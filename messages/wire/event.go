@@ -74,13 +74,15 @@ type eventState struct {
 	metaSalt    string
 	extraSalt   string
 	metaSession string
-	bareExtra   []bareString // bare extra_keys strings: LoRA name or mm identifier
+	bareExtra   []string // block 0's bare extra_keys strings: LoRA name or vLLM's cache salt
 	mmItems     int
 }
 
-type bareString struct {
-	block int
-	s     string
+// setExtraSalt keeps the first cache salt found in extra_keys.
+func (st *eventState) setExtraSalt(salt string) {
+	if st.extraSalt == "" {
+		st.extraSalt = salt
+	}
 }
 
 // fail records the first field error of the event; structural errors are
@@ -270,16 +272,16 @@ func (x *Decoder) resolve(st *eventState) {
 	if ev.CacheSalt == "" {
 		ev.CacheSalt = st.metaSalt
 	}
+	for _, b := range st.bareExtra {
+		if b != ev.LoraName {
+			st.setExtraSalt(b)
+		}
+	}
 	if ev.CacheSalt == "" {
 		ev.CacheSalt = st.extraSalt
 	}
 	if ev.SessionID == "" {
 		ev.SessionID = st.metaSession
-	}
-	for _, b := range st.bareExtra {
-		if b.s != ev.LoraName {
-			ev.addMM(b.block, hashIdentifier(b.s))
-		}
 	}
 	if ev.Type == TypeUnknown && ev.Tag != "" {
 		// An unknown tag outranks field errors: its fields mean nothing to us.

@@ -1,7 +1,7 @@
 package wire
 
 import (
-	"strings"
+	"bytes"
 
 	"github.com/zeebo/xxh3"
 )
@@ -152,7 +152,7 @@ func (x *Decoder) bigram() (a, b uint32, err error) {
 }
 
 // slot7 reads position 7 / the lora_name or metadata key: a LoRA name (vLLM)
-// or SGLang's metadata map holding cache_salt and session_id.
+// or SGLang's metadata map.
 func (x *Decoder) slot7(st *eventState) error {
 	cl, err := x.peek()
 	if err != nil {
@@ -163,12 +163,18 @@ func (x *Decoder) slot7(st *eventState) error {
 		st.ev.LoraName, err = x.optString("lora_name")
 		return err
 	case classMap:
-	default:
-		if err := x.skip(); err != nil {
-			return err
-		}
-		return malformed("lora_name/metadata is a msgpack %s, want str, map or nil", cl)
+		return x.metadata(st)
 	}
+	if err := x.skip(); err != nil {
+		return err
+	}
+	return malformed("lora_name/metadata is a msgpack %s, want str, map or nil", cl)
+}
+
+// metadata reads SGLang's metadata map (at position 7 in one SGLang layout,
+// 14 in a newer one, or under the "metadata" key): cache_salt, session_id,
+// lora_name; other keys are skipped.
+func (x *Decoder) metadata(st *eventState) error {
 	n, err := x.mapLen()
 	if err != nil {
 		return err
@@ -196,14 +202,25 @@ func (x *Decoder) slot7(st *eventState) error {
 	return bad.first
 }
 
-// saltMarker prefixes a cache salt carried in extra_keys (Dynamo's
-// convention), which tells it apart from a multimodal identifier.
+// saltMarker prefixes a cache salt carried in extra_keys (Dynamo's and
+// newer SGLang's convention).
 const saltMarker = "dynamo-cache-salt:"
 
-// extraKeys reads extra_keys: nil, or one entry per block that is nil or an
-// array of items. Items kvrouter uses: a LoRA name (bare string equal to
-// lora_name), a marked cache salt, a multimodal identifier (bare string, or
-// [identifier, offset]). Everything else is opaque and skipped.
+// extraKeys reads extra_keys: nil, or one entry per block that is nil or a
+// list of items. vLLM builds each block's items as LoRA name (bare string,
+// every block), multimodal items ([identifier, offset] pairs), the cache
+// salt (bare string, block 0 only) and prompt-embeds bytes; its typed variant
+// sends maps {"type": "mm"|"lora"|"cache_salt"|…, …}. kvrouter reads:
+//   - "dynamo-cache-salt:<salt>" (any block) and {"type": "cache_salt",
+//     "salt": s}: the cache salt;
+//   - a bare string in block 0 that is not the event's lora_name: vLLM's
+//     cache salt (resolved once lora_name is known);
+//   - [identifier, offset] and {"type": "mm", "hash": h}: a multimodal
+//     identifier, folded into the block's mm hashes as XXH3-64(identifier)
+//     (an integer hash is taken as is).
+//
+// Everything else (LoRA names, bare strings past block 0, bytes, numbers,
+// other typed items) is opaque and skipped.
 func (x *Decoder) extraKeys(st *eventState) error {
 	return x.perBlock(st, "extra_keys", func(block int) error {
 		cl, err := x.peek()
@@ -216,14 +233,11 @@ func (x *Decoder) extraKeys(st *eventState) error {
 			if err != nil {
 				return err
 			}
-			s := string(b)
-			if salt, ok := strings.CutPrefix(s, saltMarker); ok {
-				if st.extraSalt == "" {
-					st.extraSalt = salt
-				}
-				return nil
+			if salt, ok := bytes.CutPrefix(b, []byte(saltMarker)); ok {
+				st.setExtraSalt(string(salt))
+			} else if block == 0 {
+				st.bareExtra = append(st.bareExtra, string(b))
 			}
-			st.bareExtra = append(st.bareExtra, bareString{block, s})
 			return nil
 		case classArray:
 			n, err := x.arrayLen()
@@ -243,9 +257,63 @@ func (x *Decoder) extraKeys(st *eventState) error {
 				}
 			}
 			return x.skipN(n)
+		case classMap:
+			return x.typedExtraKey(st, block)
 		}
 		return x.skip()
 	})
+}
+
+// typedExtraKey reads one item of vLLM's typed extra keys.
+func (x *Decoder) typedExtraKey(st *eventState, block int) error {
+	n, err := x.mapLen()
+	if err != nil {
+		return err
+	}
+	var kind, salt, hashStr string
+	var hashInt Opt[uint64]
+	for i := 0; i < n; i++ {
+		key, err := x.mapKeyRaw()
+		if err != nil {
+			return err
+		}
+		switch key {
+		case "type":
+			kind, err = x.optString("extra_keys type")
+		case "salt":
+			salt, err = x.optString("extra_keys salt")
+		case "hash":
+			cl, perr := x.peek()
+			switch {
+			case perr != nil:
+				return perr
+			case cl == classStr:
+				hashStr, err = x.optString("extra_keys hash")
+			case cl == classInt || cl == classBin:
+				var h uint64
+				h, err = x.hash("extra_keys hash")
+				hashInt = Opt[uint64]{V: h, Ok: err == nil}
+			default:
+				err = x.skip()
+			}
+		default:
+			err = x.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch kind {
+	case "cache_salt":
+		st.setExtraSalt(salt)
+	case "mm":
+		if hashInt.Ok {
+			st.ev.addMM(block, hashInt.V)
+		} else if hashStr != "" {
+			st.ev.addMM(block, hashIdentifier(hashStr))
+		}
+	}
+	return nil
 }
 
 // mmInfos reads Dynamo's block_mm_infos: one entry per block, nil or an
@@ -418,6 +486,12 @@ func (x *Decoder) tail(st *eventState, n int) error {
 			v.s, err = x.optString("tail")
 		case classArray:
 			err = x.mmInfos(st)
+		case classMap:
+			if tailLayout[j] == fSessionID {
+				err = x.metadata(st) // newer SGLang: the metadata map at 14
+			} else {
+				err = x.skip()
+			}
 		case classNil:
 			err = x.d.DecodeNil()
 		default:
@@ -431,7 +505,8 @@ func (x *Decoder) tail(st *eventState, n int) error {
 		if f := tailLayout[j]; f == fKind || f == fLocality || f == fOwnership || f == fSessionID {
 			want = classStr
 		}
-		fixed = fixed && (cl == classNil || cl == want)
+		metaAt14 := cl == classMap && tailLayout[j] == fSessionID
+		fixed = fixed && (cl == classNil || cl == want || metaAt14)
 	}
 	ev := st.ev
 	if fixed {
@@ -452,7 +527,7 @@ func (x *Decoder) tail(st *eventState, n int) error {
 			case fOwnership:
 				ev.Ownership = v.s
 			case fSessionID:
-				if ev.Type == TypeStored {
+				if ev.Type == TypeStored && v.cl == classStr {
 					ev.SessionID = v.s
 				}
 			}

@@ -145,7 +145,7 @@ func limitCases() []conformanceCase {
 				b.Nil().Nil().Nil().Array(2).Array(2).Uint(1, 0).Str("a").Array(1).Array(2).Str("b").Uint(0, 0)
 			})),
 			want: sandwiched(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(1), Tokens: tks(1, 2),
-				BlockSize: i64(2), MM: mm(hs(mmID("a")), hs(mmID("b")))}),
+				BlockSize: i64(2), CacheSalt: "a", MM: mm(nil, hs(mmID("b")))}),
 		},
 		limited("limit/extra items over MaxExtraItems", lim,
 			storedWithTail(4, func(b *wirefix.B) {
