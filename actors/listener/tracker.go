@@ -9,12 +9,12 @@ type ResyncReason uint8
 
 // Resync reasons (metrics labels).
 const (
-	ResyncNone           ResyncReason = iota
-	ResyncStart                       // first sight of the stream
-	ResyncRestart                     // seq went backwards: the publisher restarted
-	ResyncHistoryMissing              // a gap the replay buffer could not fill
-	ResyncReplayTimeout               // the replay endpoint did not finish in time
-	ResyncReorderOverflow             // too many live batches arrived during a replay
+	ResyncNone            ResyncReason = iota
+	ResyncStart                        // first sight of the stream
+	ResyncRestart                      // seq went backwards: the publisher restarted
+	ResyncHistoryMissing               // a gap the replay buffer could not fill
+	ResyncReplayTimeout                // the replay endpoint did not finish in time
+	ResyncReorderOverflow              // too many live batches arrived during a replay
 )
 
 var resyncNames = [...]string{"", "start", "restart", "history_missing", "replay_timeout", "reorder_overflow"}

@@ -1,0 +1,68 @@
+package listener
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/engine"
+)
+
+// Config describes one engine publisher endpoint.
+type Config struct {
+	Stream messages.StreamID
+	// Engine is the adapter name (vllm, sglang, trtllm).
+	Engine string
+	// Endpoint is the engine's PUB address (tcp://host:port). With Bind the
+	// listener binds it and engines dial in (llm-d style).
+	Endpoint string
+	Bind     bool
+	// ReplayEndpoint is the engine's replay ROUTER ("" when it has none).
+	ReplayEndpoint string
+	// Topic is the subscription prefix ("" = everything); it is re-checked
+	// on every message.
+	Topic string
+	// BlockSize is the worker's block size (0: trust the engine's).
+	BlockSize int
+	// Window bounds batches in flight (default 256).
+	Window int
+	// ReplayTimeout bounds one replay (default 2 s).
+	ReplayTimeout time.Duration
+	// Silence recreates a dialing socket after this long without a message
+	// (default 60 s; 0 keeps the default, negative disables). zmq4 dialers
+	// do not always reconnect by themselves after a peer restart.
+	Silence time.Duration
+	// Next receives the stream's EngineBatches (the normalizer pool).
+	Next *actor.PID
+}
+
+func (c *Config) defaults() error {
+	if c.Endpoint == "" {
+		return errors.New("listener: no endpoint")
+	}
+	if !strings.Contains(c.Endpoint, "://") {
+		return fmt.Errorf("listener: endpoint %q has no transport (want tcp://host:port)", c.Endpoint)
+	}
+	if c.Engine == "" {
+		c.Engine = "vllm"
+	}
+	if _, err := engine.Lookup(c.Engine); err != nil {
+		return fmt.Errorf("listener: %w", err)
+	}
+	if c.Next == nil {
+		return errors.New("listener: no next stage")
+	}
+	if c.Window <= 0 {
+		c.Window = 256
+	}
+	if c.ReplayTimeout <= 0 {
+		c.ReplayTimeout = 2 * time.Second
+	}
+	if c.Silence == 0 {
+		c.Silence = 60 * time.Second
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package listener
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/kvrouter/kvrouter/messages/engine"
+)
+
+// Messages from the socket goroutines to their listener actor.
+type (
+	subscribed struct{} // the subscription is in place (again)
+	liveBatch  struct {
+		seq     uint64
+		payload []byte
+	}
+	badFrame    struct{ why string } // a message that is not [topic, seq8, payload]
+	replayBatch struct {
+		gen     uint64
+		seq     uint64
+		payload []byte
+	}
+	replayDone struct {
+		gen     uint64
+		timeout bool
+		err     string
+	}
+)
+
+// gate pauses the socket goroutine while the listener's window is full.
+type gate struct {
+	mu   sync.Mutex
+	open chan struct{} // closed while the gate is open
+}
+
+func newGate() *gate {
+	g := &gate{open: make(chan struct{})}
+	close(g.open)
+	return g
+}
+
+func (g *gate) set(open bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+		if !open {
+			g.open = make(chan struct{})
+		}
+	default:
+		if open {
+			close(g.open)
+		}
+	}
+}
+
+func (g *gate) wait(ctx context.Context) bool {
+	g.mu.Lock()
+	ch := g.open
+	g.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// subscribe runs the SUB socket until ctx ends: connect (or bind), subscribe,
+// receive, validate frames, hand batches to send; recreate the socket after
+// an error or, for a dialing socket, after cfg.Silence without a message.
+func subscribe(ctx context.Context, cfg Config, g *gate, send func(any)) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		if err := subscribeOnce(ctx, cfg, g, send); err != nil && ctx.Err() == nil {
+			send(badFrame{why: "socket: " + err.Error()})
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+	}
+}
+
+// subscribeOnce runs one socket incarnation; it returns nil when it was
+// recreated for silence.
+func subscribeOnce(ctx context.Context, cfg Config, g *gate, send func(any)) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sock := zmq4.NewSub(sctx, zmq4.WithAutomaticReconnect(true), zmq4.WithDialerRetry(200*time.Millisecond))
+	defer sock.Close()
+	var err error
+	if cfg.Bind {
+		err = sock.Listen(cfg.Endpoint)
+	} else {
+		err = sock.Dial(cfg.Endpoint)
+	}
+	if err != nil {
+		return err
+	}
+	if err := sock.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
+		return err
+	}
+	send(subscribed{})
+	var watchdog *time.Timer
+	var silent atomic.Bool
+	if !cfg.Bind && cfg.Silence > 0 {
+		watchdog = time.AfterFunc(cfg.Silence, func() { silent.Store(true); cancel() })
+		defer watchdog.Stop()
+	}
+	topic := []byte(cfg.Topic)
+	for {
+		msg, err := sock.Recv()
+		if err != nil {
+			if silent.Load() || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if watchdog != nil {
+			watchdog.Reset(cfg.Silence)
+		}
+		if len(msg.Frames) != 3 {
+			send(badFrame{why: "frame_count"})
+			continue
+		}
+		if len(msg.Frames[1]) != 8 {
+			send(badFrame{why: "seq_frame"})
+			continue
+		}
+		if !bytes.HasPrefix(msg.Frames[0], topic) {
+			send(badFrame{why: "topic"})
+			continue
+		}
+		if !g.wait(ctx) {
+			return nil
+		}
+		send(liveBatch{seq: binary.BigEndian.Uint64(msg.Frames[1]), payload: msg.Frames[2]})
+	}
+}
+
+// replay asks the engine's replay endpoint for every batch with seq ≥ from
+// and hands the answers to send, then a replayDone. A fresh DEALER per
+// replay: cancelling ctx discards whatever an abandoned replay still sends.
+func replay(ctx context.Context, cfg Config, adapter engine.Adapter, gen, from uint64, send func(any)) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.ReplayTimeout)
+	defer cancel()
+	sock := zmq4.NewDealer(ctx, zmq4.WithDialerRetry(100*time.Millisecond))
+	defer sock.Close()
+	done := func(timeout bool, err string) { send(replayDone{gen: gen, timeout: timeout, err: err}) }
+	if err := sock.Dial(cfg.ReplayEndpoint); err != nil {
+		done(false, "dial: "+err.Error())
+		return
+	}
+	if err := sock.SendMulti(zmq4.NewMsgFrom(engine.ReplayRequest(from)...)); err != nil {
+		done(ctx.Err() != nil, "send: "+err.Error())
+		return
+	}
+	for {
+		msg, err := sock.Recv()
+		if err != nil {
+			done(ctx.Err() == context.DeadlineExceeded, "")
+			return
+		}
+		r, err := adapter.ParseReplay(msg.Frames)
+		if err != nil {
+			done(false, err.Error())
+			return
+		}
+		if r.End {
+			done(false, "")
+			return
+		}
+		send(replayBatch{gen: gen, seq: r.Seq, payload: r.Payload})
+	}
+}

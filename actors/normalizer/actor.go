@@ -1,0 +1,126 @@
+package normalizer
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/router"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/engine"
+	"github.com/kvrouter/kvrouter/messages/wire"
+)
+
+// PoolProps returns a pool of size normalizer actors behind a consistent-hash
+// router keyed by worker (messages.EngineBatch.Hash), so one worker's
+// batches are always normalized by the same actor, in order. Each actor sends
+// its NormalizedBatches to next.
+func PoolProps(size int, next *actor.PID, lim wire.Limits) *actor.Props {
+	return router.NewConsistentHashPool(size, actor.WithProducer(func() actor.Actor {
+		return &Actor{next: next, lim: lim, workers: map[messages.StreamID]*Normalizer{},
+			decoders: map[string]*wire.Decoder{}}
+	}))
+}
+
+// PoolStats are one normalizer actor's counters.
+type PoolStats struct {
+	Batches    uint64
+	BadBatches uint64 // payloads that were not batches (ErrNotBatch)
+	Lost       uint64 // events lost to truncation
+	Events     Stats  // summed over this actor's workers
+}
+
+// StatsRequest asks one normalizer actor for its PoolStats.
+type StatsRequest struct{}
+
+// Actor decodes and normalizes the batches of the workers hashed to it. It
+// keeps one Normalizer per worker and one decoder per engine.
+type Actor struct {
+	next     *actor.PID
+	lim      wire.Limits
+	workers  map[messages.StreamID]*Normalizer
+	decoders map[string]*wire.Decoder
+	stats    PoolStats
+	log      *slog.Logger
+	lastWarn time.Time
+}
+
+// Receive implements actor.Actor.
+func (a *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.log = ctx.Logger()
+	case *messages.EngineBatch:
+		a.batch(ctx, m)
+	case *StatsRequest:
+		s := a.stats
+		for _, n := range a.workers {
+			add(&s.Events, n.Stats())
+		}
+		ctx.Respond(&s)
+	}
+}
+
+func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
+	a.stats.Batches++
+	out := &messages.NormalizedBatch{Stream: m.Stream, Seq: m.Seq, Resync: m.Resync,
+		ReceivedAt: m.ReceivedAt, Listener: m.Listener}
+	defer ctx.Send(a.next, out) // always: the batch must be acknowledged, and a resync applied
+	dec, err := a.decoder(m.Engine)
+	if err != nil {
+		a.warn("unknown engine", "engine", m.Engine)
+		return
+	}
+	b, err := dec.Decode(m.Payload)
+	if err != nil {
+		a.stats.BadBatches++
+		if errors.Is(err, wire.ErrNotBatch) {
+			a.warn("dropped a payload that is not a batch", "worker", m.Stream.Worker, "seq", m.Seq, "err", err)
+		}
+		return
+	}
+	a.stats.Lost += uint64(b.Lost)
+	n := a.workers[m.Stream]
+	if n == nil {
+		n = New(Config{Worker: m.Stream.Worker, DpRank: m.Stream.DpRank, BlockSize: m.BlockSize})
+		a.workers[m.Stream] = n
+	}
+	for _, o := range n.Batch(b, nil) {
+		if o.Accepted() {
+			out.Events = append(out.Events, o.Event)
+		}
+	}
+}
+
+func (a *Actor) decoder(name string) (*wire.Decoder, error) {
+	if d, ok := a.decoders[name]; ok {
+		return d, nil
+	}
+	ad, err := engine.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	d := ad.NewDecoder(a.lim)
+	a.decoders[name] = d
+	return d, nil
+}
+
+// warn logs at most once a second: bad input must not flood the log.
+func (a *Actor) warn(msg string, args ...any) {
+	if now := time.Now(); now.Sub(a.lastWarn) >= time.Second {
+		a.lastWarn = now
+		a.log.Warn(msg, args...)
+	}
+}
+
+func add(dst *Stats, s Stats) {
+	for i := range dst.Accepted {
+		dst.Accepted[i] += s.Accepted[i]
+	}
+	for i := range dst.Rejected {
+		dst.Rejected[i] += s.Rejected[i]
+	}
+	dst.Blocks += s.Blocks
+	dst.NamespaceOverflow += s.NamespaceOverflow
+}

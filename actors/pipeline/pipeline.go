@@ -1,0 +1,106 @@
+// Package pipeline assembles kvrouter's ingest actors — listeners →
+// normalizer pool → coalescer hub → index — in one actor system, and gives
+// the commands and tests one handle to add engine endpoints and read state.
+package pipeline
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/coalescer"
+	"github.com/kvrouter/kvrouter/actors/indexer"
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/actors/normalizer"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/wire"
+)
+
+// Config sizes the pipeline.
+type Config struct {
+	// Normalizers is the normalizer pool size (default 2).
+	Normalizers int
+	// Limits bound what one payload may allocate.
+	Limits wire.Limits
+	// Coalescer configures every stream's coalescer.
+	Coalescer coalescer.Config
+}
+
+// Pipeline is a running ingest pipeline.
+type Pipeline struct {
+	system     *actor.ActorSystem
+	index      *actor.PID
+	hub        *actor.PID
+	normalizer *actor.PID
+	listeners  map[messages.StreamID]*actor.PID
+}
+
+// Start spawns the index, the coalescer hub and the normalizer pool.
+func Start(system *actor.ActorSystem, cfg Config) *Pipeline {
+	if cfg.Normalizers <= 0 {
+		cfg.Normalizers = 2
+	}
+	root := system.Root
+	p := &Pipeline{system: system, listeners: map[messages.StreamID]*actor.PID{}}
+	p.index = root.Spawn(indexer.Props())
+	p.hub = root.Spawn(coalescer.HubProps(p.index, cfg.Coalescer))
+	p.normalizer = root.Spawn(normalizer.PoolProps(cfg.Normalizers, p.hub, cfg.Limits))
+	return p
+}
+
+// AddListener starts a listener for one engine endpoint; its batches go to
+// the normalizer pool.
+func (p *Pipeline) AddListener(cfg listener.Config) error {
+	if _, dup := p.listeners[cfg.Stream]; dup {
+		return fmt.Errorf("worker %d rank %d already has a listener", cfg.Stream.Worker, cfg.Stream.DpRank)
+	}
+	cfg.Next = p.normalizer
+	props, err := listener.Props(cfg)
+	if err != nil {
+		return err
+	}
+	p.listeners[cfg.Stream] = p.system.Root.Spawn(props)
+	return nil
+}
+
+// Snapshot returns the index's blocks per (worker, dp_rank).
+func (p *Pipeline) Snapshot(timeout time.Duration) (*indexer.Snapshot, error) {
+	return request[*indexer.Snapshot](p.system, p.index, &indexer.SnapshotRequest{}, timeout)
+}
+
+// Status returns every stream's state.
+func (p *Pipeline) Status(timeout time.Duration) (*coalescer.Status, error) {
+	return request[*coalescer.Status](p.system, p.hub, &coalescer.StatusRequest{}, timeout)
+}
+
+// ListenerStats returns one listener's counters.
+func (p *Pipeline) ListenerStats(s messages.StreamID, timeout time.Duration) (*listener.Stats, error) {
+	pid, ok := p.listeners[s]
+	if !ok {
+		return nil, fmt.Errorf("no listener for worker %d rank %d", s.Worker, s.DpRank)
+	}
+	return request[*listener.Stats](p.system, pid, &listener.StatsRequest{}, timeout)
+}
+
+// Stop stops every actor of the pipeline, listeners first.
+func (p *Pipeline) Stop() {
+	for _, pid := range p.listeners {
+		_ = p.system.Root.StopFuture(pid).Wait()
+	}
+	for _, pid := range []*actor.PID{p.normalizer, p.hub, p.index} {
+		_ = p.system.Root.StopFuture(pid).Wait()
+	}
+}
+
+func request[T any](system *actor.ActorSystem, pid *actor.PID, msg any, timeout time.Duration) (T, error) {
+	var zero T
+	res, err := system.Root.RequestFuture(pid, msg, timeout).Result()
+	if err != nil {
+		return zero, err
+	}
+	v, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("unexpected answer %T", res)
+	}
+	return v, nil
+}

@@ -1,0 +1,135 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/go-zeromq/zmq4"
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/wire/wirefix"
+)
+
+func freeEndpoint(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprintf("tcp://%s", l.Addr())
+}
+
+// publisher is a bare engine PUB socket for tests.
+type publisher struct {
+	sock zmq4.Socket
+	seq  uint64
+}
+
+func newPublisher(t *testing.T, endpoint string) *publisher {
+	ctx, cancel := context.WithCancel(context.Background())
+	sock := zmq4.NewPub(ctx)
+	if err := sock.Listen(endpoint); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close(); cancel() })
+	return &publisher{sock: sock}
+}
+
+func (p *publisher) send(t *testing.T, payload []byte) {
+	t.Helper()
+	seq := binary.BigEndian.AppendUint64(nil, p.seq)
+	p.seq++
+	if err := p.sock.Send(zmq4.NewMsgFrom([]byte("kv@w"), seq, payload)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func emptyBatch() []byte { return wirefix.New().Batch(1, 0).Uint(0, 0).Bytes() }
+
+func storedBatch(parent uint64, hashes ...uint64) []byte {
+	b := wirefix.New().Batch(1, 1).Map(5).Str("type").Str("BlockStored").Str("block_hashes").Uints(hashes...)
+	if parent == 0 {
+		b.Str("parent_block_hash").Nil()
+	} else {
+		b.Str("parent_block_hash").Uint(parent, 64)
+	}
+	toks := make([]uint32, 2*len(hashes))
+	for i := range toks {
+		toks[i] = uint32(hashes[i/2]*10) + uint32(i%2)
+	}
+	b.Str("token_ids").Tokens(toks...).Str("block_size").Uint(2, 0)
+	return b.Uint(0, 0).Bytes()
+}
+
+func removedBatch(hashes ...uint64) []byte {
+	b := wirefix.New().Batch(1, 1).Array(3).Str("BlockRemoved").Uints(hashes...).Nil()
+	return b.Uint(0, 0).Bytes()
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: not reached; last state: %s", what, last)
+}
+
+func TestPipelineAppliesEngineEventsInOrder(t *testing.T) {
+	endpoint := freeEndpoint(t)
+	pub := newPublisher(t, endpoint)
+	pub.seq = 5 // an engine that has been publishing for a while
+	system := actor.NewActorSystem()
+	p := Start(system, Config{})
+	t.Cleanup(p.Stop)
+	stream := messages.StreamID{Worker: 7}
+	if err := p.AddListener(listener.Config{Stream: stream, Endpoint: endpoint, Topic: "kv@", Silence: -1}); err != nil {
+		t.Fatal(err)
+	}
+	// Slow joiner: heartbeat until the listener hears one.
+	eventually(t, "subscription", func() (bool, string) {
+		pub.send(t, emptyBatch())
+		st, err := p.ListenerStats(stream, time.Second)
+		return err == nil && st.Received > 0, fmt.Sprint(st, err)
+	})
+	pub.send(t, storedBatch(0, 1, 2, 3))
+	pub.send(t, storedBatch(3, 4))
+	pub.send(t, storedBatch(2, 5))
+	pub.send(t, removedBatch(3))
+	want := []messages.ExternalHash{1, 2, 5}
+	key := messages.WorkerKey{Worker: 7}
+	eventually(t, "index", func() (bool, string) {
+		snap, err := p.Snapshot(time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Equal(snap.Blocks[key], want), fmt.Sprint(snap.Blocks, snap.Stats)
+	})
+	st, err := p.Status(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first batch heard had seq > 0 and there is no replay endpoint:
+	// history before it is unknown.
+	if got := st.Streams[stream].State; got != "degraded" {
+		t.Errorf("state %q, want degraded (joined late without replay)", got)
+	}
+	ls, _ := p.ListenerStats(stream, time.Second)
+	if ls.InFlight != 0 {
+		t.Errorf("%d batches never acknowledged", ls.InFlight)
+	}
+}

@@ -1,0 +1,74 @@
+package messages
+
+import (
+	"strconv"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// StreamID names one engine publisher endpoint as registered: a worker and
+// the dp rank its endpoint serves. (A batch may carry its own rank; events
+// are keyed by that.)
+type StreamID struct {
+	Worker WorkerID
+	DpRank DpRank
+}
+
+// Resync tells the stages after the listener that a stream's index state must
+// be dropped before the batch that carries it. Reason is "" when there is
+// nothing to do; Exact says whether the stream is complete from this batch
+// on (a fresh publisher) or degraded (earlier history unknown).
+type Resync struct {
+	Reason string
+	Exact  bool
+}
+
+// EngineBatch is one engine batch, delivered by its stream's listener in
+// publisher order (gaps already filled or declared with a Resync). It is the
+// unit of work between actors: one message per batch, never per block.
+type EngineBatch struct {
+	Stream StreamID
+	// Engine is the adapter name (engine.Lookup).
+	Engine string
+	// BlockSize is the stream's configured block size (0: trust the engine).
+	BlockSize  int
+	Seq        uint64
+	Payload    []byte
+	Resync     Resync
+	ReceivedAt int64 // unix nanoseconds, for lag figures
+	// Listener is acknowledged once the batch has been applied (flow
+	// control: a listener keeps a bounded window of unacknowledged batches).
+	Listener *actor.PID
+}
+
+// Hash keys the normalizer pool's consistent hashing: one worker's batches
+// always go to the same normalizer, so they stay in order.
+func (b *EngineBatch) Hash() string {
+	return strconv.FormatUint(uint64(b.Stream.Worker), 10)
+}
+
+// NormalizedBatch is what the normalizer made of one EngineBatch: the
+// accepted events in order (rejections are counted, not forwarded).
+type NormalizedBatch struct {
+	Stream     StreamID
+	Seq        uint64
+	Resync     Resync
+	Events     []PlacementEvent
+	ReceivedAt int64
+	Listener   *actor.PID
+}
+
+// Applied acknowledges batches to their listener: every batch up to and
+// including Seq has left the pipeline.
+type Applied struct {
+	Stream StreamID
+	Seq    uint64
+	Count  int
+}
+
+// RouterEventBatch carries one stream's emitted events to the index, in
+// order. Clear asks the index to drop every listed (worker, dp_rank) first.
+type RouterEventBatch struct {
+	Clear  []WorkerKey
+	Events []RouterEvent
+}
