@@ -1,0 +1,152 @@
+package coalescer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// StreamState is whether the index holds a stream exactly.
+type StreamState string
+
+// Stream states (also reported by /workers).
+const (
+	StateUnknown  StreamState = "unknown"  // no batch yet
+	StateExact    StreamState = "exact"    // every batch since an empty cache was applied
+	StateDegraded StreamState = "degraded" // history was lost; blocks may be missing (never phantom)
+)
+
+// StatusRequest asks the hub for every stream's state (answered with
+// *Status).
+type StatusRequest struct{}
+
+// Status maps each endpoint stream to its state and last applied seq.
+type Status struct {
+	Streams map[messages.StreamID]StreamStatus
+}
+
+// StreamStatus is one endpoint stream's state.
+type StreamStatus struct {
+	State   StreamState
+	LastSeq uint64
+	Events  uint64 // router events emitted
+}
+
+// HubProps returns the coalescer hub: it forwards each NormalizedBatch to the
+// child actor of its endpoint stream, spawning it on first use; children are
+// restarted by the hub if they crash (their streams are then cleared in the
+// index and marked degraded).
+func HubProps(index *actor.PID, cfg Config) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &hub{index: index, cfg: cfg, children: map[messages.StreamID]*actor.PID{},
+			status: map[messages.StreamID]StreamStatus{}}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider)))
+}
+
+type hub struct {
+	index    *actor.PID
+	cfg      Config
+	children map[messages.StreamID]*actor.PID
+	status   map[messages.StreamID]StreamStatus
+}
+
+// statusUpdate is a child's report of its state to the hub.
+type statusUpdate struct {
+	stream messages.StreamID
+	status StreamStatus
+}
+
+func (h *hub) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.NormalizedBatch:
+		child, ok := h.children[m.Stream]
+		if !ok {
+			props := actor.PropsFromProducer(func() actor.Actor {
+				return &streamActor{stream: m.Stream, index: h.index, cfg: h.cfg, ranks: map[messages.DpRank]*Stream{}}
+			})
+			name := fmt.Sprintf("w%d-r%d", m.Stream.Worker, m.Stream.DpRank)
+			child = ctx.SpawnPrefix(props, name)
+			h.children[m.Stream] = child
+		}
+		ctx.Forward(child)
+	case statusUpdate:
+		h.status[m.stream] = m.status
+	case *StatusRequest:
+		s := &Status{Streams: make(map[messages.StreamID]StreamStatus, len(h.status))}
+		for k, v := range h.status {
+			s.Streams[k] = v
+		}
+		ctx.Respond(s)
+	}
+}
+
+// streamActor coalesces one endpoint stream (one Stream core per dp rank the
+// stream carries) and sends the result to the index, then acknowledges the
+// batch to its listener.
+type streamActor struct {
+	stream messages.StreamID
+	index  *actor.PID
+	cfg    Config
+	ranks  map[messages.DpRank]*Stream
+	status StreamStatus
+	out    []messages.RouterEvent
+}
+
+func (s *streamActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.status.State = StateUnknown
+	case *actor.Restarting:
+		// State is lost with the crash: the index must forget the stream.
+		ctx.Send(s.index, &messages.RouterEventBatch{Clear: []messages.WorkerKey{
+			{Worker: s.stream.Worker, DpRank: s.stream.DpRank}}})
+		ctx.Send(ctx.Parent(), statusUpdate{s.stream, StreamStatus{State: StateDegraded}})
+	case *messages.NormalizedBatch:
+		s.batch(ctx, m)
+	}
+}
+
+func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
+	out := s.out[:0]
+	if m.Resync.Reason != "" {
+		// Drop the stream's state in the index, in band and in order: a
+		// Cleared event for every rank this stream has carried.
+		for rank, st := range s.ranks {
+			out = st.Push(messages.PlacementEvent{
+				Placement: messages.Placement{Worker: messages.WorkerKey{Worker: s.stream.Worker, DpRank: rank}},
+				Event:     messages.KvCacheEvent{Kind: messages.KindCleared, DpRank: rank},
+			}, out)
+		}
+		s.status.State = StateDegraded
+		if m.Resync.Exact {
+			s.status.State = StateExact
+		}
+	}
+	for _, ev := range m.Events {
+		rank := ev.Placement.Worker.DpRank
+		st := s.ranks[rank]
+		if st == nil {
+			st = New(ev.Placement.Worker, s.cfg)
+			s.ranks[rank] = st
+		}
+		if ev.Event.Kind == messages.KindCleared && s.status.State == StateDegraded {
+			s.status.State = StateExact // the engine emptied its cache: nothing can be missing now
+		}
+		out = st.Push(ev, out)
+	}
+	for _, st := range s.ranks {
+		out = st.Flush(out)
+	}
+	if len(out) > 0 {
+		ctx.Send(s.index, &messages.RouterEventBatch{Events: append([]messages.RouterEvent(nil), out...)})
+		s.status.Events += uint64(len(out))
+	}
+	s.out = out[:0]
+	s.status.LastSeq = m.Seq
+	if m.Listener != nil {
+		ctx.Send(m.Listener, &messages.Applied{Stream: m.Stream, Seq: m.Seq, Count: 1})
+	}
+	ctx.Send(ctx.Parent(), statusUpdate{s.stream, s.status})
+}

@@ -1,0 +1,83 @@
+// Package coalescer is the pure core of the session coalescer: it turns the
+// PlacementEvents of one (worker, dp_rank) stream into RouterEvents with dense
+// event ids, merging consecutive events that the index may apply as one
+// (pipeline-semantics §3–§4).
+//
+// A Stream is a plain deterministic value: no goroutines, no clock, no I/O.
+// Push feeds it one event in engine order and appends what must be emitted
+// now; Flush emits the pending event. The actor that owns a Stream calls
+// Flush on its timer, at the end of every engine batch and on shutdown.
+//
+// # Rules
+//
+//   - At most one event is pending. A new event merges into it only if it has
+//     the same tier (worker and dp_rank are the stream's), the same session
+//     ("" and "" are the same) and compatible data: Stored whose parent is the
+//     pending Stored's last block (chain continuation), or Removed after
+//     Removed. Anything else flushes the pending event first, so a stream's
+//     events leave in engine order and sessions never mix.
+//   - Cleared is a barrier: the pending event is flushed, the clear is
+//     emitted alone, and the reference counts are reset.
+//   - MaxBlocks (default 128) bounds the blocks, or removed hashes, of every
+//     emitted event. A merge that would pass it flushes the pending event
+//     first; a pending event that reaches it is flushed at once.
+//   - Event ids are dense per stream starting at 1, one per emitted event.
+//     Inputs that emit nothing (see below) consume no id.
+//   - Duplicate stores are reference counted per (tier, engine hash): a
+//     hash's remove passes only when its count drops to zero, and a Removed
+//     left with no hash is dropped. A remove of a hash the stream never saw
+//     stored passes (the router may have started after the engine; the index
+//     counts unknown hashes).
+//
+// # Decisions beyond the reference
+//
+//   - Over-cap events are split. The reference emits an event larger than
+//     the cap whole; here a Stored of n > MaxBlocks blocks leaves as
+//     MaxBlocks-sized pieces, each piece after the first parented on the
+//     previous piece's last block (the same chain, so the index ends in the
+//     same state), and a Removed is cut the same way. The remainder of a
+//     split is pending like any event, so a continuation may still merge
+//     into it. MaxBlocks is therefore a hard bound consumers can rely on
+//     (message size, work per index update). Events of at most MaxBlocks are
+//     never split.
+//   - Reference counts are per (tier, engine hash), not per hash: an
+//     engine that offloads a block to host memory emits a second Stored of
+//     the same hash on another tier, and the device copy's later remove must
+//     still reach the index.
+//   - Cleared resets the counts of every tier: the index drops everything of
+//     the (worker, dp_rank) on a clear.
+//   - Inputs that emit nothing (an empty Stored or Removed, a Removed whose
+//     hashes are all still referenced, an event of another stream or of an
+//     unknown kind) are invisible: they neither flush nor split the pending
+//     event. They are counted in Stats.
+//   - Push copies what it keeps (it never retains the caller's slices) and
+//     every emitted event owns its slices: nothing emitted aliases a buffer
+//     the Stream later appends to.
+//
+// # Sessions are states, not actors
+//
+// The order rule makes the sessions of one stream strictly sequential: an
+// event of session B may only leave after session A's pending event. A
+// coalescer per session would therefore need a round trip to the stream's
+// owner for every event, only to find out it must flush. So a session's
+// coalescing state is simply the pending event's session inside the one
+// per-stream value, and idle session state is dropped: once a session's
+// event is emitted nothing of the session is remembered. There are no
+// per-session records, so no session count to bound; session ids (untrusted,
+// engine-supplied) are only carried through, and their length is bounded by
+// the decoder (wire.Limits).
+//
+// # Memory
+//
+// A Stream holds one pending event (at most MaxBlocks blocks, in buffers it
+// reuses), a scratch buffer for filtering removes, and the reference-count
+// table: one entry per engine hash stored and not yet removed (the counts of
+// the four tiers packed in one word, about 16–25 bytes an entry), so it
+// grows with the engine's cache only and is freed on Cleared. Because
+// engines are untrusted (one that never removes would grow it forever) the
+// table is capped by MaxTrackedBlocks (default 2^20 hashes per stream,
+// roughly 25 MB in the worst case). Past the cap, new hashes are not counted
+// (Stats.Untracked) and their removes pass through, which can only drop a
+// block the engine still holds in a duplicate (a lost hit), never keep one
+// it evicted.
+package coalescer
