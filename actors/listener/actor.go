@@ -110,7 +110,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		s.NextSeq, _ = a.tracker.Next()
 		s.BadFrames, s.Resyncs, s.Replays = copyMap(s.BadFrames), copyMap(s.Resyncs), copyMap(s.Replays)
 		ctx.Respond(&s)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// The sockets' goroutines end with the incarnation that started
+		// them; a restarted listener starts afresh (and its first batch
+		// resyncs the stream).
 		a.cancel()
 	}
 }
