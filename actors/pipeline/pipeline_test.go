@@ -133,3 +133,81 @@ func TestPipelineAppliesEngineEventsInOrder(t *testing.T) {
 		t.Errorf("%d batches never acknowledged", ls.InFlight)
 	}
 }
+
+// startWithListener starts a pipeline with one listener (no replay) and
+// waits until it hears the publisher.
+func startWithListener(t *testing.T, cfg listener.Config, pub *publisher) *Pipeline {
+	t.Helper()
+	p := Start(actor.NewActorSystem(), Config{})
+	t.Cleanup(p.Stop)
+	if err := p.AddListener(cfg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "subscription", func() (bool, string) {
+		pub.send(t, emptyBatch())
+		st, err := p.ListenerStats(cfg.Stream, time.Second)
+		return err == nil && st.Received > 0, fmt.Sprint(st, err)
+	})
+	return p
+}
+
+func TestBadMessagesAreCountedAndTheStreamGoesOn(t *testing.T) {
+	endpoint := freeEndpoint(t)
+	pub := newPublisher(t, endpoint)
+	stream := messages.StreamID{Worker: 3}
+	p := startWithListener(t, listener.Config{Stream: stream, Endpoint: endpoint, Silence: -1}, pub)
+
+	// Two frames; a 4-byte seq; a payload that is not a batch; then a good batch.
+	if err := pub.sock.Send(zmq4.NewMsgFrom([]byte("kv@w"), []byte{1})); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.sock.Send(zmq4.NewMsgFrom([]byte("kv@w"), []byte{0, 0, 0, 1}, emptyBatch())); err != nil {
+		t.Fatal(err)
+	}
+	pub.send(t, []byte{0xc1, 0xff, 0x00})
+	pub.send(t, storedBatch(0, 42))
+	key := messages.WorkerKey{Worker: 3}
+	eventually(t, "good batch applied after bad ones", func() (bool, string) {
+		snap, err := p.Snapshot(time.Second)
+		return err == nil && slices.Equal(snap.Blocks[key], []messages.ExternalHash{42}), fmt.Sprint(snap, err)
+	})
+	ls, err := p.ListenerStats(stream, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls.BadFrames["frame_count"] != 1 || ls.BadFrames["seq_frame"] != 1 {
+		t.Errorf("bad frames %v", ls.BadFrames)
+	}
+	if ls.InFlight != 0 {
+		t.Errorf("%d batches never acknowledged (a bad payload must still be acknowledged)", ls.InFlight)
+	}
+}
+
+func TestBoundSubscriberEnginesDialIn(t *testing.T) {
+	endpoint := freeEndpoint(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream := messages.StreamID{Worker: 9}
+	p := Start(actor.NewActorSystem(), Config{})
+	t.Cleanup(p.Stop)
+	if err := p.AddListener(listener.Config{Stream: stream, Endpoint: endpoint, Bind: true}); err != nil {
+		t.Fatal(err)
+	}
+	sock := zmq4.NewPub(ctx, zmq4.WithDialerRetry(20*time.Millisecond))
+	t.Cleanup(func() { sock.Close() })
+	eventually(t, "engine dials the router", func() (bool, string) {
+		err := sock.Dial(endpoint)
+		return err == nil, fmt.Sprint(err)
+	})
+	pub := &publisher{sock: sock}
+	eventually(t, "subscription", func() (bool, string) {
+		pub.send(t, emptyBatch())
+		st, err := p.ListenerStats(stream, time.Second)
+		return err == nil && st.Received > 0, fmt.Sprint(st, err)
+	})
+	pub.send(t, storedBatch(0, 8, 9))
+	eventually(t, "index", func() (bool, string) {
+		snap, err := p.Snapshot(time.Second)
+		return err == nil && slices.Equal(snap.Blocks[messages.WorkerKey{Worker: 9}], []messages.ExternalHash{8, 9}), fmt.Sprint(snap, err)
+	})
+}
