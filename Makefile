@@ -35,6 +35,7 @@ test: vet fmt-check
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./actors/normalizer
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/routerevent
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./bench/... ./messages/blockhash/

@@ -1,0 +1,849 @@
+package routerevent
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// Limits bound what Decode accepts. They are checked before anything is
+// allocated; every declared length is also checked against the bytes that
+// remain.
+type Limits struct {
+	// MaxBlocks caps the blocks of a Stored event and the hashes of a
+	// Removed one (65,536, as the engine decoder's hashes per event).
+	MaxBlocks int
+	// MaxSessionBytes caps the session id (4 KiB, as the engine decoder's
+	// kept strings, so that every session kvrouter accepted can be re-read).
+	MaxSessionBytes int
+	// MaxDepth caps the nesting of values Decode skips (32; at most 64).
+	MaxDepth int
+}
+
+// DefaultLimits returns the limits Decode uses.
+func DefaultLimits() Limits {
+	return Limits{MaxBlocks: 1 << 16, MaxSessionBytes: 4 << 10, MaxDepth: 32}
+}
+
+const maxDepth = 64
+
+// Decoder decodes router events, reusing its buffers between calls: the
+// Blocks and Removed slices of a returned event stay valid only until the
+// next Decode. It is not safe for concurrent use. The zero value is not
+// usable: call NewDecoder.
+type Decoder struct {
+	lim     Limits
+	b       []byte
+	off     int
+	blocks  []messages.StoredBlock
+	removed []messages.ExternalHash
+	session string // the last session id, reused when the next one is equal
+	pending [maxDepth + 1]int
+}
+
+// NewDecoder returns a decoder with the given limits; zero fields take
+// DefaultLimits' values.
+func NewDecoder(lim Limits) *Decoder {
+	d := &Decoder{}
+	d.setLimits(lim)
+	return d
+}
+
+func (d *Decoder) setLimits(lim Limits) {
+	def := DefaultLimits()
+	if lim.MaxBlocks <= 0 {
+		lim.MaxBlocks = def.MaxBlocks
+	}
+	if lim.MaxSessionBytes <= 0 {
+		lim.MaxSessionBytes = def.MaxSessionBytes
+	}
+	if lim.MaxDepth <= 0 {
+		lim.MaxDepth = def.MaxDepth
+	}
+	lim.MaxDepth = min(lim.MaxDepth, maxDepth)
+	d.lim = lim
+}
+
+// Decode decodes one router event with DefaultLimits. The event owns its
+// memory. See Decoder.Decode for what is accepted.
+func Decode(b []byte) (messages.RouterEvent, error) {
+	var d Decoder
+	d.setLimits(Limits{})
+	return d.Decode(b)
+}
+
+// Decode decodes one router event: the whole of b must be one msgpack value.
+//
+// Accepted, so that every producer of the past and present is read:
+//   - the named layout Encode writes (Dynamo's `to_vec_named`): keys in any
+//     order, unknown keys ignored, storage_tier, dp_rank and session_id
+//     optional; the nested structs as maps or as arrays;
+//   - positional layouts (`rmp_serde::to_vec`): [worker_id, storage_tier,
+//     event, session_id?, …] and the older [worker_id, event, …]; elements
+//     past the known ones are ignored; the same inside the event
+//     ([event_id, data, dp_rank?, …]), the store data ([parent_hash,
+//     start_position?, blocks, …]) and each block ([block_hash, tokens_hash,
+//     …]);
+//   - enum values by name ("cleared", {"stored": …}) or by variant index;
+//     hashes of any integer width (64-bit pattern kept); session_id nil, ""
+//     or UnattributedSessionID meaning none; residency_domain absent or
+//     "worker".
+//
+// Errors wrap ErrTruncated, ErrMalformed, ErrLimit or ErrUnsupported and
+// name the offending field. Decode never panics.
+func (d *Decoder) Decode(b []byte) (messages.RouterEvent, error) {
+	d.b, d.off = b, 0
+	d.blocks, d.removed = d.blocks[:0], d.removed[:0]
+	var ev messages.RouterEvent
+	err := d.routerEvent(&ev)
+	if err == nil && d.off != len(b) {
+		err = errorf(ErrMalformed, "%d bytes after the event", len(b)-d.off)
+	}
+	d.b = nil
+	if err != nil {
+		return messages.RouterEvent{}, fmt.Errorf("routerevent: %w", err)
+	}
+	return ev, nil
+}
+
+// Field bits, for required and repeated fields of one map.
+const (
+	fWorkerID = 1 << iota
+	fTier
+	fDomain
+	fEvent
+	fSession
+)
+
+// once marks bit in seen, failing if the field was already there.
+func once(seen *uint8, bit uint8, field string) error {
+	if *seen&bit != 0 {
+		return at(field, errorf(ErrMalformed, "repeated"))
+	}
+	*seen |= bit
+	return nil
+}
+
+func missing(field string) error { return at(field, errorf(ErrMalformed, "missing")) }
+
+func (d *Decoder) routerEvent(ev *messages.RouterEvent) error {
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	switch {
+	case isMap(c):
+		return d.routerEventMap(ev)
+	case isArray(c):
+		return d.routerEventArray(ev)
+	}
+	return wrongType("map or array", c)
+}
+
+func (d *Decoder) routerEventMap(ev *messages.RouterEvent) error {
+	n, err := d.mapLen()
+	if err != nil {
+		return err
+	}
+	var seen uint8
+	for range n {
+		k, ok, err := d.key()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		switch string(k) {
+		case keyWorkerID:
+			if err = once(&seen, fWorkerID, keyWorkerID); err == nil {
+				err = d.workerID(ev)
+			}
+		case keyStorageTier:
+			if err = once(&seen, fTier, keyStorageTier); err == nil {
+				err = d.tier(ev)
+			}
+		case keyResidencyDomain:
+			if err = once(&seen, fDomain, keyResidencyDomain); err == nil {
+				err = d.domain()
+			}
+		case keyEvent:
+			if err = once(&seen, fEvent, keyEvent); err == nil {
+				err = d.event(&ev.Event)
+			}
+		case keySessionID:
+			if err = once(&seen, fSession, keySessionID); err == nil {
+				err = d.sessionID(ev)
+			}
+		default:
+			err = d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case seen&fWorkerID == 0:
+		return missing(keyWorkerID)
+	case seen&fEvent == 0:
+		return missing(keyEvent)
+	}
+	return nil
+}
+
+func (d *Decoder) routerEventArray(ev *messages.RouterEvent) error {
+	n, err := d.arrayLen()
+	if err != nil {
+		return err
+	}
+	if n < 2 {
+		return errorf(ErrMalformed, "router event array has %d elements, want at least 2 (worker_id, event)", n)
+	}
+	if err := d.workerID(ev); err != nil {
+		return err
+	}
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	used := 2
+	if isMap(c) || isArray(c) {
+		// [worker_id, event, …]: the layout before storage_tier.
+		if err := d.event(&ev.Event); err != nil {
+			return err
+		}
+	} else {
+		if n < 3 {
+			return errorf(ErrMalformed, "router event array has %d elements, want at least 3 (worker_id, storage_tier, event)", n)
+		}
+		if err := d.tier(ev); err != nil {
+			return err
+		}
+		if err := d.event(&ev.Event); err != nil {
+			return err
+		}
+		used = 3
+		if n > 3 {
+			if err := d.sessionID(ev); err != nil {
+				return err
+			}
+			used = 4
+		}
+	}
+	return d.skipN(n - used)
+}
+
+func (d *Decoder) workerID(ev *messages.RouterEvent) error {
+	v, err := d.uint(math.MaxUint64)
+	if err != nil {
+		return at(keyWorkerID, err)
+	}
+	ev.WorkerID = messages.WorkerID(v)
+	return nil
+}
+
+// tier reads Dynamo's StorageTier: the variant name, or its index; nil
+// counts as the default (device).
+func (d *Decoder) tier(ev *messages.RouterEvent) error {
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	switch {
+	case c == 0xc0:
+		d.off++
+		ev.StorageTier = messages.TierDevice
+		return nil
+	case isInt(c):
+		v, err := d.uint(math.MaxUint32)
+		if err != nil {
+			return at(keyStorageTier, err)
+		}
+		if v >= uint64(len(tierNames)) {
+			return at(keyStorageTier, errorf(ErrUnsupported, "variant index %d", v))
+		}
+		ev.StorageTier = messages.StorageTier(v)
+		return nil
+	case isStr(c):
+		s, err := d.str()
+		if err != nil {
+			return at(keyStorageTier, err)
+		}
+		t, ok := ParseTier(string(s))
+		if !ok {
+			return at(keyStorageTier, errorf(ErrUnsupported, "unknown tier %q", clip(s)))
+		}
+		ev.StorageTier = t
+		return nil
+	}
+	return at(keyStorageTier, wrongType("str, int or nil", c))
+}
+
+// domain accepts only the worker residency domain: a cache-owner event
+// describes blocks no single worker holds, which kvrouter's index cannot
+// represent (and which Dynamo never sends to domainless consumers).
+func (d *Decoder) domain() error {
+	s, err := d.str()
+	if err != nil {
+		return at(keyResidencyDomain, err)
+	}
+	if string(s) != domainWorker {
+		return at(keyResidencyDomain, errorf(ErrUnsupported, "%q", clip(s)))
+	}
+	return nil
+}
+
+func (d *Decoder) sessionID(ev *messages.RouterEvent) error {
+	if d.nilNext() {
+		ev.SessionID = ""
+		return nil
+	}
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	if !isStr(c) {
+		return at(keySessionID, wrongType("str or nil", c))
+	}
+	s, err := d.str()
+	if err != nil {
+		return at(keySessionID, err)
+	}
+	if len(s) > d.lim.MaxSessionBytes {
+		return at(keySessionID, errorf(ErrLimit, "%d bytes exceed the %d-byte cap", len(s), d.lim.MaxSessionBytes))
+	}
+	switch {
+	case len(s) == 0 || string(s) == UnattributedSessionID:
+		ev.SessionID = ""
+	case string(s) == d.session:
+		ev.SessionID = d.session
+	default:
+		d.session = string(s)
+		ev.SessionID = d.session
+	}
+	return nil
+}
+
+// Event field bits.
+const (
+	fEventID = 1 << iota
+	fData
+	fDpRank
+)
+
+func (d *Decoder) event(ev *messages.KvCacheEvent) error {
+	if err := d.eventBody(ev); err != nil {
+		return at(keyEvent, err)
+	}
+	return nil
+}
+
+func (d *Decoder) eventBody(ev *messages.KvCacheEvent) error {
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	if isArray(c) {
+		n, err := d.arrayLen()
+		if err != nil {
+			return err
+		}
+		if n < 2 {
+			return errorf(ErrMalformed, "event array has %d elements, want at least 2 (event_id, data)", n)
+		}
+		if err := d.eventID(ev); err != nil {
+			return err
+		}
+		if err := d.data(ev); err != nil {
+			return err
+		}
+		if n >= 3 {
+			if err := d.dpRank(ev); err != nil {
+				return err
+			}
+		}
+		return d.skipN(n - min(n, 3))
+	}
+	if !isMap(c) {
+		return wrongType("map or array", c)
+	}
+	n, err := d.mapLen()
+	if err != nil {
+		return err
+	}
+	var seen uint8
+	for range n {
+		k, ok, err := d.key()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		switch string(k) {
+		case keyEventID:
+			if err = once(&seen, fEventID, keyEventID); err == nil {
+				err = d.eventID(ev)
+			}
+		case keyData:
+			if err = once(&seen, fData, keyData); err == nil {
+				err = d.data(ev)
+			}
+		case keyDpRank:
+			if err = once(&seen, fDpRank, keyDpRank); err == nil {
+				err = d.dpRank(ev)
+			}
+		default:
+			err = d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case seen&fEventID == 0:
+		return missing(keyEventID)
+	case seen&fData == 0:
+		return missing(keyData)
+	}
+	return nil
+}
+
+func (d *Decoder) eventID(ev *messages.KvCacheEvent) error {
+	v, err := d.uint(math.MaxUint64)
+	if err != nil {
+		return at(keyEventID, err)
+	}
+	ev.EventID = v
+	return nil
+}
+
+// dpRank reads the rank; nil counts as 0 (serde's default).
+func (d *Decoder) dpRank(ev *messages.KvCacheEvent) error {
+	if d.nilNext() {
+		ev.DpRank = 0
+		return nil
+	}
+	v, err := d.uint(math.MaxUint32)
+	if err != nil {
+		return at(keyDpRank, err)
+	}
+	ev.DpRank = messages.DpRank(v)
+	return nil
+}
+
+// Variant indexes of Dynamo's KvCacheEventData, in declaration order.
+const (
+	idxStored = iota
+	idxRemoved
+	idxCleared
+)
+
+// data reads KvCacheEventData, externally tagged: "cleared" (a unit
+// variant), or a one-entry map {"stored": …} / {"removed": …}; the variant
+// may also be given by its index.
+func (d *Decoder) data(ev *messages.KvCacheEvent) error {
+	if err := d.dataBody(ev); err != nil {
+		return at(keyData, err)
+	}
+	return nil
+}
+
+func (d *Decoder) dataBody(ev *messages.KvCacheEvent) error {
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	if !isMap(c) {
+		idx, err := d.variant()
+		if err != nil {
+			return err
+		}
+		if idx != idxCleared {
+			return errorf(ErrMalformed, "variant %s needs a payload", variantName(idx))
+		}
+		ev.Kind = messages.KindCleared
+		return nil
+	}
+	n, err := d.mapLen()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return errorf(ErrMalformed, "enum map has %d entries, want 1", n)
+	}
+	idx, err := d.variant()
+	if err != nil {
+		return err
+	}
+	switch idx {
+	case idxStored:
+		err = d.storeData(ev)
+	case idxRemoved:
+		err = d.removeData(ev)
+	default: // a cleared variant written with a payload: accept and ignore it
+		ev.Kind = messages.KindCleared
+		return d.skip()
+	}
+	if err != nil {
+		return at(variantName(idx), err)
+	}
+	return nil
+}
+
+func variantName(idx int) string {
+	return [...]string{variantStored, variantRemoved, variantCleared}[idx]
+}
+
+// variant reads a variant name or index.
+func (d *Decoder) variant() (int, error) {
+	c, err := d.peek()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case isStr(c):
+		s, err := d.str()
+		if err != nil {
+			return 0, err
+		}
+		switch string(s) {
+		case variantStored:
+			return idxStored, nil
+		case variantRemoved:
+			return idxRemoved, nil
+		case variantCleared:
+			return idxCleared, nil
+		}
+		return 0, errorf(ErrUnsupported, "unknown variant %q", clip(s))
+	case isInt(c):
+		v, err := d.uint(math.MaxUint32)
+		if err != nil {
+			return 0, err
+		}
+		if v > idxCleared {
+			return 0, errorf(ErrUnsupported, "unknown variant index %d", v)
+		}
+		return int(v), nil
+	}
+	return 0, wrongType("variant name or index", c)
+}
+
+// Store data field bits.
+const (
+	fParent = 1 << iota
+	fStart
+	fBlocks
+)
+
+func (d *Decoder) storeData(ev *messages.KvCacheEvent) error {
+	ev.Kind = messages.KindStored
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	if isArray(c) {
+		// [parent_hash, start_position?, blocks, …]: blocks is the first
+		// array after the parent (start_position is an int or nil).
+		n, err := d.arrayLen()
+		if err != nil {
+			return err
+		}
+		if n < 2 {
+			return errorf(ErrMalformed, "store data array has %d elements, want at least 2 (parent_hash, blocks)", n)
+		}
+		if err := d.parent(ev); err != nil {
+			return err
+		}
+		used := 2
+		if c, err = d.peek(); err != nil {
+			return err
+		}
+		if !isArray(c) {
+			if n < 3 {
+				return errorf(ErrMalformed, "store data array has %d elements, want at least 3 (parent_hash, start_position, blocks)", n)
+			}
+			if err := d.skip(); err != nil { // start_position
+				return err
+			}
+			used = 3
+		}
+		if err := d.blockList(ev); err != nil {
+			return err
+		}
+		return d.skipN(n - used)
+	}
+	if !isMap(c) {
+		return wrongType("map or array", c)
+	}
+	n, err := d.mapLen()
+	if err != nil {
+		return err
+	}
+	var seen uint8
+	for range n {
+		k, ok, err := d.key()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		switch string(k) {
+		case keyParentHash:
+			if err = once(&seen, fParent, keyParentHash); err == nil {
+				err = d.parent(ev)
+			}
+		case keyBlocks:
+			if err = once(&seen, fBlocks, keyBlocks); err == nil {
+				err = d.blockList(ev)
+			}
+		default: // start_position (replay hint kvrouter does not use), unknown keys
+			err = d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if seen&fBlocks == 0 {
+		return missing(keyBlocks)
+	}
+	return nil
+}
+
+func (d *Decoder) parent(ev *messages.KvCacheEvent) error {
+	if d.nilNext() {
+		ev.HasParent, ev.ParentHash = false, 0
+		return nil
+	}
+	h, err := d.hash()
+	if err != nil {
+		return at(keyParentHash, err)
+	}
+	ev.HasParent, ev.ParentHash = true, messages.ExternalHash(h)
+	return nil
+}
+
+// Block field bits.
+const (
+	fBlockHash = 1 << iota
+	fTokensHash
+)
+
+func (d *Decoder) blockList(ev *messages.KvCacheEvent) error {
+	n, err := d.arrayLen()
+	if err != nil {
+		return at(keyBlocks, err)
+	}
+	if n > d.lim.MaxBlocks {
+		return at(keyBlocks, errorf(ErrLimit, "%d blocks exceed the %d-block cap", n, d.lim.MaxBlocks))
+	}
+	d.blocks = slices.Grow(d.blocks[:0], n)
+	for i := range n {
+		if b, ok := d.canonicalBlock(); ok {
+			d.blocks = append(d.blocks, b)
+			continue
+		}
+		var b messages.StoredBlock
+		if err := d.block(&b); err != nil {
+			return at(fmt.Sprintf("%s[%d]", keyBlocks, i), err)
+		}
+		d.blocks = append(d.blocks, b)
+	}
+	ev.Blocks = nil
+	if n > 0 {
+		ev.Blocks = d.blocks[:n:n]
+	}
+	return nil
+}
+
+// The block as Encode (and rmp_serde::to_vec_named) writes it, around the
+// two hashes.
+const (
+	canonBlockHead = "\x83\xaa" + keyBlockHash
+	canonTokensKey = "\xab" + keyTokensHash
+	canonBlockTail = "\xad" + keyMmExtraInfo + "\xc0"
+)
+
+// canonicalBlock reads a block in Encode's exact layout; on any difference
+// it consumes nothing and the general path takes over.
+func (d *Decoder) canonicalBlock() (messages.StoredBlock, bool) {
+	start := d.off
+	if d.literal(canonBlockHead) {
+		if bh, err := d.hash(); err == nil && d.literal(canonTokensKey) {
+			if th, err := d.hash(); err == nil && d.literal(canonBlockTail) {
+				return messages.StoredBlock{BlockHash: messages.ExternalHash(bh), TokensHash: messages.LocalHash(th)}, true
+			}
+		}
+	}
+	d.off = start
+	return messages.StoredBlock{}, false
+}
+
+func (d *Decoder) block(b *messages.StoredBlock) error {
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	if isArray(c) {
+		n, err := d.arrayLen()
+		if err != nil {
+			return err
+		}
+		if n < 2 {
+			return errorf(ErrMalformed, "block array has %d elements, want at least 2 (block_hash, tokens_hash)", n)
+		}
+		if err := d.blockHash(b); err != nil {
+			return err
+		}
+		if err := d.tokensHash(b); err != nil {
+			return err
+		}
+		return d.skipN(n - 2) // mm_extra_info, …
+	}
+	if !isMap(c) {
+		return wrongType("map or array", c)
+	}
+	n, err := d.mapLen()
+	if err != nil {
+		return err
+	}
+	var seen uint8
+	for range n {
+		k, ok, err := d.key()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		switch string(k) {
+		case keyBlockHash:
+			if err = once(&seen, fBlockHash, keyBlockHash); err == nil {
+				err = d.blockHash(b)
+			}
+		case keyTokensHash:
+			if err = once(&seen, fTokensHash, keyTokensHash); err == nil {
+				err = d.tokensHash(b)
+			}
+		default: // mm_extra_info (already folded into tokens_hash), unknown keys
+			err = d.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case seen&fBlockHash == 0:
+		return missing(keyBlockHash)
+	case seen&fTokensHash == 0:
+		return missing(keyTokensHash)
+	}
+	return nil
+}
+
+func (d *Decoder) blockHash(b *messages.StoredBlock) error {
+	h, err := d.hash()
+	if err != nil {
+		return at(keyBlockHash, err)
+	}
+	b.BlockHash = messages.ExternalHash(h)
+	return nil
+}
+
+func (d *Decoder) tokensHash(b *messages.StoredBlock) error {
+	h, err := d.hash()
+	if err != nil {
+		return at(keyTokensHash, err)
+	}
+	b.TokensHash = messages.LocalHash(h)
+	return nil
+}
+
+func (d *Decoder) removeData(ev *messages.KvCacheEvent) error {
+	ev.Kind = messages.KindRemoved
+	c, err := d.peek()
+	if err != nil {
+		return err
+	}
+	if isArray(c) {
+		n, err := d.arrayLen()
+		if err != nil {
+			return err
+		}
+		if n < 1 {
+			return errorf(ErrMalformed, "remove data array is empty, want (block_hashes)")
+		}
+		if err := d.hashList(ev); err != nil {
+			return err
+		}
+		return d.skipN(n - 1)
+	}
+	if !isMap(c) {
+		return wrongType("map or array", c)
+	}
+	n, err := d.mapLen()
+	if err != nil {
+		return err
+	}
+	seen := false
+	for range n {
+		k, ok, err := d.key()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if string(k) != keyBlockHashes {
+			if err := d.skip(); err != nil {
+				return err
+			}
+			continue
+		}
+		if seen {
+			return at(keyBlockHashes, errorf(ErrMalformed, "repeated"))
+		}
+		seen = true
+		if err := d.hashList(ev); err != nil {
+			return err
+		}
+	}
+	if !seen {
+		return missing(keyBlockHashes)
+	}
+	return nil
+}
+
+func (d *Decoder) hashList(ev *messages.KvCacheEvent) error {
+	n, err := d.arrayLen()
+	if err != nil {
+		return at(keyBlockHashes, err)
+	}
+	if n > d.lim.MaxBlocks {
+		return at(keyBlockHashes, errorf(ErrLimit, "%d hashes exceed the %d-hash cap", n, d.lim.MaxBlocks))
+	}
+	d.removed = slices.Grow(d.removed[:0], n)
+	for i := range n {
+		h, err := d.hash()
+		if err != nil {
+			return at(fmt.Sprintf("%s[%d]", keyBlockHashes, i), err)
+		}
+		d.removed = append(d.removed, messages.ExternalHash(h))
+	}
+	ev.Removed = nil
+	if n > 0 {
+		ev.Removed = d.removed[:n:n]
+	}
+	return nil
+}
+
+// clip shortens a hostile string for an error message.
+func clip(s []byte) string {
+	if len(s) > 64 {
+		return string(s[:64]) + "…"
+	}
+	return string(s)
+}
