@@ -18,6 +18,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"decode", "decode one engine KV-event batch from stdin and print each event as JSON", runDecode},
+		{"sim", "run a simulated vLLM/SGLang engine publishing KV events over ZeroMQ", runSim},
 	}
 }
 

@@ -1,0 +1,103 @@
+package simengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// RunConfig paces a Driver against an Engine.
+type RunConfig struct {
+	Driver Driver
+	// Rate is requests per second. 0 follows each Prompt.At (a trace's own
+	// timing); RandomDriver's prompts then go out as fast as they are made.
+	Rate float64
+	// Requests stops after this many; 0 runs until the driver ends or the
+	// context is done.
+	Requests int
+	// Heartbeat publishes an empty batch this often (TensorRT-LLM style);
+	// 0 never.
+	Heartbeat time.Duration
+	// Status, when set, is called with the engine's stats every StatusEvery
+	// (default 5s) and once at the end.
+	Status      func(Stats)
+	StatusEvery time.Duration
+}
+
+// Run serves the driver's prompts at the configured pace. It returns nil
+// when the driver is exhausted, Requests are served or ctx is done, and an
+// error when the driver fails or the engine is closed.
+func (e *Engine) Run(ctx context.Context, cfg RunConfig) error {
+	if cfg.Driver == nil {
+		return errors.New("simengine: run: no driver")
+	}
+	if cfg.Rate < 0 {
+		return fmt.Errorf("simengine: run: rate %v, want ≥ 0", cfg.Rate)
+	}
+	if cfg.StatusEvery <= 0 {
+		cfg.StatusEvery = 5 * time.Second
+	}
+	p := pacer{e: e, cfg: cfg, ctx: ctx}
+	if cfg.Status != nil {
+		t := time.NewTicker(cfg.StatusEvery)
+		defer t.Stop()
+		p.status = t.C
+		defer func() { cfg.Status(e.Stats()) }()
+	}
+	if cfg.Heartbeat > 0 {
+		t := time.NewTicker(cfg.Heartbeat)
+		defer t.Stop()
+		p.heartbeat = t.C
+	}
+	start := time.Now()
+	for served := 0; cfg.Requests == 0 || served < cfg.Requests; served++ {
+		pr, err := cfg.Driver.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("simengine: run: prompt %d: %w", served+1, err)
+		}
+		due := start.Add(pr.At)
+		if cfg.Rate > 0 {
+			due = start.Add(time.Duration(float64(served) / cfg.Rate * float64(time.Second)))
+		}
+		if !p.waitUntil(due) {
+			return nil
+		}
+		if _, err := e.ServeRequest(Request{Tokens: pr.Tokens, SessionID: pr.SessionID}); err != nil {
+			return fmt.Errorf("simengine: run: serve prompt %d: %w", served+1, err)
+		}
+	}
+	return nil
+}
+
+// pacer waits for a request's due time while serving status and heartbeat
+// ticks.
+type pacer struct {
+	e         *Engine
+	cfg       RunConfig
+	ctx       context.Context
+	status    <-chan time.Time
+	heartbeat <-chan time.Time
+}
+
+// waitUntil reports false when the context ended first.
+func (p *pacer) waitUntil(due time.Time) bool {
+	timer := time.NewTimer(time.Until(due))
+	defer timer.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case <-p.status:
+			p.cfg.Status(p.e.Stats())
+		case <-p.heartbeat:
+			_ = p.e.Publish() // a closed engine surfaces in the next ServeRequest
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kvrouter/kvrouter/bench/simengine"
+)
+
+const simHelp = `Usage: kvrouter sim [flags]
+
+Runs a simulated vLLM/SGLang engine worker: it serves generated prompts on a
+finite prefix cache with LRU eviction and publishes the resulting KV events
+(BlockStored, BlockRemoved, AllBlocksCleared) exactly as an engine does: a
+ZeroMQ PUB socket sending [topic, seq (8-byte big-endian), msgpack batch],
+and a replay ROUTER answering ["", start_seq] requests from a DEALER.
+
+Prompts come from a driver:
+  random   a seeded pool of shared prefixes with random unshared tails
+  trace    a Mooncake JSONL trace (--trace PATH, "-" for stdin); each
+           hash_id expands to --tokens-per-block deterministic tokens, so
+           equal ids share cache blocks
+
+Pacing: --rate requests per second; with --rate 0 a trace follows its own
+timestamps and the random driver runs flat out. The run ends after
+--requests prompts, at the end of the trace (unless --hold), or on
+SIGINT/SIGTERM. A status line goes to stderr every --status.
+
+Like vLLM, a --dp-rank r > 0 adds r to both endpoint ports.
+
+Examples:
+  kvrouter sim                                    # vllm-map on :5557, replay on :5558
+  kvrouter sim --encoding sglang --capacity 512 --rate 50
+  kvrouter sim --driver trace --trace ../shared/traces/mooncake_conversation_trace.jsonl \
+      --tokens-per-block 16 --requests 1000
+  kvrouter decode --hex ...                       # inspect a payload you captured
+
+Flags:
+`
+
+func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	endpoint := fs.String("endpoint", "tcp://127.0.0.1:5557", "PUB address to bind (port 0 picks a free one)")
+	connect := fs.Bool("connect", false, "dial --endpoint instead of binding (for a router whose SUB binds)")
+	replayEP := fs.String("replay-endpoint", "tcp://127.0.0.1:5558", `replay ROUTER address to bind; "" disables replay`)
+	legacyReplay := fs.Bool("legacy-replay", false, `answer replays in the older 3-frame layout ["", seq, payload]`)
+	encoding := fs.String("encoding", string(simengine.EncodingVLLMMap), "event encoding: "+joinEncodings())
+	blockSize := fs.Int("block-size", 16, "tokens per cache block")
+	capacity := fs.Int("capacity", 8192, "cache capacity in blocks (LRU eviction past it)")
+	dpRank := fs.Uint("dp-rank", 0, "data-parallel rank (sent in every batch; offsets the ports)")
+	topic := fs.String("topic", "", "topic frame, e.g. kv@pod-1@model")
+	seqStart := fs.Uint64("seq-start", 0, "first sequence number")
+	hashSeed := fs.Uint64("hash-seed", 0, "engine block-hash seed (like PYTHONHASHSEED)")
+	driver := fs.String("driver", "random", "prompt source: random or trace")
+	tracePath := fs.String("trace", "", `Mooncake JSONL trace for --driver trace ("-" reads stdin)`)
+	tokensPerBlock := fs.Int("tokens-per-block", simengine.MooncakeBlockTokens, "tokens each trace hash_id expands to")
+	rate := fs.Float64("rate", 10, "requests per second (0: trace timestamps, or flat out for random)")
+	requests := fs.Int("requests", 0, "stop after this many requests (0: until interrupted or the trace ends)")
+	seed := fs.Uint64("seed", 1, "seed for generated prompts and trace tokens")
+	sessions := fs.Bool("sessions", false, "random driver: report a session_id per shared prefix")
+	heartbeat := fs.Duration("heartbeat", 0, "publish an empty batch this often (0: never, as vLLM)")
+	status := fs.Duration("status", 5*time.Second, "status line interval")
+	holdOn := fs.Bool("hold", false, "keep publishing heartbeats and serving replay after the driver ends, until interrupted")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), simHelp)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
+		return 2
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "kvrouter sim: "+format+"\n", a...)
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fail(2, "unexpected argument %q", fs.Arg(0))
+	}
+	if *dpRank > 1<<16 || *requests < 0 || *rate < 0 || *status <= 0 || *heartbeat < 0 {
+		return fail(2, "--dp-rank, --requests, --rate, --status or --heartbeat out of range")
+	}
+	enc, err := simengine.ParseEncoding(*encoding)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	rank := uint32(*dpRank)
+	pubEP, err := simengine.OffsetEndpoint(*endpoint, rank)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	replay, err := simengine.OffsetEndpoint(*replayEP, rank)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+
+	var drv simengine.Driver
+	switch *driver {
+	case "random":
+		drv, err = simengine.NewRandomDriver(simengine.RandomConfig{Seed: *seed, BlockSize: *blockSize, Sessions: *sessions})
+	case "trace":
+		drv, err = openTrace(*tracePath, stdin, simengine.TraceConfig{TokensPerBlock: *tokensPerBlock, Limit: *requests, Seed: *seed})
+	default:
+		return fail(2, "unknown --driver %q (random or trace)", *driver)
+	}
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	if c, ok := drv.(io.Closer); ok {
+		defer c.Close()
+	}
+
+	eng, err := simengine.New(simengine.Options{
+		Endpoint: pubEP, Connect: *connect, ReplayEndpoint: replay, LegacyReplay: *legacyReplay,
+		Topic: *topic, SeqStart: *seqStart, DpRank: rank, BlockSize: *blockSize, CapacityBlocks: *capacity,
+		HashSeed: *hashSeed, Encoding: enc, Linger: 200 * time.Millisecond,
+	})
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	defer eng.Close()
+	replayNote := "replay off"
+	if eng.ReplayEndpoint() != "" {
+		replayNote = "replay on " + eng.ReplayEndpoint()
+	}
+	fmt.Fprintf(stderr, "kvrouter sim: %s on %s (%s), topic %q, dp rank %d, %d-token blocks, capacity %d, driver %s\n",
+		enc, eng.Endpoint(), replayNote, *topic, rank, *blockSize, *capacity, *driver)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+	report := func(s simengine.Stats) { fmt.Fprintln(stderr, statusLine(s, time.Since(started))) }
+	err = eng.Run(ctx, simengine.RunConfig{Driver: drv, Rate: *rate, Requests: *requests,
+		Heartbeat: *heartbeat, Status: report, StatusEvery: *status})
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	if *holdOn && ctx.Err() == nil {
+		fmt.Fprintln(stderr, "kvrouter sim: driver done; holding until interrupted")
+		holdEngine(ctx, eng, *heartbeat, *status, report)
+	}
+	if err := eng.Close(); err != nil {
+		return fail(1, "%v", err)
+	}
+	return 0
+}
+
+// holdEngine keeps the engine up (replay, heartbeats, status) until ctx ends.
+func holdEngine(ctx context.Context, eng *simengine.Engine, heartbeat, status time.Duration, report func(simengine.Stats)) {
+	st := time.NewTicker(status)
+	defer st.Stop()
+	var beat <-chan time.Time
+	if heartbeat > 0 {
+		t := time.NewTicker(heartbeat)
+		defer t.Stop()
+		beat = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			report(eng.Stats())
+			return
+		case <-st.C:
+			report(eng.Stats())
+		case <-beat:
+			_ = eng.Publish() // counted in Stats.PublishErrors
+		}
+	}
+}
+
+// openTrace opens the trace file, or reads stdin for "-".
+func openTrace(path string, stdin io.Reader, cfg simengine.TraceConfig) (simengine.Driver, error) {
+	switch path {
+	case "":
+		return nil, errors.New("--driver trace needs --trace PATH")
+	case "-":
+		return simengine.NewTraceDriver(stdin, cfg)
+	}
+	return simengine.OpenTrace(path, cfg)
+}
+
+// statusLine is the periodic one-line summary.
+func statusLine(s simengine.Stats, up time.Duration) string {
+	hit := 0.0
+	if s.Cache.PromptBlocks > 0 {
+		hit = 100 * float64(s.Cache.HitBlocks) / float64(s.Cache.PromptBlocks)
+	}
+	return fmt.Sprintf("kvrouter sim: up %s next_seq=%d published=%d dropped=%d requests=%d hit=%.1f%% blocks=%d/%d stored=%d evicted=%d replays=%d errors=%d",
+		up.Round(100*time.Millisecond), s.NextSeq, s.Published, s.Dropped, s.Cache.Requests, hit,
+		s.Blocks, s.CapacityBlocks, s.Cache.StoredBlocks, s.Cache.EvictedBlocks, s.ReplayRequests, s.PublishErrors)
+}
+
+func joinEncodings() string {
+	names := make([]string, 0, 3)
+	for _, e := range simengine.Encodings() {
+		names = append(names, string(e))
+	}
+	return strings.Join(names, ", ")
+}
