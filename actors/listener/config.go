@@ -32,8 +32,10 @@ type Config struct {
 	// ReplayTimeout bounds one replay (default 2 s).
 	ReplayTimeout time.Duration
 	// Silence recreates a dialing socket after this long without a message
-	// (default 60 s; 0 keeps the default, negative disables). zmq4 dialers
-	// do not always reconnect by themselves after a peer restart.
+	// (default 10 s; 0 keeps the default, negative disables). zmq4 dialers
+	// do not reconnect by themselves after a peer restart (its automatic
+	// reconnect races with Close), so this is how a restarted engine is found
+	// again; batches published meanwhile are recovered by replay.
 	Silence time.Duration
 	// Next receives the stream's EngineBatches (the normalizer pool).
 	Next *actor.PID
@@ -62,7 +64,7 @@ func (c *Config) defaults() error {
 		c.ReplayTimeout = 2 * time.Second
 	}
 	if c.Silence == 0 {
-		c.Silence = 60 * time.Second
+		c.Silence = 10 * time.Second
 	}
 	return nil
 }

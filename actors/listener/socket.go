@@ -95,7 +95,10 @@ func subscribe(ctx context.Context, cfg Config, g *gate, send func(any)) {
 func subscribeOnce(ctx context.Context, cfg Config, g *gate, send func(any)) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sock := zmq4.NewSub(sctx, zmq4.WithAutomaticReconnect(true), zmq4.WithDialerRetry(200*time.Millisecond))
+	// No zmq4 automatic reconnect: it redials from a library goroutine that
+	// races with Close (seen with -race). A lost peer shows as silence, and
+	// silence recreates the socket.
+	sock := zmq4.NewSub(sctx, zmq4.WithDialerRetry(200*time.Millisecond))
 	defer sock.Close()
 	var err error
 	if cfg.Bind {

@@ -81,8 +81,15 @@ type Tracker struct {
 	lastLive  uint64 // last seq seen on the subscription (live order is the publisher's)
 	haveLive  bool
 	replaying bool
-	buffered  []pending // live batches held during a replay, ascending seq
+	// replayGot counts batches the running replay delivered; retries the
+	// replays asked again in a row for gaps that opened during a replay.
+	replayGot, retries int
+	buffered           []pending // live batches held during a replay, ascending seq
 }
+
+// maxReplayRetries bounds back-to-back replays for gaps that opened while a
+// replay ran.
+const maxReplayRetries = 3
 
 type pending struct {
 	seq     uint64
@@ -152,12 +159,28 @@ func (t *Tracker) Replayed(seq uint64, payload []byte) []Action {
 	if !t.replaying {
 		return nil // a late answer to an abandoned replay
 	}
+	if !t.started || seq >= t.next {
+		t.replayGot++
+	}
 	acts := t.place(nil, seq, payload, ResyncHistoryMissing)
 	return t.drain(acts, false, 0)
 }
 
-// ReplayEnd handles the replay's end marker.
-func (t *Tracker) ReplayEnd() []Action { return t.stopReplay(ResyncHistoryMissing) }
+// ReplayEnd handles the replay's end marker. A gap left before the held
+// batches after a replay that did deliver may have opened while the engine
+// was answering (the batch was published after it read its buffer): ask
+// again from there, a bounded number of times. A replay that delivered
+// nothing means the buffer no longer holds the history.
+func (t *Tracker) ReplayEnd() []Action {
+	if !t.replaying {
+		return nil
+	}
+	if t.replayGot > 0 && t.started && len(t.buffered) > 0 && t.buffered[0].seq > t.next && t.retries < maxReplayRetries {
+		t.retries++
+		return t.replay(nil, t.next)
+	}
+	return t.stopReplay(ResyncHistoryMissing)
+}
 
 // ReplayTimeout is called when a replay produced no end marker in time (an
 // engine without replay never answers).
@@ -167,12 +190,12 @@ func (t *Tracker) stopReplay(gap ResyncReason) []Action {
 	if !t.replaying {
 		return nil
 	}
-	t.replaying = false
+	t.replaying, t.retries = false, 0
 	return t.drain(nil, true, gap)
 }
 
 func (t *Tracker) replay(acts []Action, from uint64) []Action {
-	t.replaying = true
+	t.replaying, t.replayGot = true, 0
 	return append(acts, Action{Kind: RequestReplay, Seq: from})
 }
 

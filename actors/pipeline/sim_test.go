@@ -1,0 +1,237 @@
+package pipeline
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// simWorker is one simulated engine and the prompts that drive it.
+type simWorker struct {
+	eng    *simengine.Engine
+	drv    *simengine.RandomDriver
+	stream messages.StreamID
+	cfg    listener.Config
+}
+
+func newSimWorker(t *testing.T, id int, enc simengine.Encoding, replay bool, opts simengine.Options) *simWorker {
+	t.Helper()
+	opts.Endpoint = "tcp://127.0.0.1:0"
+	if replay {
+		opts.ReplayEndpoint = "tcp://127.0.0.1:0"
+	}
+	opts.Encoding, opts.BlockSize = enc, 4
+	if opts.CapacityBlocks == 0 {
+		opts.CapacityBlocks = 48 // small: prompts evict each other
+	}
+	eng, err := simengine.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	drv, err := simengine.NewRandomDriver(simengine.RandomConfig{Seed: uint64(id), BlockSize: 4,
+		Prefixes: 4, MaxPrefixBlocks: 12, MaxSuffixTokens: 12, Sessions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := messages.StreamID{Worker: messages.WorkerID(id)}
+	return &simWorker{eng: eng, drv: drv, stream: stream, cfg: listener.Config{
+		Stream: stream, Engine: enc.Engine(), Endpoint: eng.Endpoint(), ReplayEndpoint: eng.ReplayEndpoint(),
+		BlockSize: 4, Silence: -1, ReplayTimeout: 500 * time.Millisecond,
+	}}
+}
+
+// serve sends n prompts through the engine.
+func (w *simWorker) serve(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		p, err := w.drv.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.eng.ServeRequest(simengine.Request{Tokens: p.Tokens, SessionID: p.SessionID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// truth is the engine's cache: its engine hashes, sorted.
+func (w *simWorker) truth() []messages.ExternalHash {
+	var hs []messages.ExternalHash
+	for h := range w.eng.Contents().Blocks {
+		hs = append(hs, messages.ExternalHash(h))
+	}
+	slices.Sort(hs)
+	return hs
+}
+
+// quiesce publishes a heartbeat on every engine (so a trailing loss shows
+// as a gap) and waits until every listener has delivered up to the engine's
+// last seq, finished replaying, and had every batch acknowledged.
+func quiesce(t *testing.T, p *Pipeline, ws []*simWorker) {
+	t.Helper()
+	for _, w := range ws {
+		if err := w.eng.Publish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range ws {
+		eventually(t, fmt.Sprintf("worker %d quiescent", w.stream.Worker), func() (bool, string) {
+			st, err := p.ListenerStats(w.stream, time.Second)
+			if err != nil {
+				return false, err.Error()
+			}
+			want := w.eng.Stats().NextSeq
+			return st.NextSeq == want && !st.Replaying && st.InFlight == 0,
+				fmt.Sprintf("next %d (engine %d) replaying %v in flight %d resyncs %v replays %v",
+					st.NextSeq, want, st.Replaying, st.InFlight, st.Resyncs, st.Replays)
+		})
+	}
+}
+
+func startSims(t *testing.T, ws []*simWorker) *Pipeline {
+	t.Helper()
+	p := Start(actor.NewActorSystem(), Config{})
+	t.Cleanup(p.Stop)
+	for _, w := range ws {
+		if err := p.AddListener(w.cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait for the subscriptions (the PUB drops until a SUB is there; the
+	// replay repairs that, but the test wants live traffic to flow).
+	for _, w := range ws {
+		eventually(t, "subscribed", func() (bool, string) {
+			st, err := p.ListenerStats(w.stream, time.Second)
+			return err == nil && st.Subscribed > 0, fmt.Sprint(err)
+		})
+	}
+	return p
+}
+
+// check compares the index with every engine's cache. exact: equal sets;
+// otherwise no phantom block (index ⊆ engine).
+func check(t *testing.T, p *Pipeline, ws []*simWorker, wantState string) {
+	t.Helper()
+	snap, err := p.Snapshot(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := p.Status(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		got := snap.Blocks[messages.WorkerKey{Worker: w.stream.Worker}]
+		truth := w.truth()
+		if len(truth) < 10 {
+			t.Fatalf("worker %d: the engine holds only %d blocks; the test would prove little", w.stream.Worker, len(truth))
+		}
+		if state := string(status.Streams[w.stream].State); state != wantState {
+			ls, _ := p.ListenerStats(w.stream, time.Second)
+			t.Errorf("worker %d: state %s, want %s; listener %+v", w.stream.Worker, state, wantState, ls)
+		}
+		if wantState == "exact" {
+			if !slices.Equal(got, truth) {
+				t.Errorf("worker %d: index holds %d blocks, engine %d;\nindex  %v\nengine %v",
+					w.stream.Worker, len(got), len(truth), got, truth)
+			}
+			continue
+		}
+		for _, h := range got {
+			if _, ok := slices.BinarySearch(truth, h); !ok {
+				t.Errorf("worker %d: phantom block %d in the index", w.stream.Worker, h)
+			}
+		}
+	}
+}
+
+// Several engines of every encoding, a router started after them (it learns
+// their history from the replay buffers), then live traffic: the index
+// equals the engines' caches exactly.
+func TestSimEnginesLateRouterStartExact(t *testing.T) {
+	var ws []*simWorker
+	for i, enc := range []simengine.Encoding{simengine.EncodingVLLMMap, simengine.EncodingVLLMPositional, simengine.EncodingSGLang} {
+		ws = append(ws, newSimWorker(t, i+1, enc, true, simengine.Options{}))
+	}
+	for _, w := range ws {
+		w.serve(t, 30) // before the router exists
+	}
+	p := startSims(t, ws)
+	for _, w := range ws {
+		w.serve(t, 30)
+	}
+	quiesce(t, p, ws)
+	check(t, p, ws, "exact")
+}
+
+// Batches lost between engine and router are repaired by replay.
+func TestSimGapsAreReplayed(t *testing.T) {
+	drop := func(seq uint64) bool { return seq%5 == 3 }
+	ws := []*simWorker{
+		newSimWorker(t, 1, simengine.EncodingVLLMMap, true, simengine.Options{DropSeqs: drop}),
+		newSimWorker(t, 2, simengine.EncodingSGLang, true, simengine.Options{DropSeqs: drop, LegacyReplay: true}),
+	}
+	p := startSims(t, ws)
+	for _, w := range ws {
+		w.serve(t, 60)
+	}
+	quiesce(t, p, ws)
+	check(t, p, ws, "exact")
+	for _, w := range ws {
+		st, _ := p.ListenerStats(w.stream, time.Second)
+		if st.Replays["ok"] == 0 {
+			t.Errorf("worker %d: no replay ran (%v)", w.stream.Worker, st.Replays)
+		}
+	}
+}
+
+// Without a replay endpoint a loss cannot be repaired: the stream is
+// cleared and marked degraded, and the index never holds a block the engine
+// does not.
+func TestSimLossWithoutReplayDegradesWithoutPhantoms(t *testing.T) {
+	drop := func(seq uint64) bool { return seq%7 == 4 }
+	ws := []*simWorker{newSimWorker(t, 1, simengine.EncodingVLLMMap, false, simengine.Options{DropSeqs: drop})}
+	p := startSims(t, ws)
+	ws[0].serve(t, 80)
+	quiesce(t, p, ws)
+	check(t, p, ws, "degraded")
+	st, _ := p.ListenerStats(ws[0].stream, time.Second)
+	if st.Resyncs["history_missing"] == 0 {
+		t.Errorf("resyncs %v: the losses were not noticed", st.Resyncs)
+	}
+}
+
+// A router started after the replay buffer lost the engine's early history
+// is degraded, never wrong.
+func TestSimHistoryGoneDegrades(t *testing.T) {
+	ws := []*simWorker{newSimWorker(t, 1, simengine.EncodingVLLMMap, true, simengine.Options{ReplayBuffer: 5})}
+	ws[0].serve(t, 40)
+	p := startSims(t, ws)
+	ws[0].serve(t, 20)
+	quiesce(t, p, ws)
+	check(t, p, ws, "degraded")
+}
+
+// An engine restart (seq back to 0, cache and replay buffer gone) clears
+// the stream; the index follows the new process exactly.
+func TestSimEngineRestart(t *testing.T) {
+	ws := []*simWorker{newSimWorker(t, 1, simengine.EncodingVLLMMap, true, simengine.Options{})}
+	p := startSims(t, ws)
+	ws[0].serve(t, 30)
+	quiesce(t, p, ws)
+	ws[0].eng.ResetSeq(simengine.ResetOptions{ClearCache: true, ClearReplay: true})
+	ws[0].serve(t, 30)
+	quiesce(t, p, ws)
+	check(t, p, ws, "exact")
+	st, _ := p.ListenerStats(ws[0].stream, time.Second)
+	if st.Resyncs["restart"] != 1 {
+		t.Errorf("resyncs %v, want one restart", st.Resyncs)
+	}
+}
