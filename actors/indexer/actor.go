@@ -16,12 +16,16 @@ type Snapshot struct {
 }
 
 // Props returns an actor that owns a MemIndex and applies RouterEventBatches
-// to it in arrival order.
-func Props() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &indexActor{idx: NewMemIndex()} })
+// to it in arrival order; when then is set, each batch is forwarded to it
+// after being applied (the router-event publisher).
+func Props(then *actor.PID) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &indexActor{idx: NewMemIndex(), then: then} })
 }
 
-type indexActor struct{ idx *MemIndex }
+type indexActor struct {
+	idx  *MemIndex
+	then *actor.PID
+}
 
 func (a *indexActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -31,6 +35,9 @@ func (a *indexActor) Receive(ctx actor.Context) {
 		}
 		for _, ev := range m.Events {
 			a.idx.Apply(ev)
+		}
+		if a.then != nil && len(m.Events) > 0 {
+			ctx.Send(a.then, m)
 		}
 	case *SnapshotRequest:
 		s := &Snapshot{Blocks: map[messages.WorkerKey][]messages.ExternalHash{}, Stats: a.idx.Stats()}

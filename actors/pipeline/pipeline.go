@@ -12,6 +12,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/normalizer"
+	"github.com/kvrouter/kvrouter/actors/publisher"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/wire"
 )
@@ -24,6 +25,9 @@ type Config struct {
 	Limits wire.Limits
 	// Coalescer configures every stream's coalescer.
 	Coalescer coalescer.Config
+	// PublishRouterEvents, when set, binds a ZeroMQ PUB there and
+	// republishes every applied RouterEvent (package publisher).
+	PublishRouterEvents string
 }
 
 // Pipeline is a running ingest pipeline.
@@ -32,20 +36,29 @@ type Pipeline struct {
 	index      *actor.PID
 	hub        *actor.PID
 	normalizer *actor.PID
+	publisher  *actor.PID // nil unless router events are republished
 	listeners  map[messages.StreamID]*actor.PID
 }
 
-// Start spawns the index, the coalescer hub and the normalizer pool.
-func Start(system *actor.ActorSystem, cfg Config) *Pipeline {
+// Start spawns the index, the coalescer hub and the normalizer pool (and
+// the router-event publisher when configured).
+func Start(system *actor.ActorSystem, cfg Config) (*Pipeline, error) {
 	if cfg.Normalizers <= 0 {
 		cfg.Normalizers = 2
 	}
 	root := system.Root
 	p := &Pipeline{system: system, listeners: map[messages.StreamID]*actor.PID{}}
-	p.index = root.Spawn(indexer.Props())
+	if cfg.PublishRouterEvents != "" {
+		props, err := publisher.Props(cfg.PublishRouterEvents, "")
+		if err != nil {
+			return nil, err
+		}
+		p.publisher = root.Spawn(props)
+	}
+	p.index = root.Spawn(indexer.Props(p.publisher))
 	p.hub = root.Spawn(coalescer.HubProps(p.index, cfg.Coalescer))
 	p.normalizer = root.Spawn(normalizer.PoolProps(cfg.Normalizers, p.hub, cfg.Limits))
-	return p
+	return p, nil
 }
 
 // AddListener starts a listener for one engine endpoint; its batches go to
@@ -87,8 +100,10 @@ func (p *Pipeline) Stop() {
 	for _, pid := range p.listeners {
 		_ = p.system.Root.StopFuture(pid).Wait()
 	}
-	for _, pid := range []*actor.PID{p.normalizer, p.hub, p.index} {
-		_ = p.system.Root.StopFuture(pid).Wait()
+	for _, pid := range []*actor.PID{p.normalizer, p.hub, p.index, p.publisher} {
+		if pid != nil {
+			_ = p.system.Root.StopFuture(pid).Wait()
+		}
 	}
 }
 

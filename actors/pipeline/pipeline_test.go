@@ -26,23 +26,23 @@ func freeEndpoint(t *testing.T) string {
 	return fmt.Sprintf("tcp://%s", l.Addr())
 }
 
-// publisher is a bare engine PUB socket for tests.
-type publisher struct {
+// enginePub is a bare engine PUB socket for tests.
+type enginePub struct {
 	sock zmq4.Socket
 	seq  uint64
 }
 
-func newPublisher(t *testing.T, endpoint string) *publisher {
+func newEnginePub(t *testing.T, endpoint string) *enginePub {
 	ctx, cancel := context.WithCancel(context.Background())
 	sock := zmq4.NewPub(ctx)
 	if err := sock.Listen(endpoint); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sock.Close(); cancel() })
-	return &publisher{sock: sock}
+	return &enginePub{sock: sock}
 }
 
-func (p *publisher) send(t *testing.T, payload []byte) {
+func (p *enginePub) send(t *testing.T, payload []byte) {
 	t.Helper()
 	seq := binary.BigEndian.AppendUint64(nil, p.seq)
 	p.seq++
@@ -73,6 +73,17 @@ func removedBatch(hashes ...uint64) []byte {
 	return b.Uint(0, 0).Bytes()
 }
 
+// mustStart starts a pipeline in a new actor system, stopped at cleanup.
+func mustStart(t *testing.T, cfg Config) *Pipeline {
+	t.Helper()
+	p, err := Start(actor.NewActorSystem(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
@@ -91,11 +102,9 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 
 func TestPipelineAppliesEngineEventsInOrder(t *testing.T) {
 	endpoint := freeEndpoint(t)
-	pub := newPublisher(t, endpoint)
+	pub := newEnginePub(t, endpoint)
 	pub.seq = 5 // an engine that has been publishing for a while
-	system := actor.NewActorSystem()
-	p := Start(system, Config{})
-	t.Cleanup(p.Stop)
+	p := mustStart(t, Config{})
 	stream := messages.StreamID{Worker: 7}
 	if err := p.AddListener(listener.Config{Stream: stream, Endpoint: endpoint, Topic: "kv@", Silence: -1}); err != nil {
 		t.Fatal(err)
@@ -136,10 +145,9 @@ func TestPipelineAppliesEngineEventsInOrder(t *testing.T) {
 
 // startWithListener starts a pipeline with one listener (no replay) and
 // waits until it hears the publisher.
-func startWithListener(t *testing.T, cfg listener.Config, pub *publisher) *Pipeline {
+func startWithListener(t *testing.T, cfg listener.Config, pub *enginePub) *Pipeline {
 	t.Helper()
-	p := Start(actor.NewActorSystem(), Config{})
-	t.Cleanup(p.Stop)
+	p := mustStart(t, Config{})
 	if err := p.AddListener(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +161,7 @@ func startWithListener(t *testing.T, cfg listener.Config, pub *publisher) *Pipel
 
 func TestBadMessagesAreCountedAndTheStreamGoesOn(t *testing.T) {
 	endpoint := freeEndpoint(t)
-	pub := newPublisher(t, endpoint)
+	pub := newEnginePub(t, endpoint)
 	stream := messages.StreamID{Worker: 3}
 	p := startWithListener(t, listener.Config{Stream: stream, Endpoint: endpoint, Silence: -1}, pub)
 
@@ -188,8 +196,7 @@ func TestBoundSubscriberEnginesDialIn(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stream := messages.StreamID{Worker: 9}
-	p := Start(actor.NewActorSystem(), Config{})
-	t.Cleanup(p.Stop)
+	p := mustStart(t, Config{})
 	if err := p.AddListener(listener.Config{Stream: stream, Endpoint: endpoint, Bind: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +206,7 @@ func TestBoundSubscriberEnginesDialIn(t *testing.T) {
 		err := sock.Dial(endpoint)
 		return err == nil, fmt.Sprint(err)
 	})
-	pub := &publisher{sock: sock}
+	pub := &enginePub{sock: sock}
 	eventually(t, "subscription", func() (bool, string) {
 		pub.send(t, emptyBatch())
 		st, err := p.ListenerStats(stream, time.Second)

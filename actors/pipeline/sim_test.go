@@ -1,15 +1,18 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
+	"github.com/go-zeromq/zmq4"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/routerevent"
 )
 
 // simWorker is one simulated engine and the prompts that drive it.
@@ -97,8 +100,7 @@ func quiesce(t *testing.T, p *Pipeline, ws []*simWorker) {
 
 func startSims(t *testing.T, ws []*simWorker) *Pipeline {
 	t.Helper()
-	p := Start(actor.NewActorSystem(), Config{})
-	t.Cleanup(p.Stop)
+	p := mustStart(t, Config{})
 	for _, w := range ws {
 		if err := p.AddListener(w.cfg); err != nil {
 			t.Fatal(err)
@@ -233,5 +235,101 @@ func TestSimEngineRestart(t *testing.T) {
 	st, _ := p.ListenerStats(ws[0].stream, time.Second)
 	if st.Resyncs["restart"] != 1 {
 		t.Errorf("resyncs %v, want one restart", st.Resyncs)
+	}
+}
+
+// TensorRT-LLM numbers batches from a nanosecond timestamp, so the first
+// batch heard says nothing about what came before: the stream is degraded
+// until the engine clears its cache, then exact.
+func TestSimTimestampSeqIsDegradedUntilACacheClear(t *testing.T) {
+	w := newSimWorker(t, 1, simengine.EncodingVLLMMap, false, simengine.Options{SeqStart: uint64(time.Now().UnixNano())})
+	w.cfg.Engine = "trtllm"
+	ws := []*simWorker{w}
+	p := startSims(t, ws)
+	w.serve(t, 30)
+	quiesce(t, p, ws)
+	check(t, p, ws, "degraded")
+	if err := w.eng.Clear(); err != nil {
+		t.Fatal(err)
+	}
+	w.serve(t, 30)
+	quiesce(t, p, ws)
+	check(t, p, ws, "exact")
+}
+
+// The applied RouterEvents are republished on a ZeroMQ PUB: a consumer
+// rebuilds the same per-worker block set from them, with dense ids and the
+// engines' session ids.
+func TestRouterEventsRepublished(t *testing.T) {
+	pubEndpoint := freeEndpoint(t)
+	w := newSimWorker(t, 4, simengine.EncodingVLLMMap, true, simengine.Options{})
+	p := mustStart(t, Config{PublishRouterEvents: pubEndpoint})
+	if err := p.AddListener(w.cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sub := zmq4.NewSub(ctx)
+	t.Cleanup(func() { sub.Close() })
+	if err := sub.Dial(pubEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetOption(zmq4.OptionSubscribe, "kvrouter."); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // let the subscription reach the PUB (slow joiner)
+	msgs := make(chan zmq4.Msg, 4096)
+	go func() {
+		for {
+			m, err := sub.Recv()
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- m
+		}
+	}()
+	w.serve(t, 40)
+	quiesce(t, p, []*simWorker{w})
+	held := map[messages.ExternalHash]bool{}
+	var lastID uint64
+	sessions := 0
+	deadline := time.After(10 * time.Second)
+	for want := w.truth(); ; {
+		select {
+		case m := <-msgs:
+			ev, err := routerevent.Decode(m.Frames[2])
+			if err != nil {
+				t.Fatalf("republished event does not decode: %v", err)
+			}
+			if ev.Event.EventID != lastID+1 {
+				t.Fatalf("event id %d after %d", ev.Event.EventID, lastID)
+			}
+			lastID = ev.Event.EventID
+			if ev.SessionID != "" {
+				sessions++
+			}
+			switch ev.Event.Kind {
+			case messages.KindStored:
+				for _, b := range ev.Event.Blocks {
+					held[b.BlockHash] = true
+				}
+			case messages.KindRemoved:
+				for _, h := range ev.Event.Removed {
+					delete(held, h)
+				}
+			case messages.KindCleared:
+				clear(held)
+			}
+			got := slices.Sorted(maps.Keys(held))
+			if slices.Equal(got, want) {
+				if sessions == 0 {
+					t.Error("no republished event carried its session id")
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("consumer state never matched the engine (%d blocks vs %d)", len(held), len(want))
+		}
 	}
 }
