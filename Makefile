@@ -12,13 +12,12 @@ all: build
 build:
 	$(GO) build -o bin/kvrouter ./cmd/kvrouter
 
-# The main job. Until the router lands, it decodes the built-in sample
-# payloads (one engine batch each) and prints every event as JSON.
+# The main job, until the router's API lands: the ingest pipeline against 4
+# built-in simulated engines driven by the Mooncake conversation trace; it
+# ends by checking that the index equals every engine's cache. The decoder's
+# sample payloads: ./bin/kvrouter decode --samples.
 run: build
-	@for s in $$(./bin/kvrouter decode --samples | awk '{print $$1}'); do \
-		echo "== $$s: $$(./bin/kvrouter decode --samples | grep "^$$s " | sed 's/^[^ ]* *//')"; \
-		./bin/kvrouter decode --sample $$s; \
-	done
+	./bin/kvrouter tap --sim 4 --requests 6000 --rate 1500
 
 vet:
 	$(GO) vet ./...

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestParseWorker(t *testing.T) {
+	cfg, err := parseWorker("7:2=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558,engine=sglang,topic=kv@,bind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Stream.Worker != 7 || cfg.Stream.DpRank != 2 || cfg.Endpoint != "tcp://10.0.0.5:5557" ||
+		cfg.ReplayEndpoint != "tcp://10.0.0.5:5558" || cfg.Engine != "sglang" || cfg.Topic != "kv@" || !cfg.Bind {
+		t.Errorf("parsed %+v", cfg)
+	}
+	for _, bad := range []string{"tcp://x:1", "x=tcp://a:1", "1:y=tcp://a:1", "1=a:1", "1=tcp://a:1,color=red", "-1=tcp://a:1"} {
+		if _, err := parseWorker(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// kvrouter tap with its built-in simulated engines ends by checking that the
+// index equals every engine's cache.
+func TestTapSimulatedEnginesMatchTheIndex(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"tap", "--sim", "3", "--trace", "", "--requests", "300", "--rate", "0", "--block-size", "4"},
+		nil, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), "the index equals every engine's cache") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+}
+
+func TestTapUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"tap", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "--worker ID") {
+		t.Errorf("tap --help: %d %s", code, out.String())
+	}
+	if code := run([]string{"tap", "--worker", "bogus"}, nil, &out, &errb); code != 2 {
+		t.Errorf("bad --worker: exit %d", code)
+	}
+}

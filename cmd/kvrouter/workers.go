@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// workerFlags collects repeated --worker ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,bind]
+// values.
+type workerFlags []listener.Config
+
+// String implements flag.Value.
+func (w *workerFlags) String() string { return fmt.Sprintf("%d workers", len(*w)) }
+
+// Set implements flag.Value.
+func (w *workerFlags) Set(v string) error {
+	cfg, err := parseWorker(v)
+	if err != nil {
+		return err
+	}
+	*w = append(*w, cfg)
+	return nil
+}
+
+// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,bind].
+func parseWorker(v string) (listener.Config, error) {
+	var cfg listener.Config
+	id, rest, ok := strings.Cut(v, "=")
+	if !ok {
+		return cfg, fmt.Errorf("worker %q: want ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine=NAME][,bind]", v)
+	}
+	idStr, rankStr, hasRank := strings.Cut(id, ":")
+	worker, err := strconv.ParseUint(idStr, 10, 64)
+	if err != nil {
+		return cfg, fmt.Errorf("worker %q: id %q is not an unsigned integer", v, idStr)
+	}
+	cfg.Stream.Worker = messages.WorkerID(worker)
+	if hasRank {
+		rank, err := strconv.ParseUint(rankStr, 10, 32)
+		if err != nil {
+			return cfg, fmt.Errorf("worker %q: dp rank %q is not an unsigned integer", v, rankStr)
+		}
+		cfg.Stream.DpRank = messages.DpRank(rank)
+	}
+	parts := strings.Split(rest, ",")
+	cfg.Endpoint = parts[0]
+	if !strings.Contains(cfg.Endpoint, "://") {
+		return cfg, fmt.Errorf("worker %q: endpoint %q has no transport (want tcp://host:port)", v, cfg.Endpoint)
+	}
+	for _, opt := range parts[1:] {
+		key, val, _ := strings.Cut(opt, "=")
+		switch key {
+		case "replay":
+			cfg.ReplayEndpoint = val
+		case "engine":
+			cfg.Engine = val
+		case "bind":
+			cfg.Bind = true
+		case "topic":
+			cfg.Topic = val
+		default:
+			return cfg, fmt.Errorf("worker %q: unknown option %q (replay=, engine=, topic=, bind)", v, key)
+		}
+	}
+	return cfg, nil
+}
