@@ -19,25 +19,37 @@ type Stats struct {
 	Replays    map[string]uint64 // by result: ok, timeout, error
 	InFlight   int
 	Replaying  bool
-	NextSeq    uint64
+	NextSeq    uint64 // of the configured stream (one engine per socket)
 	Subscribed uint64 // socket (re)creations
+	// Streams holds each stream's next seq when engines are told apart by
+	// topic (Config.TopicIdentity).
+	Streams map[messages.StreamID]uint64
 }
 
 // StatsRequest asks a listener for its Stats (answered with ctx.Respond).
 type StatsRequest struct{}
 
-// Actor is one engine endpoint's listener.
+// stream is one publisher heard on the socket: its identity, its Tracker,
+// and the resync to attach to its next delivered batch.
+type stream struct {
+	id      messages.StreamID
+	tracker *Tracker
+	resync  messages.Resync
+}
+
+// Actor is one engine endpoint's listener (or, with TopicIdentity, one
+// bound socket that many engines dial).
 type Actor struct {
 	cfg     Config
 	adapter engine.Adapter
-	tracker *Tracker
+	main    *stream            // the configured stream
+	byPod   map[string]*stream // TopicIdentity: one stream per topic pod
 	gate    *gate
 	cancel  context.CancelFunc
 	ctx     context.Context
 
 	replayGen    uint64
 	replayCancel context.CancelFunc
-	resync       messages.Resync // to attach to the next delivered batch
 	inFlight     int
 	stats        Stats
 	log          *slog.Logger
@@ -50,18 +62,49 @@ func Props(cfg Config) (*actor.Props, error) {
 	}
 	adapter, _ := engine.Lookup(cfg.Engine)
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Actor{
+		a := &Actor{
 			cfg:     cfg,
 			adapter: adapter,
-			tracker: NewTracker(TrackerConfig{
-				Replay:          cfg.ReplayEndpoint != "",
-				SeqStartsAtZero: adapter.Stream().SeqStartsAtZero,
-			}),
-			gate: newGate(),
+			byPod:   map[string]*stream{},
+			gate:    newGate(),
 			stats: Stats{BadFrames: map[string]uint64{}, Resyncs: map[string]uint64{},
 				Replays: map[string]uint64{}},
 		}
+		a.main = a.newStream(cfg.Stream, cfg.ReplayEndpoint != "")
+		return a
 	}), nil
+}
+
+func (a *Actor) newStream(id messages.StreamID, replay bool) *stream {
+	return &stream{id: id, tracker: NewTracker(TrackerConfig{
+		Replay:          replay,
+		SeqStartsAtZero: a.adapter.Stream().SeqStartsAtZero,
+	})}
+}
+
+// streamOf returns the stream a message on topic belongs to, or nil (the
+// message is dropped and counted).
+func (a *Actor) streamOf(topic []byte) *stream {
+	if !a.cfg.TopicIdentity {
+		return a.main
+	}
+	t, ok := a.adapter.ParseTopic(topic)
+	if !ok {
+		a.stats.BadFrames["topic_identity"]++
+		return nil
+	}
+	if st, ok := a.byPod[t.Pod]; ok {
+		return st
+	}
+	if len(a.byPod) >= a.cfg.MaxStreams {
+		a.stats.BadFrames["too_many_streams"]++
+		return nil
+	}
+	id := messages.StreamID{Worker: a.cfg.workerOf(t.Pod), DpRank: a.cfg.Stream.DpRank}
+	st := a.newStream(id, false)
+	a.byPod[t.Pod] = st
+	a.log.Info("new engine on a shared socket", "pod", t.Pod, "worker", id.Worker)
+	return st
 }
 
 // Receive implements actor.Actor.
@@ -72,14 +115,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case subscribed:
 		a.stats.Subscribed++
 		if a.stats.Subscribed == 1 {
-			a.do(ctx, a.tracker.Start())
+			a.do(ctx, a.main, a.main.tracker.Start())
 		}
 	case liveBatch:
 		a.stats.Received++
-		a.do(ctx, a.tracker.Live(m.seq, m.payload))
+		if st := a.streamOf(m.topic); st != nil {
+			a.do(ctx, st, st.tracker.Live(m.seq, m.payload))
+		}
 	case replayBatch:
 		if m.gen == a.replayGen {
-			a.do(ctx, a.tracker.Replayed(m.seq, m.payload))
+			a.do(ctx, a.main, a.main.tracker.Replayed(m.seq, m.payload))
 		}
 	case replayDone:
 		if m.gen != a.replayGen {
@@ -89,13 +134,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 		case m.err != "":
 			a.stats.Replays["error"]++
 			a.log.Warn("replay failed", "endpoint", a.cfg.ReplayEndpoint, "err", m.err)
-			a.do(ctx, a.tracker.ReplayTimeout())
+			a.do(ctx, a.main, a.main.tracker.ReplayTimeout())
 		case m.timeout:
 			a.stats.Replays["timeout"]++
-			a.do(ctx, a.tracker.ReplayTimeout())
+			a.do(ctx, a.main, a.main.tracker.ReplayTimeout())
 		default:
 			a.stats.Replays["ok"]++
-			a.do(ctx, a.tracker.ReplayEnd())
+			a.do(ctx, a.main, a.main.tracker.ReplayEnd())
 		}
 	case badFrame:
 		a.stats.BadFrames[m.why]++
@@ -106,9 +151,15 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *StatsRequest:
 		s := a.stats
-		s.InFlight, s.Replaying = a.inFlight, a.tracker.Replaying()
-		s.NextSeq, _ = a.tracker.Next()
+		s.InFlight, s.Replaying = a.inFlight, a.main.tracker.Replaying()
+		s.NextSeq, _ = a.main.tracker.Next()
 		s.BadFrames, s.Resyncs, s.Replays = copyMap(s.BadFrames), copyMap(s.Resyncs), copyMap(s.Replays)
+		if a.cfg.TopicIdentity {
+			s.Streams = make(map[messages.StreamID]uint64, len(a.byPod))
+			for _, st := range a.byPod {
+				s.Streams[st.id], _ = st.tracker.Next()
+			}
+		}
 		ctx.Respond(&s)
 	case *actor.Stopping, *actor.Restarting:
 		// The sockets' goroutines end with the incarnation that started
@@ -119,30 +170,30 @@ func (a *Actor) Receive(ctx actor.Context) {
 }
 
 func (a *Actor) start(ctx actor.Context) {
-	a.log = ctx.Logger().With("worker", a.cfg.Stream.Worker, "dp_rank", a.cfg.Stream.DpRank)
+	a.log = ctx.Logger().With("endpoint", a.cfg.Endpoint, "dp_rank", a.cfg.Stream.DpRank)
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	send := func(m any) { root.Send(self, m) }
 	go subscribe(a.ctx, a.cfg, a.gate, send)
 }
 
-// do carries out the tracker's actions in order.
-func (a *Actor) do(ctx actor.Context, acts []Action) {
+// do carries out a stream's tracker actions in order.
+func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 	for _, act := range acts {
 		switch act.Kind {
 		case Resync:
 			a.stats.Resyncs[act.Reason.String()]++
-			a.resync = messages.Resync{Reason: act.Reason.String(), Exact: act.Exact}
+			st.resync = messages.Resync{Reason: act.Reason.String(), Exact: act.Exact}
 			if !act.Exact {
-				a.log.Warn("stream degraded: index state dropped", "reason", act.Reason.String())
+				a.log.Warn("stream degraded: index state dropped", "worker", st.id.Worker, "reason", act.Reason.String())
 			}
 		case RequestReplay:
 			a.startReplay(ctx, act.Seq)
 		case Deliver:
-			a.deliver(ctx, act.Seq, act.Payload)
+			a.deliver(ctx, st, act.Seq, act.Payload)
 		}
 	}
-	if !a.tracker.Replaying() && a.replayCancel != nil {
+	if st == a.main && !st.tracker.Replaying() && a.replayCancel != nil {
 		a.replayCancel()
 		a.replayCancel = nil
 		a.replayGen++ // late answers of that replay are ignored
@@ -160,18 +211,18 @@ func (a *Actor) startReplay(ctx actor.Context, from uint64) {
 	go replay(rctx, a.cfg, a.adapter, gen, from, func(m any) { root.Send(self, m) })
 }
 
-func (a *Actor) deliver(ctx actor.Context, seq uint64, payload []byte) {
+func (a *Actor) deliver(ctx actor.Context, st *stream, seq uint64, payload []byte) {
 	ctx.Send(a.cfg.Next, &messages.EngineBatch{
-		Stream:     a.cfg.Stream,
+		Stream:     st.id,
 		Engine:     a.cfg.Engine,
 		BlockSize:  a.cfg.BlockSize,
 		Seq:        seq,
 		Payload:    payload,
-		Resync:     a.resync,
+		Resync:     st.resync,
 		ReceivedAt: time.Now().UnixNano(),
 		Listener:   ctx.Self(),
 	})
-	a.resync = messages.Resync{}
+	st.resync = messages.Resync{}
 	a.stats.Delivered++
 	a.inFlight++
 	if a.inFlight >= a.cfg.Window {

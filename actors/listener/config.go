@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
+	"github.com/zeebo/xxh3"
 )
 
 // Config describes one engine publisher endpoint.
@@ -37,8 +38,26 @@ type Config struct {
 	// reconnect races with Close), so this is how a restarted engine is found
 	// again; batches published meanwhile are recovered by replay.
 	Silence time.Duration
+	// TopicIdentity tells engines apart by the topic convention
+	// kv@<pod>@<model> — for a bound socket that many engines dial (llm-d
+	// style). Each pod is its own stream (own sequence numbers, no replay:
+	// its replay endpoint is not known); its worker id is Pods[pod], or a
+	// stable hash of the pod name when unmapped.
+	TopicIdentity bool
+	Pods          map[string]messages.WorkerID
+	// MaxStreams caps the pods one socket tracks (default 1024); messages of
+	// further pods are dropped and counted.
+	MaxStreams int
 	// Next receives the stream's EngineBatches (the normalizer pool).
 	Next *actor.PID
+}
+
+// workerOf maps a topic pod to its worker id.
+func (c *Config) workerOf(pod string) messages.WorkerID {
+	if id, ok := c.Pods[pod]; ok {
+		return id
+	}
+	return messages.WorkerID(xxh3.HashString(pod))
 }
 
 func (c *Config) defaults() error {
@@ -56,6 +75,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Next == nil {
 		return errors.New("listener: no next stage")
+	}
+	if c.TopicIdentity && c.ReplayEndpoint != "" {
+		return errors.New("listener: a replay endpoint names one engine; it cannot serve a socket shared by topic")
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 1024
 	}
 	if c.Window <= 0 {
 		c.Window = 256

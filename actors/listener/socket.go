@@ -16,6 +16,7 @@ import (
 type (
 	subscribed struct{} // the subscription is in place (again)
 	liveBatch  struct {
+		topic   []byte
 		seq     uint64
 		payload []byte
 	}
@@ -146,7 +147,7 @@ func subscribeOnce(ctx context.Context, cfg Config, g *gate, send func(any)) err
 		if !g.wait(ctx) {
 			return nil
 		}
-		send(liveBatch{seq: binary.BigEndian.Uint64(msg.Frames[1]), payload: msg.Frames[2]})
+		send(liveBatch{topic: msg.Frames[0], seq: binary.BigEndian.Uint64(msg.Frames[1]), payload: msg.Frames[2]})
 	}
 }
 

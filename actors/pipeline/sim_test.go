@@ -13,6 +13,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/routerevent"
+	"github.com/zeebo/xxh3"
 )
 
 // simWorker is one simulated engine and the prompts that drive it.
@@ -25,7 +26,9 @@ type simWorker struct {
 
 func newSimWorker(t *testing.T, id int, enc simengine.Encoding, replay bool, opts simengine.Options) *simWorker {
 	t.Helper()
-	opts.Endpoint = "tcp://127.0.0.1:0"
+	if opts.Endpoint == "" {
+		opts.Endpoint = "tcp://127.0.0.1:0"
+	}
 	if replay {
 		opts.ReplayEndpoint = "tcp://127.0.0.1:0"
 	}
@@ -332,4 +335,46 @@ func TestRouterEventsRepublished(t *testing.T) {
 			t.Fatalf("consumer state never matched the engine (%d blocks vs %d)", len(held), len(want))
 		}
 	}
+}
+
+// Many engines dial one bound socket (llm-d style); the topic convention
+// kv@<pod>@<model> tells them apart, each with its own sequence numbers.
+func TestSharedSocketEnginesToldApartByTopic(t *testing.T) {
+	endpoint := freeEndpoint(t)
+	p := mustStart(t, Config{})
+	shared := messages.StreamID{Worker: 999}
+	if err := p.AddListener(listener.Config{Stream: shared, Endpoint: endpoint, Bind: true, TopicIdentity: true,
+		Pods: map[string]messages.WorkerID{"pod-a": 11}, BlockSize: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var ws []*simWorker
+	for i, pod := range []string{"pod-a", "pod-b"} {
+		ws = append(ws, newSimWorker(t, 20+i, simengine.EncodingVLLMMap, false,
+			simengine.Options{Endpoint: endpoint, Connect: true, Topic: "kv@" + pod + "@llama"}))
+	}
+	ids := []messages.WorkerID{11, messages.WorkerID(xxh3.HashString("pod-b"))}
+	// Heartbeat until both engines are heard, then serve.
+	eventually(t, "both engines heard", func() (bool, string) {
+		for _, w := range ws {
+			_ = w.eng.Publish()
+		}
+		st, err := p.ListenerStats(shared, time.Second)
+		return err == nil && len(st.Streams) == 2, fmt.Sprint(st, err)
+	})
+	for _, w := range ws {
+		w.serve(t, 30)
+		_ = w.eng.Publish()
+	}
+	eventually(t, "index equals both engines' caches", func() (bool, string) {
+		snap, err := p.Snapshot(time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		for i, w := range ws {
+			if !slices.Equal(snap.Blocks[messages.WorkerKey{Worker: ids[i]}], w.truth()) {
+				return false, fmt.Sprintf("worker %d: %d blocks vs %d", ids[i], len(snap.Blocks[messages.WorkerKey{Worker: ids[i]}]), len(w.truth()))
+			}
+		}
+		return true, ""
+	})
 }
