@@ -35,14 +35,14 @@ type StreamStatus struct {
 }
 
 // HubProps returns the coalescer hub: it forwards each NormalizedBatch to the
-// child actor of its endpoint stream, spawning it on first use; children are
-// restarted by the hub if they crash (their streams are then cleared in the
-// index and marked degraded).
+// child actor of its endpoint stream, spawning it on first use; a child that
+// crashes is restarted with exponential backoff (its stream is then cleared
+// in the index and marked degraded). Other streams are not affected.
 func HubProps(index *actor.PID, cfg Config) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &hub{index: index, cfg: cfg, children: map[messages.StreamID]*actor.PID{},
 			status: map[messages.StreamID]StreamStatus{}}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider)))
+	}, actor.WithSupervisor(actor.NewExponentialBackoffStrategy(time.Minute, 100*time.Millisecond)))
 }
 
 type hub struct {

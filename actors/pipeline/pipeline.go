@@ -72,9 +72,13 @@ func (p *Pipeline) AddListener(cfg listener.Config) error {
 	if err != nil {
 		return err
 	}
-	p.listeners[cfg.Stream] = p.system.Root.Spawn(props)
+	p.listeners[cfg.Stream] = p.system.Root.WithGuardian(listenerSupervision).Spawn(props)
 	return nil
 }
+
+// listenerSupervision restarts a crashed listener with exponential backoff
+// (100 ms × failures in the last minute); its restart resyncs its stream.
+var listenerSupervision = actor.NewExponentialBackoffStrategy(time.Minute, 100*time.Millisecond)
 
 // Snapshot returns the index's blocks per (worker, dp_rank).
 func (p *Pipeline) Snapshot(timeout time.Duration) (*indexer.Snapshot, error) {
