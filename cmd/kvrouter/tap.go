@@ -33,9 +33,11 @@ simulated engines in-process on loopback and drives them with a Mooncake
 trace (--trace) or random prompts, then checks at the end that the index
 equals every engine's cache.
 
---worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine=vllm|sglang|trtllm][,topic=PREFIX][,bind]
+--worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine=vllm|sglang|trtllm][,topic=PREFIX][,bind][,by-topic]
   ENDPOINT is the engine's PUB (tcp://host:port); with bind the listener
-  binds it and engines dial in. Repeat for every engine and dp rank.
+  binds it and engines dial in; with by-topic as well, many engines share
+  that socket and are told apart by their topic kv@<pod>@<model> (worker id
+  = a stable hash of the pod name). Repeat for every engine and dp rank.
 
 Examples:
   kvrouter tap                                      # 4 simulated engines, trace-driven

@@ -7,12 +7,12 @@ import (
 )
 
 func TestParseWorker(t *testing.T) {
-	cfg, err := parseWorker("7:2=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558,engine=sglang,topic=kv@,bind")
+	cfg, err := parseWorker("7:2=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558,engine=sglang,topic=kv@,bind,by-topic")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Stream.Worker != 7 || cfg.Stream.DpRank != 2 || cfg.Endpoint != "tcp://10.0.0.5:5557" ||
-		cfg.ReplayEndpoint != "tcp://10.0.0.5:5558" || cfg.Engine != "sglang" || cfg.Topic != "kv@" || !cfg.Bind {
+		cfg.ReplayEndpoint != "tcp://10.0.0.5:5558" || cfg.Engine != "sglang" || cfg.Topic != "kv@" || !cfg.Bind || !cfg.TopicIdentity {
 		t.Errorf("parsed %+v", cfg)
 	}
 	for _, bad := range []string{"tcp://x:1", "x=tcp://a:1", "1:y=tcp://a:1", "1=a:1", "1=tcp://a:1,color=red", "-1=tcp://a:1"} {

@@ -9,8 +9,7 @@ import (
 	"github.com/kvrouter/kvrouter/messages"
 )
 
-// workerFlags collects repeated --worker ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,bind]
-// values.
+// workerFlags collects repeated --worker values (see parseWorker).
 type workerFlags []listener.Config
 
 // String implements flag.Value.
@@ -26,7 +25,7 @@ func (w *workerFlags) Set(v string) error {
 	return nil
 }
 
-// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,bind].
+// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,topic=PREFIX][,bind][,by-topic].
 func parseWorker(v string) (listener.Config, error) {
 	var cfg listener.Config
 	id, rest, ok := strings.Cut(v, "=")
@@ -60,10 +59,12 @@ func parseWorker(v string) (listener.Config, error) {
 			cfg.Engine = val
 		case "bind":
 			cfg.Bind = true
+		case "by-topic":
+			cfg.TopicIdentity = true
 		case "topic":
 			cfg.Topic = val
 		default:
-			return cfg, fmt.Errorf("worker %q: unknown option %q (replay=, engine=, topic=, bind)", v, key)
+			return cfg, fmt.Errorf("worker %q: unknown option %q (replay=, engine=, topic=, bind, by-topic)", v, key)
 		}
 	}
 	return cfg, nil
