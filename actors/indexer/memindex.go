@@ -4,6 +4,7 @@
 package indexer
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 
@@ -139,19 +140,6 @@ func (x *MemIndex) Blocks(k messages.WorkerKey) []messages.ExternalHash {
 // Streams lists the (worker, dp_rank) keys with state.
 func (x *MemIndex) Streams() []messages.WorkerKey {
 	return slices.SortedFunc(maps.Keys(x.streams), func(a, b messages.WorkerKey) int {
-		if a.Worker != b.Worker {
-			return cmp(uint64(a.Worker), uint64(b.Worker))
-		}
-		return cmp(uint64(a.DpRank), uint64(b.DpRank))
+		return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.DpRank, b.DpRank))
 	})
-}
-
-func cmp(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"cmp"
 	"slices"
 )
 
@@ -221,7 +222,7 @@ func (t *Tracker) hold(seq uint64, payload []byte, acts ...Action) []Action {
 	if t.started && seq < t.next {
 		return acts // already delivered by the replay
 	}
-	i, found := slices.BinarySearchFunc(t.buffered, seq, func(p pending, s uint64) int { return cmpU64(p.seq, s) })
+	i, found := slices.BinarySearchFunc(t.buffered, seq, func(p pending, s uint64) int { return cmp.Compare(p.seq, s) })
 	if found {
 		return acts
 	}
@@ -250,14 +251,4 @@ func (t *Tracker) drain(acts []Action, final bool, gap ResyncReason) []Action {
 		t.buffered = nil
 	}
 	return acts
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

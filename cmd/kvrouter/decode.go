@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -70,8 +68,7 @@ type decodedEvent struct {
 }
 
 func runDecode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("decode", decodeHelp, stderr)
 	blockSize := fs.Int("block-size", 0, "expected tokens per block; events declaring another size are rejected (0: trust each event)")
 	hexIn := fs.Bool("hex", false, "stdin is hex text (whitespace ignored) instead of raw msgpack")
 	worker := fs.Uint64("worker", 0, "worker id to attribute events to")
@@ -79,21 +76,8 @@ func runDecode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	engineName := fs.String("engine", "vllm", "engine adapter: "+strings.Join(engine.Names(), ", "))
 	sample := fs.String("sample", "", "decode a built-in sample payload instead of stdin")
 	list := fs.Bool("samples", false, "list the built-in sample payloads and exit")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), decodeHelp)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvrouter decode: unexpected argument %q (the payload comes on stdin)\n", fs.Arg(0))
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *list {
 		for _, s := range samples() {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -47,8 +46,7 @@ Flags:
 `
 
 func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("sim", simHelp, stderr)
 	endpoint := fs.String("endpoint", "tcp://127.0.0.1:5557", "PUB address to bind (port 0 picks a free one)")
 	connect := fs.Bool("connect", false, "dial --endpoint instead of binding (for a router whose SUB binds)")
 	replayEP := fs.String("replay-endpoint", "tcp://127.0.0.1:5558", `replay ROUTER address to bind; "" disables replay`)
@@ -70,24 +68,12 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	heartbeat := fs.Duration("heartbeat", 0, "publish an empty batch this often (0: never, as vLLM)")
 	status := fs.Duration("status", 5*time.Second, "status line interval")
 	holdOn := fs.Bool("hold", false, "keep publishing heartbeats and serving replay after the driver ends, until interrupted")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), simHelp)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "kvrouter sim: "+format+"\n", a...)
 		return code
-	}
-	if fs.NArg() > 0 {
-		return fail(2, "unexpected argument %q", fs.Arg(0))
 	}
 	if *dpRank > 1<<16 || *requests < 0 || *rate < 0 || *status <= 0 || *heartbeat < 0 {
 		return fail(2, "--dp-rank, --requests, --rate, --status or --heartbeat out of range")

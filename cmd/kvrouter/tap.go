@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,8 +47,7 @@ Flags:
 `
 
 func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tap", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("tap", tapHelp, stderr)
 	var workers workerFlags
 	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,bind] (repeatable)")
 	blockSize := fs.Int("block-size", 16, "tokens per block for every worker (0: trust the engines)")
@@ -60,18 +58,8 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	trace := fs.String("trace", "../shared/traces/mooncake_conversation_trace.jsonl", `Mooncake trace driving the simulated engines ("" for random prompts)`)
 	requests := fs.Int("requests", 2000, "requests to simulate in all (0: until interrupted)")
 	rate := fs.Float64("rate", 2000, "simulated requests per second in all")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), tapHelp); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvrouter tap: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
