@@ -185,4 +185,3 @@ func waitApplied(b *testing.B, p *pipeline.Pipeline, loads []engineLoad) int {
 	}
 	return resyncs
 }
-
