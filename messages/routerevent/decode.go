@@ -1,11 +1,14 @@
 package routerevent
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Limits bound what Decode accepts. They are checked before anything is
@@ -35,8 +38,9 @@ const maxDepth = 64
 // usable: call NewDecoder.
 type Decoder struct {
 	lim     Limits
-	b       []byte
-	off     int
+	in      []byte           // the message being decoded
+	r       bytes.Reader     // over in
+	md      *msgpack.Decoder // reads r
 	blocks  []messages.StoredBlock
 	removed []messages.ExternalHash
 	session string // the last session id, reused when the next one is equal
@@ -48,6 +52,7 @@ type Decoder struct {
 func NewDecoder(lim Limits) *Decoder {
 	d := &Decoder{}
 	d.setLimits(lim)
+	d.md = msgpack.NewDecoder(&d.r)
 	return d
 }
 
@@ -66,12 +71,29 @@ func (d *Decoder) setLimits(lim Limits) {
 	d.lim = lim
 }
 
+// decoders are Decode's: a fresh Decoder (with its library decoder and read
+// buffer) would cost more allocations than the event it returns.
+var decoders = sync.Pool{New: func() any { return NewDecoder(Limits{}) }}
+
+// maxPooledBlocks bounds the block and hash buffers a pooled decoder keeps,
+// so that one large event does not pin its buffers in the pool.
+const maxPooledBlocks = 1 << 10
+
 // Decode decodes one router event with DefaultLimits. The event owns its
 // memory. See Decoder.Decode for what is accepted.
 func Decode(b []byte) (messages.RouterEvent, error) {
-	var d Decoder
-	d.setLimits(Limits{})
-	return d.Decode(b)
+	d := decoders.Get().(*Decoder)
+	ev, err := d.Decode(b)
+	ev.Event.Blocks = slices.Clone(ev.Event.Blocks)
+	ev.Event.Removed = slices.Clone(ev.Event.Removed)
+	if cap(d.blocks) > maxPooledBlocks {
+		d.blocks = nil
+	}
+	if cap(d.removed) > maxPooledBlocks {
+		d.removed = nil
+	}
+	decoders.Put(d)
+	return ev, err
 }
 
 // Decode decodes one router event: the whole of b must be one msgpack value.
@@ -94,14 +116,20 @@ func Decode(b []byte) (messages.RouterEvent, error) {
 // Errors wrap ErrTruncated, ErrMalformed, ErrLimit or ErrUnsupported and
 // name the offending field. Decode never panics.
 func (d *Decoder) Decode(b []byte) (messages.RouterEvent, error) {
-	d.b, d.off = b, 0
+	if d.md == nil { // a zero Decoder: act as NewDecoder(Limits{}) rather than panic
+		d.setLimits(d.lim)
+		d.md = msgpack.NewDecoder(&d.r)
+	}
+	d.in = b
+	d.r.Reset(b)
 	d.blocks, d.removed = d.blocks[:0], d.removed[:0]
 	var ev messages.RouterEvent
 	err := d.routerEvent(&ev)
-	if err == nil && d.off != len(b) {
-		err = errorf(ErrMalformed, "%d bytes after the event", len(b)-d.off)
+	if err == nil && d.rest() != 0 {
+		err = errorf(ErrMalformed, "%d bytes after the event", d.rest())
 	}
-	d.b = nil
+	d.in = nil
+	d.r.Reset(nil)
 	if err != nil {
 		return messages.RouterEvent{}, fmt.Errorf("routerevent: %w", err)
 	}
@@ -247,15 +275,15 @@ func (d *Decoder) workerID(ev *messages.RouterEvent) error {
 // tier reads Dynamo's StorageTier: the variant name, or its index; nil
 // counts as the default (device).
 func (d *Decoder) tier(ev *messages.RouterEvent) error {
+	if d.nilNext() {
+		ev.StorageTier = messages.TierDevice
+		return nil
+	}
 	c, err := d.peek()
 	if err != nil {
 		return err
 	}
 	switch {
-	case c == 0xc0:
-		d.off++
-		ev.StorageTier = messages.TierDevice
-		return nil
 	case isInt(c):
 		v, err := d.uint(math.MaxUint32)
 		if err != nil {
@@ -670,7 +698,7 @@ const (
 // canonicalBlock reads a block in Encode's exact layout; on any difference
 // it consumes nothing and the general path takes over.
 func (d *Decoder) canonicalBlock() (messages.StoredBlock, bool) {
-	start := d.off
+	start := d.pos()
 	if d.literal(canonBlockHead) {
 		if bh, err := d.hash(); err == nil && d.literal(canonTokensKey) {
 			if th, err := d.hash(); err == nil && d.literal(canonBlockTail) {
@@ -678,7 +706,7 @@ func (d *Decoder) canonicalBlock() (messages.StoredBlock, bool) {
 			}
 		}
 	}
-	d.off = start
+	d.seek(start)
 	return messages.StoredBlock{}, false
 }
 

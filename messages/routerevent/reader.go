@@ -1,15 +1,23 @@
 package routerevent
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
-// The reader works on the whole message in memory: every length is checked
-// against the bytes that remain before it is used, nothing is copied except
-// the session id, and skipped values are walked without recursion.
+// The reader drives vmihailenco/msgpack's streaming Decoder (d.md) over a
+// bytes.Reader on the message (d.r), which it reads without buffering of its
+// own. Every value's code is peeked and checked before the library is asked
+// to read it, so the library's leniencies (nil as 0 or as an empty
+// container, a map inside an ext) never apply; every length the library
+// returns is checked against the bytes that remain before it is used, and
+// skipped values are walked without recursion, never through the library's
+// Skip for containers, strings or extensions (it recurses, and reads a
+// skipped string into a buffer of its declared size). Nothing is copied but
+// the session id: a str's bytes are a sub-slice of the message.
 
 type fieldError struct {
 	field string
@@ -71,45 +79,37 @@ func wrongType(want string, c byte) error {
 	return errorf(ErrMalformed, "want %s, got %s", want, typeName(c))
 }
 
-func (d *Decoder) rest() int { return len(d.b) - d.off }
+// readErr classifies an error of the library's reads. The code was checked
+// beforehand, so only the input's end remains.
+func readErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errEnd
+	}
+	return errorf(ErrMalformed, "%v", err)
+}
+
+// rest is how many bytes remain; pos is the offset of the next one.
+func (d *Decoder) rest() int { return d.r.Len() }
+func (d *Decoder) pos() int  { return len(d.in) - d.r.Len() }
+
+// seek moves the reader to offset off of the message (within it: cannot
+// fail).
+func (d *Decoder) seek(off int) { _, _ = d.r.Seek(int64(off), io.SeekStart) }
 
 // peek returns the code of the next value without consuming it.
 func (d *Decoder) peek() (byte, error) {
-	if d.off >= len(d.b) {
+	c, err := d.md.PeekCode()
+	if err != nil {
 		return 0, errEnd
 	}
-	return d.b[d.off], nil
-}
-
-// take consumes n bytes.
-func (d *Decoder) take(n int) ([]byte, error) {
-	if n > d.rest() {
-		return nil, errEnd
-	}
-	p := d.b[d.off : d.off+n]
-	d.off += n
-	return p, nil
-}
-
-// size reads a big-endian length of w bytes (1, 2 or 4).
-func (d *Decoder) size(w int) (int, error) {
-	p, err := d.take(w)
-	if err != nil {
-		return 0, err
-	}
-	switch w {
-	case 1:
-		return int(p[0]), nil
-	case 2:
-		return int(binary.BigEndian.Uint16(p)), nil
-	}
-	return int(binary.BigEndian.Uint32(p)), nil
+	return c, nil
 }
 
 // literal consumes lit if the input continues with it.
 func (d *Decoder) literal(lit string) bool {
-	if len(lit) <= d.rest() && string(d.b[d.off:d.off+len(lit)]) == lit {
-		d.off += len(lit)
+	p := d.pos()
+	if len(lit) <= d.rest() && string(d.in[p:p+len(lit)]) == lit {
+		d.seek(p + len(lit))
 		return true
 	}
 	return false
@@ -117,11 +117,10 @@ func (d *Decoder) literal(lit string) bool {
 
 // nilNext consumes a nil and reports whether there was one.
 func (d *Decoder) nilNext() bool {
-	if d.off < len(d.b) && d.b[d.off] == msgpcode.Nil {
-		d.off++
-		return true
+	if c, err := d.peek(); err != nil || c != msgpcode.Nil {
+		return false
 	}
-	return false
+	return d.md.DecodeNil() == nil
 }
 
 func isArray(c byte) bool {
@@ -136,9 +135,22 @@ func isStr(c byte) bool {
 	return msgpcode.IsFixedString(c) || c == msgpcode.Str8 || c == msgpcode.Str16 || c == msgpcode.Str32
 }
 
+func isBin(c byte) bool { return c == msgpcode.Bin8 || c == msgpcode.Bin16 || c == msgpcode.Bin32 }
+
+func isExt(c byte) bool {
+	return (c >= msgpcode.FixExt1 && c <= msgpcode.FixExt16) || (c >= msgpcode.Ext8 && c <= msgpcode.Ext32)
+}
+
 func isInt(c byte) bool {
 	return msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Uint64) ||
 		(c >= msgpcode.Int8 && c <= msgpcode.Int64)
+}
+
+// isScalar reports the values of at most nine bytes that the library's Skip
+// consumes without recursion or allocation: nil, bools and numbers.
+func isScalar(c byte) bool {
+	return isInt(c) || c == msgpcode.Nil || c == msgpcode.False || c == msgpcode.True ||
+		c == msgpcode.Float || c == msgpcode.Double
 }
 
 // arrayLen reads an array header whose elements (one byte each at least)
@@ -148,25 +160,15 @@ func (d *Decoder) arrayLen() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var n int
-	switch {
-	case msgpcode.IsFixedArray(c):
-		d.off++
-		n = int(c & msgpcode.FixedArrayMask)
-	case c == msgpcode.Array16:
-		d.off++
-		n, err = d.size(2)
-	case c == msgpcode.Array32:
-		d.off++
-		n, err = d.size(4)
-	default:
+	if !isArray(c) {
 		return 0, wrongType("array", c)
 	}
+	n, err := d.md.DecodeArrayLen()
 	if err != nil {
-		return 0, err
+		return 0, readErr(err)
 	}
-	if n > d.rest() {
-		return 0, errorf(ErrTruncated, "array declares %d elements but %d bytes remain", n, d.rest())
+	if uint(n) > uint(d.rest()) { // uint: a 32-bit int may have wrapped
+		return 0, errorf(ErrTruncated, "array declares %d elements but %d bytes remain", uint32(n), d.rest())
 	}
 	return n, nil
 }
@@ -178,25 +180,33 @@ func (d *Decoder) mapLen() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var n int
-	switch {
-	case msgpcode.IsFixedMap(c):
-		d.off++
-		n = int(c & msgpcode.FixedMapMask)
-	case c == msgpcode.Map16:
-		d.off++
-		n, err = d.size(2)
-	case c == msgpcode.Map32:
-		d.off++
-		n, err = d.size(4)
-	default:
+	if !isMap(c) {
 		return 0, wrongType("map", c)
 	}
+	n, err := d.md.DecodeMapLen()
 	if err != nil {
-		return 0, err
+		return 0, readErr(err)
 	}
-	if n > d.rest()/2 {
-		return 0, errorf(ErrTruncated, "map declares %d entries but %d bytes remain", n, d.rest())
+	if uint(n) > uint(d.rest()/2) {
+		return 0, errorf(ErrTruncated, "map declares %d entries but %d bytes remain", uint32(n), d.rest())
+	}
+	return n, nil
+}
+
+// payloadLen consumes the header of the str, bin or ext value with code c
+// and returns how many bytes follow it (for ext, after its type byte),
+// checked against what remains.
+func (d *Decoder) payloadLen(c byte) (n int, err error) {
+	if isExt(c) {
+		_, n, err = d.md.DecodeExtHeader()
+	} else {
+		n, err = d.md.DecodeBytesLen()
+	}
+	if err != nil {
+		return 0, readErr(err)
+	}
+	if uint(n) > uint(d.rest()) {
+		return 0, errorf(ErrTruncated, "%s declares %d bytes but %d remain", typeName(c), uint32(n), d.rest())
 	}
 	return n, nil
 }
@@ -207,30 +217,16 @@ func (d *Decoder) str() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var n int
-	switch {
-	case msgpcode.IsFixedString(c):
-		d.off++
-		n = int(c & msgpcode.FixedStrMask)
-	case c == msgpcode.Str8:
-		d.off++
-		n, err = d.size(1)
-	case c == msgpcode.Str16:
-		d.off++
-		n, err = d.size(2)
-	case c == msgpcode.Str32:
-		d.off++
-		n, err = d.size(4)
-	default:
+	if !isStr(c) {
 		return nil, wrongType("str", c)
 	}
+	n, err := d.payloadLen(c)
 	if err != nil {
 		return nil, err
 	}
-	if n > d.rest() {
-		return nil, errorf(ErrTruncated, "str declares %d bytes but %d remain", n, d.rest())
-	}
-	return d.take(n)
+	p := d.pos()
+	d.seek(p + n)
+	return d.in[p : p+n : p+n], nil
 }
 
 // int reads an integer of any msgpack width. For unsigned encodings neg is
@@ -241,50 +237,15 @@ func (d *Decoder) int() (v uint64, neg bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	if msgpcode.IsFixedNum(c) {
-		d.off++
-		return uint64(int64(int8(c))), c >= 0xe0, nil
-	}
-	var w int
-	switch c {
-	case msgpcode.Uint8, msgpcode.Int8:
-		w = 1
-	case msgpcode.Uint16, msgpcode.Int16:
-		w = 2
-	case msgpcode.Uint32, msgpcode.Int32:
-		w = 4
-	case msgpcode.Uint64, msgpcode.Int64:
-		w = 8
-	default:
+	if !isInt(c) {
 		return 0, false, wrongType("int", c)
 	}
-	if w+1 > d.rest() {
-		return 0, false, errEnd
+	i, err := d.md.DecodeInt64() // the 64-bit pattern, for a uint64 too
+	if err != nil {
+		return 0, false, readErr(err)
 	}
-	p := d.b[d.off+1 : d.off+1+w]
-	d.off += 1 + w
-	signed := c >= msgpcode.Int8
-	switch w {
-	case 1:
-		if signed {
-			v = uint64(int64(int8(p[0])))
-		} else {
-			v = uint64(p[0])
-		}
-	case 2:
-		v = uint64(binary.BigEndian.Uint16(p))
-		if signed {
-			v = uint64(int64(int16(v)))
-		}
-	case 4:
-		v = uint64(binary.BigEndian.Uint32(p))
-		if signed {
-			v = uint64(int64(int32(v)))
-		}
-	case 8:
-		v = binary.BigEndian.Uint64(p)
-	}
-	return v, signed && int64(v) < 0, nil
+	signed := c >= msgpcode.NegFixedNumLow || (c >= msgpcode.Int8 && c <= msgpcode.Int64)
+	return uint64(i), signed && i < 0, nil
 }
 
 // uint reads a non-negative integer no larger than max.
@@ -343,51 +304,24 @@ func (d *Decoder) skip() error {
 		if err != nil {
 			return err
 		}
-		var n, w int // container entries; or payload bytes after a w-byte length
+		var n int // container entries
 		switch {
-		case msgpcode.IsFixedNum(c), c == msgpcode.Nil, c == msgpcode.False, c == msgpcode.True:
-			d.off++
-			continue
-		case msgpcode.IsFixedString(c):
-			d.off++
-			_, err = d.take(int(c & msgpcode.FixedStrMask))
+		case isScalar(c):
+			if err = d.md.Skip(); err != nil {
+				err = readErr(err)
+			}
+		case isStr(c), isBin(c), isExt(c):
+			if n, err = d.payloadLen(c); err == nil {
+				d.seek(d.pos() + n)
+			}
+			n = 0
 		case isArray(c):
 			n, err = d.arrayLen()
 		case isMap(c):
 			n, err = d.mapLen()
 			n *= 2
-		case c == msgpcode.Uint8, c == msgpcode.Int8:
-			_, err = d.take(2)
-		case c == msgpcode.Uint16, c == msgpcode.Int16:
-			_, err = d.take(3)
-		case c == msgpcode.Uint32, c == msgpcode.Int32, c == msgpcode.Float:
-			_, err = d.take(5)
-		case c == msgpcode.Uint64, c == msgpcode.Int64, c == msgpcode.Double:
-			_, err = d.take(9)
-		case c == msgpcode.Str8, c == msgpcode.Bin8:
-			w = 1
-		case c == msgpcode.Str16, c == msgpcode.Bin16:
-			w = 2
-		case c == msgpcode.Str32, c == msgpcode.Bin32:
-			w = 4
-		case c >= msgpcode.FixExt1 && c <= msgpcode.FixExt16: // type byte + 1..16 bytes
-			_, err = d.take(2 + 1<<(c-msgpcode.FixExt1))
-		case c == msgpcode.Ext8, c == msgpcode.Ext16, c == msgpcode.Ext32:
-			d.off++
-			n, err = d.size(1 << (c - msgpcode.Ext8)) // 1, 2, 4
-			if err == nil {
-				_, err = d.take(n + 1) // + the type byte
-			}
-			n = 0
 		default:
 			return wrongType("a msgpack value", c)
-		}
-		if w > 0 {
-			d.off++
-			if n, err = d.size(w); err == nil {
-				_, err = d.take(n)
-			}
-			n = 0
 		}
 		if err != nil {
 			return err
