@@ -269,7 +269,7 @@ func (f *simFleet) verify(w io.Writer, p *pipeline.Pipeline) int {
 	if bad > 0 {
 		return 1
 	}
-	fmt.Fprintf(w, "kvrouter tap: the index equals every engine's cache (%d events applied)\n", snap.Stats.Applied)
+	fmt.Fprintf(w, "kvrouter tap: the index equals every engine's cache (%d events applied, %d blocks)\n", snap.Stats.Events, snap.Size.Blocks)
 	return 0
 }
 
