@@ -76,6 +76,37 @@ func (p *Pipeline) AddListener(cfg listener.Config) error {
 	return nil
 }
 
+// RemoveListener stops the listener of one endpoint. The index keeps the
+// stream's blocks until RemoveWorker.
+func (p *Pipeline) RemoveListener(s messages.StreamID) error {
+	pid, ok := p.listeners[s]
+	if !ok {
+		return fmt.Errorf("no listener for worker %d rank %d", s.Worker, s.DpRank)
+	}
+	delete(p.listeners, s)
+	return p.system.Root.StopFuture(pid).Wait()
+}
+
+// RemoveWorker drops every rank of a worker from the index.
+func (p *Pipeline) RemoveWorker(w messages.WorkerID) {
+	p.system.Root.Send(p.index, &indexer.RemoveWorker{Worker: w})
+}
+
+// Query asks the index for the overlap of a query's local hashes.
+func (p *Pipeline) Query(q *indexer.QueryRequest, timeout time.Duration) (*indexer.QueryResult, error) {
+	return request[*indexer.QueryResult](p.system, p.index, q, timeout)
+}
+
+// Dump returns replayable events rebuilding the index.
+func (p *Pipeline) Dump(timeout time.Duration) (*indexer.DumpResult, error) {
+	return request[*indexer.DumpResult](p.system, p.index, &indexer.DumpRequest{}, timeout)
+}
+
+// IndexStats returns the index's counters and per-stream sizes.
+func (p *Pipeline) IndexStats(timeout time.Duration) (*indexer.Stats, error) {
+	return request[*indexer.Stats](p.system, p.index, &indexer.StatsRequest{}, timeout)
+}
+
 // listenerSupervision restarts a crashed listener with exponential backoff
 // (100 ms × failures in the last minute); its restart resyncs its stream.
 var listenerSupervision = actor.NewExponentialBackoffStrategy(time.Minute, 100*time.Millisecond)

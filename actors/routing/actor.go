@@ -1,0 +1,77 @@
+package routing
+
+import (
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// The route actor owns one namespace's Router (its load bookkeeping is
+// mutable state, so exactly one actor touches it) and its candidate list.
+
+// SetCandidates replaces the candidate list (registrations changed, or a
+// stream's state did).
+type SetCandidates struct{ Candidates []Candidate }
+
+// DropWorker forgets the load of an unregistered worker.
+type DropWorker struct{ Worker messages.WorkerID }
+
+// RouteRequest asks for a decision and books the request (answered with
+// *RouteReply).
+type RouteRequest struct {
+	Request  Request
+	Overlaps []Overlap
+}
+
+// RouteReply is a decision, or why there is none.
+type RouteReply struct {
+	Decision Decision
+	Err      error
+}
+
+// Bookkeeping marks a routed request's prefill done (Free false) or frees it
+// (answered with *BookkeepingReply).
+type Bookkeeping struct {
+	ID   string
+	Free bool
+}
+
+// BookkeepingReply carries the result (ErrUnknownRequest and friends).
+type BookkeepingReply struct{ Err error }
+
+// Props returns a route actor with the given routing configuration.
+func Props(cfg Config) (*actor.Props, error) {
+	r, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r} }), nil
+}
+
+type routeActor struct {
+	router *Router
+	cands  []Candidate
+}
+
+func (a *routeActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *SetCandidates:
+		a.cands = slices.Clone(m.Candidates)
+	case *DropWorker:
+		a.router.Load().DropWorker(m.Worker)
+	case *RouteRequest:
+		d, err := a.router.Route(m.Request, m.Overlaps, a.cands, time.Now())
+		d.Scores = slices.Clone(d.Scores) // the Router's buffer is reused
+		ctx.Respond(&RouteReply{Decision: d, Err: err})
+	case *Bookkeeping:
+		var err error
+		if m.Free {
+			err = a.router.Load().Free(m.ID)
+		} else {
+			err = a.router.Load().PrefillDone(m.ID, time.Now())
+		}
+		ctx.Respond(&BookkeepingReply{Err: err})
+	}
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
+)
+
+const serveHelp = `Usage: kvrouter serve [flags]
+
+Runs the router: listeners on every registered engine's KV events, the
+prefix index per (model, tenant), and the HTTP API — Dynamo's standalone
+indexer endpoints (POST /register, /unregister, /query, /query_by_hash,
+GET /workers, /dump) plus kvrouter's POST /route,
+/route/{request_id}/prefill_done, /route/{request_id}/free, GET /healthz,
+/readyz, /metrics.
+
+Workers are registered over HTTP (POST /register) or given as flags:
+  --worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT]   (repeatable; model --model, tenant --tenant)
+
+The API token (mutating endpoints and /route need "Authorization: Bearer
+TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
+environment variable; --api-token exists for tests (a flag shows in ps).
+
+Example:
+  kvrouter serve --block-size 16 --worker 1=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558
+  curl -s localhost:8090/route -H 'Content-Type: application/json' \
+       -d '{"token_ids":[1,2,3],"model_name":"default"}'
+
+Flags:
+`
+
+func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("serve", serveHelp, stderr)
+	addr := fs.String("http", "127.0.0.1:8090", "HTTP listen address (loopback by default)")
+	blockSize := fs.Int("block-size", 16, "tokens per block for workers registered without one")
+	engineName := fs.String("engine", "vllm", "engine adapter of registered workers")
+	var workers workerFlags
+	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP] to register at start (repeatable)")
+	model := fs.String("model", "default", "model name of --worker workers")
+	tenant := fs.String("tenant", httpapi.DefaultTenant, "tenant of --worker workers")
+	weight := fs.Float64("overlap-weight", 1, "weight of prefill blocks in the routing cost (0: load only)")
+	temperature := fs.Float64("temperature", 0, "routing temperature (0: deterministic argmin)")
+	timeout := fs.Duration("timeout", 50*time.Millisecond, "deadline of one actor request on the route path")
+	tokenFlag := fs.String("api-token", "", "bearer token for mutating endpoints (prefer KVROUTER_API_TOKEN or --api-token-file)")
+	tokenFile := fs.String("api-token-file", "", "file holding the bearer token")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	token, err := apiToken(*tokenFlag, *tokenFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+	rc := routing.DefaultConfig()
+	rc.OverlapWeight, rc.Temperature = *weight, *temperature
+	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout})
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	defer svc.Close()
+	for _, w := range workers {
+		err := svc.Register(context.Background(), httpapi.Registration{InstanceID: w.Stream.Worker, DpRank: w.Stream.DpRank,
+			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ModelName: *model, TenantID: *tenant})
+		if err != nil {
+			fmt.Fprintf(stderr, "kvrouter serve: --worker %d: %v\n", w.Stream.Worker, err)
+			return 2
+		}
+	}
+	h := httpapi.New(svc, httpapi.Options{APIToken: token, Logger: logger})
+	srv := httpapi.NewServer(*addr, h, httpapi.Options{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	logger.Info("kvrouter serve listening", "http", *addr, "workers", len(workers), "auth", token != "")
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+			return 1
+		}
+	case <-ctx.Done():
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}
+	return 0
+}
+
+// apiToken reads the token from a file, the environment or the flag, in
+// that order of preference; it is never logged.
+func apiToken(flagValue, file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("reading --api-token-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	if env := os.Getenv("KVROUTER_API_TOKEN"); env != "" {
+		return env, nil
+	}
+	return flagValue, nil
+}

@@ -1,0 +1,269 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/kvrouter/kvrouter/actors/indexer"
+	"github.com/kvrouter/kvrouter/actors/indexer/radix"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/blockhash"
+)
+
+// lookup returns a namespace under the lock.
+func (s *Service) lookup(model, tenant string) (*namespace, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.space(model, tenant, 0, false)
+}
+
+// localHashes hashes a prompt's tokens as the namespace's blocks are hashed.
+func localHashes(tokens []uint32, blockSize int, lora, salt string) []messages.LocalHash {
+	var h blockhash.Hasher
+	raw := h.Hash(nil, tokens, blockSize, blockhash.Options{Seed: blockhash.NamespaceSeed(lora, salt)})
+	out := make([]messages.LocalHash, len(raw))
+	for i, v := range raw {
+		out[i] = messages.LocalHash(v)
+	}
+	return out
+}
+
+// Query implements httpapi.Backend.
+func (s *Service) Query(_ context.Context, req httpapi.QueryRequest) (httpapi.QueryResult, error) {
+	ns, err := s.lookup(req.ModelName, req.TenantID)
+	if err != nil {
+		return httpapi.QueryResult{}, err
+	}
+	return s.query(ns, localHashes(req.TokenIDs, ns.blockSize, req.LoraName, req.CacheSalt))
+}
+
+// QueryByHash implements httpapi.Backend.
+func (s *Service) QueryByHash(_ context.Context, req httpapi.QueryByHashRequest) (httpapi.QueryResult, error) {
+	ns, err := s.lookup(req.ModelName, req.TenantID)
+	if err != nil {
+		return httpapi.QueryResult{}, err
+	}
+	return s.query(ns, req.BlockHashes)
+}
+
+func (s *Service) query(ns *namespace, hashes []messages.LocalHash) (httpapi.QueryResult, error) {
+	res, err := ns.pipe.Query(&indexer.QueryRequest{Hashes: hashes,
+		Options: radix.MatchOptions{Frequencies: true, TreeSizes: true}}, s.cfg.Timeout)
+	if err != nil {
+		return httpapi.QueryResult{}, s.errTimeout("index query", err)
+	}
+	out := httpapi.QueryResult{
+		Scores:      map[messages.WorkerID]map[messages.DpRank]uint64{},
+		TreeSizes:   map[messages.WorkerID]map[messages.DpRank]uint64{},
+		Frequencies: make([]uint64, len(res.Frequencies)),
+	}
+	for i, f := range res.Frequencies {
+		out.Frequencies[i] = uint64(f)
+	}
+	for _, sc := range res.Scores {
+		put(out.Scores, sc.Key, uint64(sc.Blocks)*uint64(ns.blockSize))
+		put(out.TreeSizes, sc.Key, uint64(sc.TreeSize))
+	}
+	return out, nil
+}
+
+func put(m map[messages.WorkerID]map[messages.DpRank]uint64, k messages.WorkerKey, v uint64) {
+	if m[k.Worker] == nil {
+		m[k.Worker] = map[messages.DpRank]uint64{}
+	}
+	m[k.Worker][k.DpRank] = v
+}
+
+// Route implements httpapi.Backend: hash, ask the index, decide and book.
+func (s *Service) Route(_ context.Context, req httpapi.RouteRequest) (httpapi.RouteResult, error) {
+	ns, err := s.lookup(req.ModelName, req.TenantID)
+	if err != nil {
+		return httpapi.RouteResult{}, err
+	}
+	hashes, isl := req.BlockHashes, len(req.BlockHashes)*ns.blockSize
+	if len(req.TokenIDs) > 0 {
+		hashes, isl = localHashes(req.TokenIDs, ns.blockSize, req.LoraName, req.CacheSalt), len(req.TokenIDs)
+	}
+	res, err := ns.pipe.Query(&indexer.QueryRequest{Hashes: hashes, Options: radix.MatchOptions{Tiers: true}}, s.cfg.Timeout)
+	if err != nil {
+		return httpapi.RouteResult{}, s.errTimeout("index query", err)
+	}
+	overlaps := make([]routing.Overlap, len(res.Scores))
+	for i, sc := range res.Scores {
+		overlaps[i] = routing.Overlap{Key: sc.Key, Blocks: sc.Blocks}
+	}
+	var hash uint64
+	if n := len(hashes); n > 0 {
+		hash = uint64(hashes[n-1]) // identical prompts tie to the same worker
+	}
+	reply, err := request[*routing.RouteReply](s, ns.route, &routing.RouteRequest{
+		Request:  routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores},
+		Overlaps: overlaps,
+	})
+	if err != nil {
+		return httpapi.RouteResult{}, err
+	}
+	if reply.Err != nil {
+		switch {
+		case errors.Is(reply.Err, routing.ErrNoCandidates):
+			return httpapi.RouteResult{}, httpapi.Errorf(httpapi.ErrUnavailable, "no_workers", "no worker is registered for this model")
+		case errors.Is(reply.Err, routing.ErrDuplicateRequest):
+			return httpapi.RouteResult{}, httpapi.Errorf(httpapi.ErrConflict, "duplicate_request", "request id %q is already routed", req.RequestID)
+		case errors.Is(reply.Err, routing.ErrInvalidRequestID), errors.Is(reply.Err, routing.ErrInvalidRequest):
+			return httpapi.RouteResult{}, httpapi.Errorf(httpapi.ErrInvalid, "invalid_request", "%v", reply.Err)
+		case errors.Is(reply.Err, routing.ErrFull):
+			return httpapi.RouteResult{}, httpapi.Errorf(httpapi.ErrUnavailable, "too_many_requests", "%v", reply.Err)
+		}
+		return httpapi.RouteResult{}, reply.Err
+	}
+	d := reply.Decision
+	out := httpapi.RouteResult{WorkerID: d.Worker.Worker, DpRank: d.Worker.DpRank, OverlapBlocks: d.OverlapBlocks,
+		CachedTokens: uint64(d.CachedTokens), Degraded: d.Degraded, RequestID: req.RequestID}
+	for _, sc := range res.Scores {
+		if sc.Key == d.Worker && sc.Blocks > 0 {
+			out.OverlapByTier = map[string]uint32{}
+			for t, n := range sc.Tiers {
+				if n > 0 {
+					out.OverlapByTier[messages.StorageTier(t).String()] = n
+				}
+			}
+		}
+	}
+	for _, sc := range d.Scores {
+		out.Scores = append(out.Scores, httpapi.RouteScore{WorkerID: sc.Key.Worker, DpRank: sc.Key.DpRank,
+			OverlapBlocks: sc.OverlapBlocks, ActivePrefillTokens: uint64(sc.ActivePrefillTokens),
+			ActiveDecodeBlocks: uint64(sc.DecodeBlocks), Logit: sc.Logit, Degraded: sc.Degraded})
+	}
+	return out, nil
+}
+
+// PrefillDone implements httpapi.Backend.
+func (s *Service) PrefillDone(_ context.Context, id string) error { return s.bookkeeping(id, false) }
+
+// Free implements httpapi.Backend.
+func (s *Service) Free(_ context.Context, id string) error { return s.bookkeeping(id, true) }
+
+// bookkeeping asks every namespace's route actor (request ids are global to
+// the client; a namespace that does not know the id says so).
+func (s *Service) bookkeeping(id string, free bool) error {
+	s.mu.Lock()
+	spaces := make([]*namespace, 0, len(s.spaces))
+	for _, ns := range s.spaces {
+		spaces = append(spaces, ns)
+	}
+	s.mu.Unlock()
+	for _, ns := range spaces {
+		r, err := request[*routing.BookkeepingReply](s, ns.route, &routing.Bookkeeping{ID: id, Free: free})
+		if err != nil {
+			return err
+		}
+		if r.Err == nil {
+			return nil
+		}
+		if !errors.Is(r.Err, routing.ErrUnknownRequest) {
+			return httpapi.Errorf(httpapi.ErrInvalid, "invalid_request", "%v", r.Err)
+		}
+	}
+	return httpapi.Errorf(httpapi.ErrNotFound, "unknown_request", "request %q is not routed (or already freed or expired)", id)
+}
+
+// Workers implements httpapi.Backend.
+func (s *Service) Workers(context.Context) ([]httpapi.WorkerInfo, error) {
+	s.mu.Lock()
+	regs := make(map[messages.WorkerKey]*worker, len(s.workers))
+	for k, w := range s.workers {
+		regs[k] = w
+	}
+	s.mu.Unlock()
+	keys := slices.SortedFunc(maps.Keys(regs), compareKeys)
+	out := []httpapi.WorkerInfo{}
+	for _, k := range keys {
+		if len(out) == 0 || out[len(out)-1].InstanceID != k.Worker {
+			out = append(out, httpapi.WorkerInfo{InstanceID: k.Worker})
+		}
+		last := &out[len(out)-1]
+		last.Ranks = append(last.Ranks, s.rankInfo(k, regs[k]))
+	}
+	return out, nil
+}
+
+func (s *Service) rankInfo(k messages.WorkerKey, w *worker) httpapi.RankInfo {
+	ri := httpapi.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
+		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName,
+		BlockSize: uint32(w.ns.blockSize), State: httpapi.StateRecovering, Warnings: []string{}}
+	stream := messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}
+	ls, err := w.ns.pipe.ListenerStats(stream, s.cfg.Timeout)
+	if err != nil {
+		ri.Warnings = append(ri.Warnings, "listener not answering")
+		return ri
+	}
+	st, _ := w.ns.pipe.Status(s.cfg.Timeout)
+	var state = httpapi.StateRecovering
+	if st != nil {
+		ss := st.Streams[stream]
+		state = statusOf(ss.State, ls.Replaying)
+		if ls.Delivered > 0 {
+			seq := ss.LastSeq
+			ri.LastSeq = &seq
+		}
+	}
+	ri.State = state
+	if ls.Received == 0 && time.Since(w.at) > 30*time.Second {
+		ri.Warnings = append(ri.Warnings, "no events received since registration")
+	}
+	if is, err := w.ns.pipe.IndexStats(s.cfg.Timeout); err == nil {
+		ri.Blocks = uint64(is.TreeSizes[k])
+	}
+	return ri
+}
+
+// Dump implements httpapi.Backend.
+func (s *Service) Dump(_ context.Context, sink httpapi.DumpSink) error {
+	s.mu.Lock()
+	spaces := make([]*namespace, 0, len(s.spaces))
+	for _, ns := range s.spaces {
+		spaces = append(spaces, ns)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(spaces, func(a, b *namespace) int {
+		return cmp.Or(cmp.Compare(a.key.model, b.key.model), cmp.Compare(a.key.tenant, b.key.tenant))
+	})
+	for _, ns := range spaces {
+		d, err := ns.pipe.Dump(10 * time.Second)
+		if err != nil {
+			return s.errTimeout("index dump", err)
+		}
+		if err := sink.Namespace(httpapi.DumpNamespace{ModelName: ns.key.model, TenantID: ns.key.tenant, BlockSize: uint32(ns.blockSize)}); err != nil {
+			return err
+		}
+		for _, ev := range d.Events {
+			if err := sink.Event(ev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// request sends msg to an actor and waits at most the service timeout.
+func request[T any](s *Service, pid *actor.PID, msg any) (T, error) {
+	var zero T
+	res, err := s.system.Root.RequestFuture(pid, msg, s.cfg.Timeout).Result()
+	if err != nil {
+		return zero, s.errTimeout("route actor", err)
+	}
+	v, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("service: unexpected answer %T", res)
+	}
+	return v, nil
+}

@@ -1,0 +1,242 @@
+// Package service is kvrouter serve's backend: it implements
+// httpapi.Backend over the actors. Each namespace (model_name, tenant_id)
+// has its own ingest pipeline (listeners → normalizers → coalescers → index)
+// and its own route actor; registration spawns the worker's listener in its
+// namespace. The registry of workers lives here, at the HTTP edge, under a
+// mutex: it is configuration, not actor state, and no actor reads it.
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/coalescer"
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/actors/pipeline"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// Config configures the service.
+type Config struct {
+	// BlockSize is used for registrations that name none.
+	BlockSize int
+	// Engine is the adapter of registered workers (default vllm).
+	Engine string
+	// Routing configures every namespace's router.
+	Routing routing.Config
+	// Timeout bounds one actor request on the route path (default 50 ms):
+	// a request never waits forever on a busy or missing actor.
+	Timeout time.Duration
+	// Pipeline sizes every namespace's pipeline.
+	Pipeline pipeline.Config
+}
+
+// Service implements httpapi.Backend.
+type Service struct {
+	system *actor.ActorSystem
+	cfg    Config
+
+	mu      sync.Mutex
+	spaces  map[nsKey]*namespace
+	workers map[messages.WorkerKey]*worker
+}
+
+type nsKey struct{ model, tenant string }
+
+// namespace is one (model, tenant): its pipeline, route actor and block size.
+type namespace struct {
+	key       nsKey
+	blockSize int
+	pipe      *pipeline.Pipeline
+	route     *actor.PID
+	members   map[messages.WorkerKey]bool
+}
+
+type worker struct {
+	reg httpapi.Registration
+	ns  *namespace
+	at  time.Time
+}
+
+// New returns a service whose actors live in system.
+func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
+	if cfg.BlockSize <= 0 {
+		return nil, errors.New("service: block size must be positive")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 50 * time.Millisecond
+	}
+	if cfg.Engine == "" {
+		cfg.Engine = "vllm"
+	}
+	if cfg.Routing.OverlapWeight == 0 && cfg.Routing.Temperature == 0 && cfg.Routing.Rand == nil {
+		cfg.Routing = routing.DefaultConfig()
+	}
+	if _, err := routing.New(cfg.Routing); err != nil {
+		return nil, err
+	}
+	return &Service{system: system, cfg: cfg, spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{}}, nil
+}
+
+// Close stops every namespace's actors.
+func (s *Service) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ns := range s.spaces {
+		ns.pipe.Stop()
+		_ = s.system.Root.StopFuture(ns.route).Wait()
+	}
+}
+
+func tenantOf(t string) string {
+	if t == "" {
+		return httpapi.DefaultTenant
+	}
+	return t
+}
+
+// space returns the namespace, creating it (with blockSize) when create.
+func (s *Service) space(model, tenant string, blockSize int, create bool) (*namespace, error) {
+	k := nsKey{model, tenantOf(tenant)}
+	if ns, ok := s.spaces[k]; ok {
+		return ns, nil
+	}
+	if !create {
+		return nil, httpapi.Errorf(httpapi.ErrNotFound, "unknown_namespace", "no worker is registered for model %q, tenant %q", k.model, k.tenant)
+	}
+	pipe, err := pipeline.Start(s.system, s.cfg.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	props, err := routing.Props(s.cfg.Routing)
+	if err != nil {
+		pipe.Stop()
+		return nil, err
+	}
+	ns := &namespace{key: k, blockSize: blockSize, pipe: pipe, route: s.system.Root.Spawn(props),
+		members: map[messages.WorkerKey]bool{}}
+	s.spaces[k] = ns
+	return ns, nil
+}
+
+// Register implements httpapi.Backend: it spawns the worker's listener.
+func (s *Service) Register(_ context.Context, reg httpapi.Registration) error {
+	bs := int(reg.BlockSize)
+	if bs == 0 {
+		bs = s.cfg.BlockSize
+	}
+	key := messages.WorkerKey{Worker: reg.InstanceID, DpRank: reg.DpRank}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, dup := s.workers[key]; dup {
+		return httpapi.Errorf(httpapi.ErrConflict, "already_registered",
+			"worker %d rank %d is already registered (model %q, tenant %q)", key.Worker, key.DpRank, w.ns.key.model, w.ns.key.tenant)
+	}
+	ns, err := s.space(reg.ModelName, reg.TenantID, bs, true)
+	if err != nil {
+		return err
+	}
+	if ns.blockSize != bs {
+		return httpapi.Errorf(httpapi.ErrInvalid, "block_size_mismatch",
+			"model %q tenant %q uses block size %d, not %d", ns.key.model, ns.key.tenant, ns.blockSize, bs)
+	}
+	err = ns.pipe.AddListener(listener.Config{
+		Stream:         messages.StreamID{Worker: reg.InstanceID, DpRank: reg.DpRank},
+		Engine:         s.cfg.Engine,
+		Endpoint:       reg.Endpoint,
+		ReplayEndpoint: reg.ReplayEndpoint,
+		BlockSize:      bs,
+	})
+	if err != nil {
+		return httpapi.Errorf(httpapi.ErrInvalid, "invalid_endpoint", "%v", err)
+	}
+	s.workers[key] = &worker{reg: reg, ns: ns, at: time.Now()}
+	ns.members[key] = true
+	s.syncCandidates(ns)
+	return nil
+}
+
+// syncCandidates sends the namespace's candidates to its route actor, in a
+// stable order (the router is fastest with the same list every time).
+func (s *Service) syncCandidates(ns *namespace) {
+	keys := slices.SortedFunc(maps.Keys(ns.members), compareKeys)
+	cands := make([]routing.Candidate, len(keys))
+	for i, k := range keys {
+		cands[i] = routing.Candidate{Key: k}
+	}
+	s.system.Root.Send(ns.route, &routing.SetCandidates{Candidates: cands})
+}
+
+// compareKeys orders (worker, dp_rank) keys.
+func compareKeys(a, b messages.WorkerKey) int {
+	return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.DpRank, b.DpRank))
+}
+
+// Unregister implements httpapi.Backend.
+func (s *Service) Unregister(_ context.Context, ref httpapi.WorkerRef) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone []messages.WorkerKey
+	for k, w := range s.workers {
+		if k.Worker != ref.InstanceID || w.ns.key.model != ref.ModelName {
+			continue
+		}
+		if ref.TenantID != "" && w.ns.key.tenant != ref.TenantID {
+			continue
+		}
+		if ref.DpRank != nil && k.DpRank != *ref.DpRank {
+			continue
+		}
+		gone = append(gone, k)
+	}
+	if len(gone) == 0 {
+		return httpapi.Errorf(httpapi.ErrNotFound, "unknown_worker", "worker %d is not registered for model %q", ref.InstanceID, ref.ModelName)
+	}
+	for _, k := range gone {
+		w := s.workers[k]
+		_ = w.ns.pipe.RemoveListener(messages.StreamID{Worker: k.Worker, DpRank: k.DpRank})
+		w.ns.pipe.RemoveWorker(k.Worker)
+		s.system.Root.Send(w.ns.route, &routing.DropWorker{Worker: k.Worker})
+		delete(w.ns.members, k)
+		delete(s.workers, k)
+		s.syncCandidates(w.ns)
+	}
+	return nil
+}
+
+func (s *Service) errTimeout(what string, err error) error {
+	return httpapi.Errorf(httpapi.ErrUnavailable, "timeout", "%s: %v", what, err)
+}
+
+var _ httpapi.Backend = (*Service)(nil)
+
+// Ready implements httpapi.Backend: the actor system answers.
+func (s *Service) Ready(context.Context) error {
+	if s.system == nil {
+		return fmt.Errorf("no actor system")
+	}
+	return nil
+}
+
+// statusOf maps the coalescer's stream state and the listener's replay
+// state to the API's.
+func statusOf(st coalescer.StreamState, replaying bool) httpapi.StreamState {
+	switch {
+	case replaying:
+		return httpapi.StateRecovering
+	case st == coalescer.StateExact:
+		return httpapi.StateExact
+	case st == coalescer.StateDegraded:
+		return httpapi.StateDegraded
+	}
+	return httpapi.StateRecovering // no batch yet
+}
