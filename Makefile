@@ -12,12 +12,11 @@ all: build
 build:
 	$(GO) build -o bin/kvrouter ./cmd/kvrouter
 
-# The main job, until the router's API lands: the ingest pipeline against 4
-# built-in simulated engines driven by the Mooncake conversation trace; it
-# ends by checking that the index equals every engine's cache. The decoder's
-# sample payloads: ./bin/kvrouter decode --samples.
+# The main job: kvrouter (listeners, index, HTTP API) and 4 simulated
+# engines on loopback, a slice of the Mooncake conversation trace routed
+# through POST /route; ends with kvrouter's hit rate next to random routing.
 run: build
-	./bin/kvrouter tap --sim 4 --requests 6000 --rate 1500
+	./bin/kvrouter demo
 
 vet:
 	$(GO) vet ./...

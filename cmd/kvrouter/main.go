@@ -21,6 +21,7 @@ func commands() []command {
 	return []command{
 		{"decode", "decode one engine KV-event batch from stdin and print each event as JSON", runDecode},
 		{"sim", "run a simulated vLLM/SGLang engine publishing KV events over ZeroMQ", runSim},
+		{"demo", "the router and simulated engines on loopback, driven by a Mooncake trace through /route", runDemo},
 		{"serve", "run the router: KV-event listeners, the prefix index and the HTTP API", runServe},
 		{"tap", "run the ingest pipeline against engines (or built-in simulated ones) and show each stream", runTap},
 	}

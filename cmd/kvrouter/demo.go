@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
+)
+
+const demoHelp = `Usage: kvrouter demo [flags]
+
+Starts kvrouter (the full router: listeners, index, HTTP API on a loopback
+port) and --engines simulated engines, then replays a slice of the Mooncake
+conversation trace through POST /route: each request is served by the
+simulated engine kvrouter chose, so the engines' caches — and the KV events
+kvrouter learns from — evolve from real routing decisions. --in-flight
+requests decode at once (their load steers new requests elsewhere). It prints live
+progress and ends with kvrouter's prefix hit rate next to random routing's
+on the same requests (fresh engines of the same size).
+
+Flags:
+`
+
+func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("demo", demoHelp, stderr)
+	engines := fs.Int("engines", 4, "simulated engines")
+	requests := fs.Int("requests", 3000, "trace requests to replay")
+	trace := fs.String("trace", "../shared/traces/mooncake_conversation_trace.jsonl", "Mooncake trace")
+	blockSize := fs.Int("block-size", 16, "tokens per block (each trace hash_id becomes one block)")
+	capacity := fs.Int("capacity", 8192, "cache capacity of each engine, in blocks")
+	inFlight := fs.Int("in-flight", 32, "requests decoding at once: each is freed after this many later requests (its load counts until then)")
+	seed := fs.Uint64("seed", 1, "seed of the random baseline")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter demo: %v\n", err); return 1 }
+	prompts, err := loadPrompts(*trace, *requests, *blockSize, stdin)
+	if err != nil {
+		return fail(err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
+	if err != nil {
+		return fail(err)
+	}
+	defer svc.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	srv := httpapi.NewServer("", httpapi.New(svc, httpapi.Options{Logger: logger}), httpapi.Options{})
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Shutdown(context.Background())
+	c := &demoClient{base: "http://" + ln.Addr().String(), http: &http.Client{Timeout: 5 * time.Second}}
+
+	fleet, err := newDemoFleet(*engines, *blockSize, *capacity)
+	if err != nil {
+		return fail(err)
+	}
+	defer fleet.close()
+	for i, e := range fleet {
+		if err := c.post("/register", map[string]any{"instance_id": i + 1, "endpoint": e.Endpoint(),
+			"replay_endpoint": e.ReplayEndpoint(), "model_name": "demo", "block_size": *blockSize}, nil); err != nil {
+			return fail(fmt.Errorf("register engine %d: %w", i+1, err))
+		}
+	}
+	fmt.Fprintf(stdout, "kvrouter demo: %d simulated engines, %d requests of the Mooncake conversation trace, router at %s\n",
+		*engines, len(prompts), c.base)
+
+	var routed demoTally
+	latencies := make([]time.Duration, 0, len(prompts))
+	start, lastReport := time.Now(), time.Now()
+	for i, p := range prompts {
+		t0 := time.Now()
+		var res httpapi.RouteResult
+		if err := c.post("/route", map[string]any{"token_ids": p, "model_name": "demo", "request_id": fmt.Sprint("req-", i)}, &res); err != nil {
+			return fail(fmt.Errorf("route request %d: %w", i, err))
+		}
+		latencies = append(latencies, time.Since(t0))
+		cached := fleet[res.WorkerID-1].Serve(p, "")
+		routed.add(len(p), cached**blockSize, int(res.WorkerID-1))
+		if err := c.post(fmt.Sprintf("/route/req-%d/prefill_done", i), nil, nil); err != nil {
+			return fail(err)
+		}
+		if done := i - *inFlight; done >= 0 {
+			if err := c.post(fmt.Sprintf("/route/req-%d/free", done), nil, nil); err != nil {
+				return fail(err)
+			}
+		}
+		if time.Since(lastReport) >= time.Second {
+			lastReport = time.Now()
+			fmt.Fprintf(stdout, "  %5d requests  %6.0f routes/s  hit rate %5.1f%%  requests per engine %v\n",
+				i+1, float64(i+1)/time.Since(start).Seconds(), 100*routed.hitRate(), routed.perEngine)
+		}
+	}
+	elapsed := time.Since(start)
+	rng := rand.New(rand.NewPCG(*seed, 2))
+
+	random, err := replayOffline(prompts, *engines, *blockSize, *capacity, func(n int) int { return rng.IntN(n) })
+	if err != nil {
+		return fail(err)
+	}
+	bound, err := replayOffline(prompts, 1, *blockSize, 1<<30, func(int) int { return 0 })
+	if err != nil {
+		return fail(err)
+	}
+	slices.Sort(latencies)
+	fmt.Fprintf(stdout, "\n%d requests in %.1f s (%.0f routes/s over HTTP, one client; route latency p50 %v, p99 %v)\n",
+		len(prompts), elapsed.Seconds(), float64(len(prompts))/elapsed.Seconds(),
+		latencies[len(latencies)/2].Round(time.Microsecond), latencies[len(latencies)*99/100].Round(time.Microsecond))
+	fmt.Fprintf(stdout, "prefix hit rate (cached prompt tokens / prompt tokens):\n")
+	fmt.Fprintf(stdout, "  kvrouter  %5.1f%%   requests per engine %v\n", 100*routed.hitRate(), routed.perEngine)
+	fmt.Fprintf(stdout, "  random    %5.1f%%   requests per engine %v\n", 100*random.hitRate(), random.perEngine)
+	fmt.Fprintf(stdout, "  bound     %5.1f%%   (one engine with an unlimited cache: every reuse in the slice)\n", 100*bound.hitRate())
+	return 0
+}
+
+// demoTally counts prompt and cached tokens and requests per engine.
+type demoTally struct {
+	prompt, cached int
+	perEngine      []int
+}
+
+func (t *demoTally) add(prompt, cached, engine int) {
+	t.prompt += prompt
+	t.cached += min(cached, prompt)
+	for len(t.perEngine) <= engine {
+		t.perEngine = append(t.perEngine, 0)
+	}
+	t.perEngine[engine]++
+}
+
+func (t *demoTally) hitRate() float64 {
+	if t.prompt == 0 {
+		return 0
+	}
+	return float64(t.cached) / float64(t.prompt)
+}
+
+// replayOffline serves the prompts on fresh simulated caches (no sockets,
+// no router), choosing each request's engine with pick.
+func replayOffline(prompts [][]uint32, engines, blockSize, capacity int, pick func(n int) int) (demoTally, error) {
+	var t demoTally
+	caches := make([]*simengine.Cache, engines)
+	for i := range caches {
+		c, err := simengine.NewCache(simengine.Config{BlockSize: blockSize, CapacityBlocks: capacity})
+		if err != nil {
+			return t, err
+		}
+		caches[i] = c
+	}
+	for _, p := range prompts {
+		e := pick(engines)
+		cached, _ := caches[e].Serve(p)
+		t.add(len(p), cached*blockSize, e)
+	}
+	return t, nil
+}
+
+type demoFleet []*simengine.Engine
+
+func newDemoFleet(n, blockSize, capacity int) (demoFleet, error) {
+	var f demoFleet
+	for i := 0; i < n; i++ {
+		e, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
+			BlockSize: blockSize, CapacityBlocks: capacity})
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		f = append(f, e)
+	}
+	return f, nil
+}
+
+func (f demoFleet) close() {
+	for _, e := range f {
+		e.Close()
+	}
+}
+
+// loadPrompts expands the first n trace requests into token prompts.
+func loadPrompts(path string, n, blockSize int, stdin io.Reader) ([][]uint32, error) {
+	drv, err := openTrace(path, stdin, simengine.TraceConfig{TokensPerBlock: blockSize, Limit: n})
+	if err != nil {
+		return nil, err
+	}
+	var out [][]uint32
+	for {
+		p, err := drv.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Tokens)
+	}
+}
+
+// demoClient is a small JSON client of kvrouter's API.
+type demoClient struct {
+	base string
+	http *http.Client
+}
+
+func (c *demoClient) post(path string, body, out any) error {
+	var r io.Reader = http.NoBody
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	resp, err := c.http.Post(c.base+path, "application/json", r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s: %s", path, resp.Status, bytes.TrimSpace(msg))
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}
