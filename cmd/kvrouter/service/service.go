@@ -44,6 +44,7 @@ type Config struct {
 type Service struct {
 	system *actor.ActorSystem
 	cfg    Config
+	stop   chan struct{}
 
 	mu      sync.Mutex
 	spaces  map[nsKey]*namespace
@@ -84,11 +85,38 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	if _, err := routing.New(cfg.Routing); err != nil {
 		return nil, err
 	}
-	return &Service{system: system, cfg: cfg, spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{}}, nil
+	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}),
+		spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{}}
+	go s.followStates()
+	return s, nil
+}
+
+// stateEvery is how often stream states are passed to the route actors, so
+// that decisions flag degraded workers.
+const stateEvery = 250 * time.Millisecond
+
+// followStates keeps every route actor's candidates' Degraded flags in step
+// with their streams' states.
+func (s *Service) followStates() {
+	t := time.NewTicker(stateEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.mu.Lock()
+			for _, ns := range s.spaces {
+				s.syncCandidates(ns)
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 // Close stops every namespace's actors.
 func (s *Service) Close() {
+	close(s.stop)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ns := range s.spaces {
@@ -166,12 +194,18 @@ func (s *Service) Register(_ context.Context, reg httpapi.Registration) error {
 }
 
 // syncCandidates sends the namespace's candidates to its route actor, in a
-// stable order (the router is fastest with the same list every time).
+// stable order (the router is fastest with the same list every time), with
+// each one's Degraded flag from its stream's state. Called with s.mu held.
 func (s *Service) syncCandidates(ns *namespace) {
 	keys := slices.SortedFunc(maps.Keys(ns.members), compareKeys)
+	status, _ := ns.pipe.Status(s.cfg.Timeout)
 	cands := make([]routing.Candidate, len(keys))
 	for i, k := range keys {
 		cands[i] = routing.Candidate{Key: k}
+		if status != nil {
+			st := status.Streams[messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}].State
+			cands[i].Degraded = st == coalescer.StateDegraded
+		}
 	}
 	s.system.Root.Send(ns.route, &routing.SetCandidates{Candidates: cands})
 }

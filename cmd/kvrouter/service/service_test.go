@@ -176,3 +176,39 @@ func TestServeLoadUnknownModelAndUnregister(t *testing.T) {
 		t.Errorf("duplicate registration: %d, want 409", code)
 	}
 }
+
+// A worker whose stream lost history is routed honestly and flagged.
+func TestServeFlagsDegradedWorkers(t *testing.T) {
+	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{}))
+	t.Cleanup(srv.Close)
+	h := &harness{t: t, url: srv.URL}
+	// An engine that has published before the router came and has no replay
+	// endpoint: its history is unknown.
+	eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", BlockSize: 4, CapacityBlocks: 64, SeqStart: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	if code, body := h.post("/register", map[string]any{"instance_id": 5, "endpoint": eng.Endpoint(), "model_name": "m"}); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_ = eng.Publish() // heard late: seq 40 and on, history unknown
+		_, body := h.post("/route", map[string]any{"token_ids": prompt(9, 3), "model_name": "m", "include_scores": true})
+		var res httpapi.RouteResult
+		_ = json.Unmarshal(body, &res)
+		if res.Degraded && len(res.Scores) == 1 && res.Scores[0].Degraded {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never flagged degraded: %s", body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
