@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// routeFixture is a served kvrouter whose index learned from 4 simulated
+// engines that served the first 2,000 Mooncake prompts.
+type routeFixture struct {
+	svc     *service.Service
+	url     string
+	prompts [][]uint32
+}
+
+func newRouteFixture(b *testing.B) *routeFixture {
+	f, err := os.Open(tracePath)
+	if err != nil {
+		b.Skipf("trace not available: %v", err)
+	}
+	defer f.Close()
+	drv, err := simengine.NewTraceDriver(f, simengine.TraceConfig{TokensPerBlock: 16, Limit: 2000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var prompts [][]uint32
+	for {
+		p, err := drv.Next()
+		if err != nil {
+			break
+		}
+		prompts = append(prompts, p.Tokens)
+	}
+	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Timeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Close)
+	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{}))
+	b.Cleanup(srv.Close)
+	var engines []*simengine.Engine
+	for i := 0; i < 4; i++ {
+		e, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0", BlockSize: 16, CapacityBlocks: 1 << 16})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { e.Close() })
+		engines = append(engines, e)
+		if err := svc.Register(context.Background(), httpapi.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: e.Endpoint(),
+			ReplayEndpoint: e.ReplayEndpoint(), ModelName: "m", BlockSize: 16}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i, p := range prompts {
+		engines[i%4].Serve(p, "")
+	}
+	// Let the index catch up: a query of the last prompt finds it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		q, err := svc.Query(context.Background(), httpapi.QueryRequest{TokenIDs: prompts[len(prompts)-1], ModelName: "m"})
+		if err == nil && len(q.Scores) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("index never caught up")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return &routeFixture{svc: svc, url: srv.URL, prompts: prompts}
+}
+
+// BenchmarkRoute measures /route latency (p50/p99) with the trace's prompts
+// against an index of ~2,000 prompts on 4 workers: in process (the service
+// call: hashing, index actor, route actor) and over HTTP (one keep-alive
+// client, JSON both ways). Requests are freed as they go, so load stays low.
+func BenchmarkRoute(b *testing.B) {
+	f := newRouteFixture(b)
+	b.Run("in-process", func(b *testing.B) {
+		lat := make([]time.Duration, 0, b.N)
+		for i := 0; b.Loop(); i++ {
+			p := f.prompts[i%len(f.prompts)]
+			t0 := time.Now()
+			if _, err := f.svc.Route(context.Background(), httpapi.RouteRequest{TokenIDs: p, ModelName: "m", RequestID: fmt.Sprint("a", i)}); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+			_ = f.svc.Free(context.Background(), fmt.Sprint("a", i))
+		}
+		reportLatency(b, lat)
+	})
+	b.Run("http", func(b *testing.B) {
+		client := &http.Client{}
+		lat := make([]time.Duration, 0, b.N)
+		for i := 0; b.Loop(); i++ {
+			body, _ := json.Marshal(map[string]any{"token_ids": f.prompts[i%len(f.prompts)], "model_name": "m", "request_id": fmt.Sprint("h", i)})
+			t0 := time.Now()
+			resp, err := client.Post(f.url+"/route", "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			lat = append(lat, time.Since(t0))
+			_ = f.svc.Free(context.Background(), fmt.Sprint("h", i))
+		}
+		reportLatency(b, lat)
+	})
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
