@@ -136,89 +136,27 @@ func (d *Decoder) Decode(b []byte) (messages.RouterEvent, error) {
 	return ev, nil
 }
 
-// Field bits, for required and repeated fields of one map.
-const (
-	fWorkerID = 1 << iota
-	fTier
-	fDomain
-	fEvent
-	fSession
-)
-
-// once marks bit in seen, failing if the field was already there.
-func once(seen *uint8, bit uint8, field string) error {
-	if *seen&bit != 0 {
-		return at(field, errorf(ErrMalformed, "repeated"))
-	}
-	*seen |= bit
-	return nil
-}
-
-func missing(field string) error { return at(field, errorf(ErrMalformed, "missing")) }
-
 func (d *Decoder) routerEvent(ev *messages.RouterEvent) error {
-	c, err := d.peek()
+	array, err := d.isArrayNext()
 	if err != nil {
 		return err
 	}
-	switch {
-	case isMap(c):
-		return d.routerEventMap(ev)
-	case isArray(c):
+	if array {
 		return d.routerEventArray(ev)
 	}
-	return wrongType("map or array", c)
-}
-
-func (d *Decoder) routerEventMap(ev *messages.RouterEvent) error {
-	n, err := d.mapLen()
-	if err != nil {
-		return err
-	}
-	var seen uint8
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return err
+	return d.fields(&routerEventRecord, func(f uint8) error {
+		switch f {
+		case fWorkerID:
+			return d.workerID(ev)
+		case fTier:
+			return d.tier(ev)
+		case fDomain:
+			return d.domain()
+		case fEvent:
+			return d.event(&ev.Event)
 		}
-		if !ok {
-			continue
-		}
-		switch string(k) {
-		case keyWorkerID:
-			if err = once(&seen, fWorkerID, keyWorkerID); err == nil {
-				err = d.workerID(ev)
-			}
-		case keyStorageTier:
-			if err = once(&seen, fTier, keyStorageTier); err == nil {
-				err = d.tier(ev)
-			}
-		case keyResidencyDomain:
-			if err = once(&seen, fDomain, keyResidencyDomain); err == nil {
-				err = d.domain()
-			}
-		case keyEvent:
-			if err = once(&seen, fEvent, keyEvent); err == nil {
-				err = d.event(&ev.Event)
-			}
-		case keySessionID:
-			if err = once(&seen, fSession, keySessionID); err == nil {
-				err = d.sessionID(ev)
-			}
-		default:
-			err = d.skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	switch {
-	case seen&fWorkerID == 0:
-		return missing(keyWorkerID)
-	case seen&fEvent == 0:
-		return missing(keyEvent)
-	}
-	return nil
+		return d.sessionID(ev)
+	})
 }
 
 func (d *Decoder) routerEventArray(ev *messages.RouterEvent) error {
@@ -227,7 +165,7 @@ func (d *Decoder) routerEventArray(ev *messages.RouterEvent) error {
 		return err
 	}
 	if n < 2 {
-		return errorf(ErrMalformed, "router event array has %d elements, want at least 2 (worker_id, event)", n)
+		return tooShort(routerEventRecord.name, n, keyWorkerID, keyEvent)
 	}
 	if err := d.workerID(ev); err != nil {
 		return err
@@ -244,7 +182,7 @@ func (d *Decoder) routerEventArray(ev *messages.RouterEvent) error {
 		}
 	} else {
 		if n < 3 {
-			return errorf(ErrMalformed, "router event array has %d elements, want at least 3 (worker_id, storage_tier, event)", n)
+			return tooShort(routerEventRecord.name, n, keyWorkerID, keyStorageTier, keyEvent)
 		}
 		if err := d.tier(ev); err != nil {
 			return err
@@ -354,87 +292,18 @@ func (d *Decoder) sessionID(ev *messages.RouterEvent) error {
 	return nil
 }
 
-// Event field bits.
-const (
-	fEventID = 1 << iota
-	fData
-	fDpRank
-)
-
 func (d *Decoder) event(ev *messages.KvCacheEvent) error {
-	if err := d.eventBody(ev); err != nil {
+	err := d.record(&eventRecord, func(f uint8) error {
+		switch f {
+		case fEventID:
+			return d.eventID(ev)
+		case fData:
+			return d.data(ev)
+		}
+		return d.dpRank(ev)
+	})
+	if err != nil {
 		return at(keyEvent, err)
-	}
-	return nil
-}
-
-func (d *Decoder) eventBody(ev *messages.KvCacheEvent) error {
-	c, err := d.peek()
-	if err != nil {
-		return err
-	}
-	if isArray(c) {
-		n, err := d.arrayLen()
-		if err != nil {
-			return err
-		}
-		if n < 2 {
-			return errorf(ErrMalformed, "event array has %d elements, want at least 2 (event_id, data)", n)
-		}
-		if err := d.eventID(ev); err != nil {
-			return err
-		}
-		if err := d.data(ev); err != nil {
-			return err
-		}
-		if n >= 3 {
-			if err := d.dpRank(ev); err != nil {
-				return err
-			}
-		}
-		return d.skipN(n - min(n, 3))
-	}
-	if !isMap(c) {
-		return wrongType("map or array", c)
-	}
-	n, err := d.mapLen()
-	if err != nil {
-		return err
-	}
-	var seen uint8
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		switch string(k) {
-		case keyEventID:
-			if err = once(&seen, fEventID, keyEventID); err == nil {
-				err = d.eventID(ev)
-			}
-		case keyData:
-			if err = once(&seen, fData, keyData); err == nil {
-				err = d.data(ev)
-			}
-		case keyDpRank:
-			if err = once(&seen, fDpRank, keyDpRank); err == nil {
-				err = d.dpRank(ev)
-			}
-		default:
-			err = d.skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	switch {
-	case seen&fEventID == 0:
-		return missing(keyEventID)
-	case seen&fData == 0:
-		return missing(keyData)
 	}
 	return nil
 }

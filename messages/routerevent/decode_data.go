@@ -98,86 +98,54 @@ func (d *Decoder) variant() (int, error) {
 	return 0, wrongType("variant name or index", c)
 }
 
-// Store data field bits.
-const (
-	fParent = 1 << iota
-	fStart
-	fBlocks
-)
-
 func (d *Decoder) storeData(ev *messages.KvCacheEvent) error {
 	ev.Kind = messages.KindStored
+	array, err := d.isArrayNext()
+	if err != nil {
+		return err
+	}
+	if array {
+		return d.storeDataArray(ev)
+	}
+	return d.fields(&storeDataRecord, func(f uint8) error {
+		if f == fParent {
+			return d.parent(ev)
+		}
+		return d.blockList(ev)
+	})
+}
+
+// storeDataArray reads [parent_hash, start_position?, blocks, …]: blocks
+// is the first array after the parent (start_position is an int or nil).
+func (d *Decoder) storeDataArray(ev *messages.KvCacheEvent) error {
+	n, err := d.arrayLen()
+	if err != nil {
+		return err
+	}
+	if n < 2 {
+		return tooShort(storeDataRecord.name, n, keyParentHash, keyBlocks)
+	}
+	if err := d.parent(ev); err != nil {
+		return err
+	}
+	used := 2
 	c, err := d.peek()
 	if err != nil {
 		return err
 	}
-	if isArray(c) {
-		// [parent_hash, start_position?, blocks, …]: blocks is the first
-		// array after the parent (start_position is an int or nil).
-		n, err := d.arrayLen()
-		if err != nil {
+	if !isArray(c) {
+		if n < 3 {
+			return tooShort(storeDataRecord.name, n, keyParentHash, keyStartPosition, keyBlocks)
+		}
+		if err := d.skip(); err != nil { // start_position
 			return err
 		}
-		if n < 2 {
-			return errorf(ErrMalformed, "store data array has %d elements, want at least 2 (parent_hash, blocks)", n)
-		}
-		if err := d.parent(ev); err != nil {
-			return err
-		}
-		used := 2
-		if c, err = d.peek(); err != nil {
-			return err
-		}
-		if !isArray(c) {
-			if n < 3 {
-				return errorf(ErrMalformed, "store data array has %d elements, want at least 3 (parent_hash, start_position, blocks)", n)
-			}
-			if err := d.skip(); err != nil { // start_position
-				return err
-			}
-			used = 3
-		}
-		if err := d.blockList(ev); err != nil {
-			return err
-		}
-		return d.skipN(n - used)
+		used = 3
 	}
-	if !isMap(c) {
-		return wrongType("map or array", c)
-	}
-	n, err := d.mapLen()
-	if err != nil {
+	if err := d.blockList(ev); err != nil {
 		return err
 	}
-	var seen uint8
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		switch string(k) {
-		case keyParentHash:
-			if err = once(&seen, fParent, keyParentHash); err == nil {
-				err = d.parent(ev)
-			}
-		case keyBlocks:
-			if err = once(&seen, fBlocks, keyBlocks); err == nil {
-				err = d.blockList(ev)
-			}
-		default: // start_position (replay hint kvrouter does not use), unknown keys
-			err = d.skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if seen&fBlocks == 0 {
-		return missing(keyBlocks)
-	}
-	return nil
+	return d.skipN(n - used)
 }
 
 func (d *Decoder) parent(ev *messages.KvCacheEvent) error {
@@ -192,12 +160,6 @@ func (d *Decoder) parent(ev *messages.KvCacheEvent) error {
 	ev.HasParent, ev.ParentHash = true, messages.ExternalHash(h)
 	return nil
 }
-
-// Block field bits.
-const (
-	fBlockHash = 1 << iota
-	fTokensHash
-)
 
 func (d *Decoder) blockList(ev *messages.KvCacheEvent) error {
 	n, err := d.arrayLen()
@@ -250,65 +212,12 @@ func (d *Decoder) canonicalBlock() (messages.StoredBlock, bool) {
 }
 
 func (d *Decoder) block(b *messages.StoredBlock) error {
-	c, err := d.peek()
-	if err != nil {
-		return err
-	}
-	if isArray(c) {
-		n, err := d.arrayLen()
-		if err != nil {
-			return err
+	return d.record(&blockRecord, func(f uint8) error {
+		if f == fBlockHash {
+			return d.blockHash(b)
 		}
-		if n < 2 {
-			return errorf(ErrMalformed, "block array has %d elements, want at least 2 (block_hash, tokens_hash)", n)
-		}
-		if err := d.blockHash(b); err != nil {
-			return err
-		}
-		if err := d.tokensHash(b); err != nil {
-			return err
-		}
-		return d.skipN(n - 2) // mm_extra_info, …
-	}
-	if !isMap(c) {
-		return wrongType("map or array", c)
-	}
-	n, err := d.mapLen()
-	if err != nil {
-		return err
-	}
-	var seen uint8
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		switch string(k) {
-		case keyBlockHash:
-			if err = once(&seen, fBlockHash, keyBlockHash); err == nil {
-				err = d.blockHash(b)
-			}
-		case keyTokensHash:
-			if err = once(&seen, fTokensHash, keyTokensHash); err == nil {
-				err = d.tokensHash(b)
-			}
-		default: // mm_extra_info (already folded into tokens_hash), unknown keys
-			err = d.skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	switch {
-	case seen&fBlockHash == 0:
-		return missing(keyBlockHash)
-	case seen&fTokensHash == 0:
-		return missing(keyTokensHash)
-	}
-	return nil
+		return d.tokensHash(b)
+	})
 }
 
 func (d *Decoder) blockHash(b *messages.StoredBlock) error {
@@ -331,57 +240,7 @@ func (d *Decoder) tokensHash(b *messages.StoredBlock) error {
 
 func (d *Decoder) removeData(ev *messages.KvCacheEvent) error {
 	ev.Kind = messages.KindRemoved
-	c, err := d.peek()
-	if err != nil {
-		return err
-	}
-	if isArray(c) {
-		n, err := d.arrayLen()
-		if err != nil {
-			return err
-		}
-		if n < 1 {
-			return errorf(ErrMalformed, "remove data array is empty, want (block_hashes)")
-		}
-		if err := d.hashList(ev); err != nil {
-			return err
-		}
-		return d.skipN(n - 1)
-	}
-	if !isMap(c) {
-		return wrongType("map or array", c)
-	}
-	n, err := d.mapLen()
-	if err != nil {
-		return err
-	}
-	seen := false
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if string(k) != keyBlockHashes {
-			if err := d.skip(); err != nil {
-				return err
-			}
-			continue
-		}
-		if seen {
-			return at(keyBlockHashes, errorf(ErrMalformed, "repeated"))
-		}
-		seen = true
-		if err := d.hashList(ev); err != nil {
-			return err
-		}
-	}
-	if !seen {
-		return missing(keyBlockHashes)
-	}
-	return nil
+	return d.record(&removeDataRecord, func(uint8) error { return d.hashList(ev) })
 }
 
 func (d *Decoder) hashList(ev *messages.KvCacheEvent) error {

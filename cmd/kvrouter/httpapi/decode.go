@@ -173,19 +173,25 @@ func classifyType(e *json.UnmarshalTypeError) *apiError {
 	if lit, ok := strings.CutPrefix(e.Value, "number "); ok && (t.Kind() == reflect.Uint32 || t.Kind() == reflect.Uint64) {
 		return numberError(e.Field, want, lit)
 	}
-	return badRequest(reasonWrongType, "%s: want %s, got %s", e.Field, want, e.Value)
+	return wantGot(reasonWrongType, e.Field, want, e.Value)
 }
 
 // numberError explains why the number literal lit does not fit a field of
 // unsigned integer type want.
 func numberError(field, want, lit string) *apiError {
+	reason := reasonOutOfRange
 	switch {
 	case strings.HasPrefix(lit, "-") && !strings.ContainsAny(lit, ".eE"):
-		return badRequest(reasonNegativeNumber, "%s: want %s, got %s", field, want, clip(lit))
+		reason = reasonNegativeNumber
 	case strings.ContainsAny(lit, ".eE"):
-		return badRequest(reasonNotAnInteger, "%s: want %s, got %s", field, want, clip(lit))
+		reason = reasonNotAnInteger
 	}
-	return badRequest(reasonOutOfRange, "%s: want %s, got %s", field, want, clip(lit))
+	return wantGot(reason, field, want, clip(lit))
+}
+
+// wantGot is the 400 of a field whose value got is not of type want.
+func wantGot(reason, field, want, got string) *apiError {
+	return badRequest(reason, "%s: want %s, got %s", field, want, got)
 }
 
 // describe names a Go field type the way a JSON client thinks of it.
@@ -216,22 +222,10 @@ func describe(t reflect.Type) string {
 // runs in one pass. JSON null for the whole list leaves it nil (absent).
 type tokenList []uint32
 
+var tokenIDs = intArray{field: "token_ids", want: "an unsigned 32-bit integer", max: 1<<32 - 1, minBytes: 4}
+
 // UnmarshalJSON implements json.Unmarshaler.
-func (t *tokenList) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*t = nil
-		return nil
-	}
-	out := make(tokenList, 0, len(b)/4+1)
-	err := parseIntArray(b, "token_ids", "an unsigned 32-bit integer", false, 1<<32-1, func(v uint64) {
-		out = append(out, uint32(v))
-	})
-	if err != nil {
-		return err
-	}
-	*t = out
-	return nil
-}
+func (t *tokenList) UnmarshalJSON(b []byte) error { return unmarshalInts(t, b, &tokenIDs) }
 
 // hashList is block_hashes: integers in [-2^63, 2^64-1], kept as their
 // 64-bit two's-complement pattern. The reference indexer types the field
@@ -239,31 +233,41 @@ func (t *tokenList) UnmarshalJSON(b []byte) error {
 // and mean the same bits.
 type hashList []messages.LocalHash
 
+var blockHashes = intArray{field: "block_hashes", want: "a 64-bit integer", allowNeg: true, max: 1<<64 - 1, minBytes: 8}
+
 // UnmarshalJSON implements json.Unmarshaler.
-func (h *hashList) UnmarshalJSON(b []byte) error {
+func (h *hashList) UnmarshalJSON(b []byte) error { return unmarshalInts(h, b, &blockHashes) }
+
+// intArray describes a field that is a JSON array of integers.
+type intArray struct {
+	field    string // its JSON name
+	want     string // one element's type, for errors
+	allowNeg bool   // negatives down to -2^63 are admitted (as two's complement)
+	max      uint64 // the bound of non-negative values
+	minBytes int    // the bytes of a typical element, to size the list
+}
+
+// unmarshalInts parses b as the integer array a into *dst; JSON null
+// leaves *dst nil.
+func unmarshalInts[L ~[]E, E ~uint32 | ~uint64](dst *L, b []byte, a *intArray) error {
 	if string(b) == "null" {
-		*h = nil
+		*dst = nil
 		return nil
 	}
-	out := make(hashList, 0, len(b)/8+1)
-	err := parseIntArray(b, "block_hashes", "a 64-bit integer", true, 1<<64-1, func(v uint64) {
-		out = append(out, messages.LocalHash(v))
-	})
-	if err != nil {
+	out := make(L, 0, len(b)/a.minBytes+1)
+	if err := a.parse(b, func(v uint64) { out = append(out, E(v)) }); err != nil {
 		return err
 	}
-	*h = out
+	*dst = out
 	return nil
 }
 
-// parseIntArray parses b, one JSON value already checked by encoding/json's
-// scanner, as an array of integers and calls emit for each. want names one
-// element's type; allowNeg admits negatives down to -2^63 (returned as
-// two's complement); max bounds non-negative values.
-func parseIntArray(b []byte, field, want string, allowNeg bool, max uint64, emit func(uint64)) *apiError {
+// parse parses b, one JSON value already checked by encoding/json's
+// scanner, as the array a and calls emit for each element.
+func (a *intArray) parse(b []byte, emit func(uint64)) *apiError {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '[' {
-		return badRequest(reasonWrongType, "%s: want an array, got %s", field, jsonKind(b[i:]))
+		return badRequest(reasonWrongType, "%s: want an array, got %s", a.field, jsonKind(b[i:]))
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
@@ -271,16 +275,16 @@ func parseIntArray(b []byte, field, want string, allowNeg bool, max uint64, emit
 	}
 	for {
 		if i >= len(b) {
-			return badRequest(reasonBadJSON, "%s: truncated array", field)
+			return badRequest(reasonBadJSON, "%s: truncated array", a.field)
 		}
 		if c := b[i]; c != '-' && (c < '0' || c > '9') {
-			return badRequest(reasonWrongType, "%s: want %s, got %s", field, want, jsonKind(b[i:]))
+			return wantGot(reasonWrongType, a.field, a.want, jsonKind(b[i:]))
 		}
 		start := i
 		for i < len(b) && isNumberByte(b[i]) {
 			i++
 		}
-		v, e := parseInt(b[start:i], field, want, allowNeg, max)
+		v, e := a.element(b[start:i])
 		if e != nil {
 			return e
 		}
@@ -290,15 +294,14 @@ func parseIntArray(b []byte, field, want string, allowNeg bool, max uint64, emit
 			return nil
 		}
 		if i >= len(b) || b[i] != ',' {
-			return badRequest(reasonBadJSON, "%s: malformed array", field)
+			return badRequest(reasonBadJSON, "%s: malformed array", a.field)
 		}
 		i = skipSpace(b, i+1)
 	}
 }
 
-// parseInt parses one JSON number literal as an integer (see
-// parseIntArray).
-func parseInt(lit []byte, field, want string, allowNeg bool, max uint64) (uint64, *apiError) {
+// element parses one JSON number literal of the array a as an integer.
+func (a *intArray) element(lit []byte) (uint64, *apiError) {
 	neg := len(lit) > 0 && lit[0] == '-'
 	digits := lit
 	if neg {
@@ -307,30 +310,32 @@ func parseInt(lit []byte, field, want string, allowNeg bool, max uint64) (uint64
 	var v uint64
 	for _, c := range digits {
 		if c < '0' || c > '9' {
-			return 0, badRequest(reasonNotAnInteger, "%s: want %s, got %s", field, want, clip(string(lit)))
+			return 0, wantGot(reasonNotAnInteger, a.field, a.want, clip(string(lit)))
 		}
 		v = v*10 + uint64(c-'0') // wraps past 19 digits: checked below
 	}
 	// Not JSON numbers; encoding/json's scanner never lets these through,
 	// the fast path (fastjson.go) falls back on them.
 	if len(digits) == 0 || (len(digits) > 1 && digits[0] == '0') {
-		return 0, badRequest(reasonBadJSON, "%s: %s is not a JSON number", field, clip(string(lit)))
+		return 0, badRequest(reasonBadJSON, "%s: %s is not a JSON number", a.field, clip(string(lit)))
 	}
-	if neg && !allowNeg {
-		return 0, badRequest(reasonNegativeNumber, "%s: want %s, got %s", field, want, clip(string(lit)))
-	}
+	reason := ""
+	switch {
+	case neg && !a.allowNeg:
+		reason = reasonNegativeNumber
 	// Up to 19 digits cannot wrap; 20 fit when not above 2^64-1 (same
 	// length, so byte order is numeric order).
-	if len(digits) > 20 || (len(digits) == 20 && string(digits) > "18446744073709551615") {
-		return 0, badRequest(reasonOutOfRange, "%s: want %s, got %s", field, want, clip(string(lit)))
-	}
-	switch {
+	case len(digits) > 20 || (len(digits) == 20 && string(digits) > "18446744073709551615"):
+		reason = reasonOutOfRange
 	case neg && v > 1<<63:
-		return 0, badRequest(reasonOutOfRange, "%s: want %s, got %s", field, want, clip(string(lit)))
+		reason = reasonOutOfRange
 	case neg:
 		return -v, nil // two's complement
-	case v > max:
-		return 0, badRequest(reasonOutOfRange, "%s: want %s, got %s", field, want, clip(string(lit)))
+	case v > a.max:
+		reason = reasonOutOfRange
+	}
+	if reason != "" {
+		return 0, wantGot(reason, a.field, a.want, clip(string(lit)))
 	}
 	return v, nil
 }
@@ -429,17 +434,18 @@ type limits struct {
 }
 
 func (l limits) tokens(n int) *apiError {
-	if n > l.maxTokens {
-		return &apiError{status: http.StatusRequestEntityTooLarge, reason: reasonTooManyTokens,
-			msg: fmt.Sprintf("token_ids: %d tokens, at most %d allowed", n, l.maxTokens)}
-	}
-	return nil
+	return tooMany(reasonTooManyTokens, "token_ids", "tokens", n, l.maxTokens)
 }
 
 func (l limits) hashes(n int) *apiError {
-	if n > l.maxHashes {
-		return &apiError{status: http.StatusRequestEntityTooLarge, reason: reasonTooManyHashes,
-			msg: fmt.Sprintf("block_hashes: %d hashes, at most %d allowed", n, l.maxHashes)}
+	return tooMany(reasonTooManyHashes, "block_hashes", "hashes", n, l.maxHashes)
+}
+
+// tooMany is the 413 of a list of n items when more than max are.
+func tooMany(reason, field, items string, n, max int) *apiError {
+	if n > max {
+		return &apiError{status: http.StatusRequestEntityTooLarge, reason: reason,
+			msg: fmt.Sprintf("%s: %d %s, at most %d allowed", field, n, items, max)}
 	}
 	return nil
 }
@@ -525,7 +531,18 @@ func (f *fields) required(field string, present bool) {
 	}
 }
 
-func (b *registerBody) registration() (Registration, *apiError) {
+// limit keeps e, the answer of a list cap (see limits), unless an error
+// came first.
+func (f *fields) limit(e *apiError) {
+	if f.err == nil {
+		f.err = e
+	}
+}
+
+// The conversions of the bodies into the Backend's requests all take the
+// server's limits (see request); the bodies without lists ignore them.
+
+func (b *registerBody) registration(limits) (Registration, *apiError) {
 	var f fields
 	f.required("instance_id", b.InstanceID != nil)
 	reg := Registration{
@@ -551,7 +568,7 @@ func (b *registerBody) registration() (Registration, *apiError) {
 	return reg, nil
 }
 
-func (b *unregisterBody) workerRef() (WorkerRef, *apiError) {
+func (b *unregisterBody) workerRef(limits) (WorkerRef, *apiError) {
 	var f fields
 	f.required("instance_id", b.InstanceID != nil)
 	ref := WorkerRef{
@@ -578,14 +595,9 @@ func (b *queryBody) query(l limits) (QueryRequest, *apiError) {
 		LoraName:  f.optName("lora_name", b.LoraName),
 		CacheSalt: f.optText("cache_salt", b.CacheSalt),
 	}
-	if f.err != nil {
-		return q, f.err
-	}
-	if e := l.tokens(len(b.TokenIDs)); e != nil {
-		return q, e
-	}
+	f.limit(l.tokens(len(b.TokenIDs)))
 	q.TokenIDs = b.TokenIDs
-	return q, nil
+	return q, f.err
 }
 
 func (b *queryByHashBody) query(l limits) (QueryByHashRequest, *apiError) {
@@ -595,14 +607,9 @@ func (b *queryByHashBody) query(l limits) (QueryByHashRequest, *apiError) {
 		ModelName: f.name("model_name", b.ModelName),
 		TenantID:  f.tenant(b.TenantID),
 	}
-	if f.err != nil {
-		return q, f.err
-	}
-	if e := l.hashes(len(b.BlockHashes)); e != nil {
-		return q, e
-	}
+	f.limit(l.hashes(len(b.BlockHashes)))
 	q.BlockHashes = b.BlockHashes
-	return q, nil
+	return q, f.err
 }
 
 func (b *routeBody) route(l limits) (RouteRequest, *apiError) {

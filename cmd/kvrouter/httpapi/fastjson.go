@@ -1,6 +1,9 @@
 package httpapi
 
-import "unicode/utf8"
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
 
 // The fast path for the hot bodies (/route, /query, /query_by_hash).
 //
@@ -27,14 +30,6 @@ func (b *routeBody) fastTarget(key []byte) any {
 		return &b.TokenIDs
 	case "block_hashes":
 		return &b.BlockHashes
-	case "model_name":
-		return &b.ModelName
-	case "tenant_id":
-		return &b.TenantID
-	case "lora_name":
-		return &b.LoraName
-	case "cache_salt":
-		return &b.CacheSalt
 	case "session_id":
 		return &b.SessionID
 	case "request_id":
@@ -42,35 +37,42 @@ func (b *routeBody) fastTarget(key []byte) any {
 	case "include_scores":
 		return &b.IncludeScores
 	}
-	return nil
+	return namespaceTarget(key, &b.ModelName, &b.TenantID, &b.LoraName, &b.CacheSalt)
 }
 
 func (b *queryBody) fastTarget(key []byte) any {
-	switch string(key) {
-	case "token_ids":
+	if string(key) == "token_ids" {
 		return &b.TokenIDs
-	case "model_name":
-		return &b.ModelName
-	case "tenant_id":
-		return &b.TenantID
-	case "lora_name":
-		return &b.LoraName
-	case "cache_salt":
-		return &b.CacheSalt
 	}
-	return nil
+	return namespaceTarget(key, &b.ModelName, &b.TenantID, &b.LoraName, &b.CacheSalt)
 }
 
 func (b *queryByHashBody) fastTarget(key []byte) any {
-	switch string(key) {
-	case "block_hashes":
+	if string(key) == "block_hashes" {
 		return &b.BlockHashes
-	case "model_name":
-		return &b.ModelName
-	case "tenant_id":
-		return &b.TenantID
 	}
-	return nil
+	return namespaceTarget(key, &b.ModelName, &b.TenantID, nil, nil)
+}
+
+// namespaceTarget is fastTarget for the namespace keys the bodies share:
+// model_name, tenant_id, and lora_name and cache_salt where the body has
+// them (lora and salt not nil).
+func namespaceTarget(key []byte, model, tenant, lora, salt **string) any {
+	var t **string
+	switch string(key) {
+	case "model_name":
+		t = model
+	case "tenant_id":
+		t = tenant
+	case "lora_name":
+		t = lora
+	case "cache_salt":
+		t = salt
+	}
+	if t == nil {
+		return nil // not a nil **string: fastDecode tests the interface
+	}
+	return t
 }
 
 // fastDecode fills dst from b and reports true, or reports false (dst
@@ -173,13 +175,7 @@ func fastValue(b []byte, i int, t any) (int, bool) {
 			return i + 5, true
 		}
 		return 0, false
-	case *tokenList:
-		end, ok := arrayEnd(b, i)
-		if !ok || p.UnmarshalJSON(b[i:end]) != nil {
-			return 0, false
-		}
-		return end, true
-	case *hashList:
+	case json.Unmarshaler: // *tokenList, *hashList
 		end, ok := arrayEnd(b, i)
 		if !ok || p.UnmarshalJSON(b[i:end]) != nil {
 			return 0, false

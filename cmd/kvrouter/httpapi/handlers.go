@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -24,36 +25,42 @@ const (
 	strict  = true
 )
 
-func (h *Handler) register(w *responseWriter, r *http.Request) error {
-	var b registerBody
-	if e := decodeBody(w, r, &b, lenient, h.opts.MaxBodyBytes); e != nil {
-		return e
+// request decodes r's JSON body into a B (strict: unknown fields are
+// rejected) and converts it with conv into the request the Backend takes.
+func request[B, R any](h *Handler, w *responseWriter, r *http.Request, strict bool, conv func(*B, limits) (R, *apiError)) (R, error) {
+	var b B
+	if e := decodeBody(w, r, &b, strict, h.opts.MaxBodyBytes); e != nil {
+		var zero R
+		return zero, e
 	}
-	reg, e := b.registration()
+	req, e := conv(&b, h.limits)
 	if e != nil {
-		return e
+		return req, e
 	}
-	if err := h.backend.Register(r.Context(), reg); err != nil {
+	return req, nil
+}
+
+// command serves an endpoint whose Backend method (a method expression of
+// Backend) answers only an error: {"status": "ok"} with status on success.
+func command[B, R any](h *Handler, w *responseWriter, r *http.Request, conv func(*B, limits) (R, *apiError),
+	call func(Backend, context.Context, R) error, status int) error {
+	req, err := request(h, w, r, lenient, conv)
+	if err != nil {
 		return err
 	}
-	h.writeJSON(w, http.StatusCreated, statusBody{"ok"})
+	if err := call(h.backend, r.Context(), req); err != nil {
+		return err
+	}
+	h.writeJSON(w, status, statusBody{"ok"})
 	return nil
 }
 
+func (h *Handler) register(w *responseWriter, r *http.Request) error {
+	return command(h, w, r, (*registerBody).registration, Backend.Register, http.StatusCreated)
+}
+
 func (h *Handler) unregister(w *responseWriter, r *http.Request) error {
-	var b unregisterBody
-	if e := decodeBody(w, r, &b, lenient, h.opts.MaxBodyBytes); e != nil {
-		return e
-	}
-	ref, e := b.workerRef()
-	if e != nil {
-		return e
-	}
-	if err := h.backend.Unregister(r.Context(), ref); err != nil {
-		return err
-	}
-	h.writeJSON(w, http.StatusOK, statusBody{"ok"})
-	return nil
+	return command(h, w, r, (*unregisterBody).workerRef, Backend.Unregister, http.StatusOK)
 }
 
 // workers answers the Backend's list sorted by instance id and dp rank,
@@ -89,16 +96,15 @@ func (h *Handler) workers(w *responseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *Handler) query(w *responseWriter, r *http.Request) error {
-	var b queryBody
-	if e := decodeBody(w, r, &b, lenient, h.opts.MaxBodyBytes); e != nil {
-		return e
+// lookup serves /query and /query_by_hash: the body converted by conv is
+// passed to call, a method expression of Backend.
+func lookup[B, Q any](h *Handler, w *responseWriter, r *http.Request, conv func(*B, limits) (Q, *apiError),
+	call func(Backend, context.Context, Q) (QueryResult, error)) error {
+	q, err := request(h, w, r, lenient, conv)
+	if err != nil {
+		return err
 	}
-	q, e := b.query(h.limits)
-	if e != nil {
-		return e
-	}
-	res, err := h.backend.Query(r.Context(), q)
+	res, err := call(h.backend, r.Context(), q)
 	if err != nil {
 		return err
 	}
@@ -106,21 +112,12 @@ func (h *Handler) query(w *responseWriter, r *http.Request) error {
 	return nil
 }
 
+func (h *Handler) query(w *responseWriter, r *http.Request) error {
+	return lookup(h, w, r, (*queryBody).query, Backend.Query)
+}
+
 func (h *Handler) queryByHash(w *responseWriter, r *http.Request) error {
-	var b queryByHashBody
-	if e := decodeBody(w, r, &b, lenient, h.opts.MaxBodyBytes); e != nil {
-		return e
-	}
-	q, e := b.query(h.limits)
-	if e != nil {
-		return e
-	}
-	res, err := h.backend.QueryByHash(r.Context(), q)
-	if err != nil {
-		return err
-	}
-	h.writeJSON(w, http.StatusOK, normalizeResult(res))
-	return nil
+	return lookup(h, w, r, (*queryByHashBody).query, Backend.QueryByHash)
 }
 
 // normalizeResult writes absent parts as {} and [] rather than null.
@@ -167,13 +164,9 @@ func (h *Handler) dump(w *responseWriter, r *http.Request) error {
 }
 
 func (h *Handler) route(w *responseWriter, r *http.Request) error {
-	var b routeBody
-	if e := decodeBody(w, r, &b, strict, h.opts.MaxBodyBytes); e != nil {
-		return e
-	}
-	req, e := b.route(h.limits)
-	if e != nil {
-		return e
+	req, err := request(h, w, r, strict, (*routeBody).route)
+	if err != nil {
+		return err
 	}
 	if req.RequestID == "" {
 		req.RequestID = h.opts.NewRequestID()
@@ -189,28 +182,26 @@ func (h *Handler) route(w *responseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *Handler) prefillDone(w *responseWriter, r *http.Request) error {
+// booked serves /route/{request_id}/…: call, a method expression of
+// Backend, acts on the path's request id.
+func (h *Handler) booked(w *responseWriter, r *http.Request, call func(Backend, context.Context, string) error) error {
 	id := r.PathValue("request_id")
 	if e := checkRequestID(id); e != nil {
 		return e
 	}
-	if err := h.backend.PrefillDone(r.Context(), id); err != nil {
+	if err := call(h.backend, r.Context(), id); err != nil {
 		return err
 	}
 	h.writeJSON(w, http.StatusOK, statusBody{"ok"})
 	return nil
 }
 
+func (h *Handler) prefillDone(w *responseWriter, r *http.Request) error {
+	return h.booked(w, r, Backend.PrefillDone)
+}
+
 func (h *Handler) free(w *responseWriter, r *http.Request) error {
-	id := r.PathValue("request_id")
-	if e := checkRequestID(id); e != nil {
-		return e
-	}
-	if err := h.backend.Free(r.Context(), id); err != nil {
-		return err
-	}
-	h.writeJSON(w, http.StatusOK, statusBody{"ok"})
-	return nil
+	return h.booked(w, r, Backend.Free)
 }
 
 // healthz is liveness: the process answers HTTP.
