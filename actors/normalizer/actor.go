@@ -29,10 +29,19 @@ type PoolStats struct {
 	BadBatches uint64 // payloads that were not batches (ErrNotBatch)
 	Lost       uint64 // events lost to truncation
 	Events     Stats  // summed over this actor's workers
+	Stream     Stats  // the requested stream's own counters
 }
 
-// StatsRequest asks one normalizer actor for its PoolStats.
-type StatsRequest struct{}
+// StatsRequest asks the normalizer that handles Stream for its counters
+// (answered with *PoolStats; Stream fills its Stream field). It is routed by
+// the pool's consistent hash like the stream's batches.
+type StatsRequest struct{ Stream messages.StreamID }
+
+// Hash keys the pool's consistent hashing (the same key as the stream's
+// EngineBatches).
+func (r *StatsRequest) Hash() string {
+	return (&messages.EngineBatch{Stream: r.Stream}).Hash()
+}
 
 // Actor decodes and normalizes the batches of the workers hashed to it. It
 // keeps one Normalizer per worker and one decoder per engine.
@@ -57,6 +66,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 		s := a.stats
 		for _, n := range a.workers {
 			add(&s.Events, n.Stats())
+		}
+		if n := a.workers[m.Stream]; n != nil {
+			s.Stream = n.Stats()
 		}
 		ctx.Respond(&s)
 	}
@@ -86,10 +98,15 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		n = New(Config{Worker: m.Stream.Worker, DpRank: m.Stream.DpRank, BlockSize: m.BlockSize})
 		a.workers[m.Stream] = n
 	}
+	mismatched := n.Stats().Rejected[messages.ReasonBlockSizeMismatch]
 	for _, o := range n.Batch(b, nil) {
 		if o.Accepted() {
 			out.Events = append(out.Events, o.Event)
 		}
+	}
+	if mismatched == 0 && n.Stats().Rejected[messages.ReasonBlockSizeMismatch] > 0 {
+		a.log.Error("worker sends blocks of another size than configured: its events are rejected",
+			"worker", m.Stream.Worker, "dp_rank", m.Stream.DpRank, "configured", m.BlockSize)
 	}
 }
 

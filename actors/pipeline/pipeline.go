@@ -102,6 +102,12 @@ func (p *Pipeline) Dump(timeout time.Duration) (*indexer.DumpResult, error) {
 	return request[*indexer.DumpResult](p.system, p.index, &indexer.DumpRequest{}, timeout)
 }
 
+// NormalizerStats returns the counters of the normalizer handling a stream
+// (its own in PoolStats.Stream).
+func (p *Pipeline) NormalizerStats(s messages.StreamID, timeout time.Duration) (*normalizer.PoolStats, error) {
+	return request[*normalizer.PoolStats](p.system, p.normalizer, &normalizer.StatsRequest{Stream: s}, timeout)
+}
+
 // IndexStats returns the index's counters and per-stream sizes.
 func (p *Pipeline) IndexStats(timeout time.Duration) (*indexer.Stats, error) {
 	return request[*indexer.Stats](p.system, p.index, &indexer.StatsRequest{}, timeout)

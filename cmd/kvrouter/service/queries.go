@@ -217,8 +217,14 @@ func (s *Service) rankInfo(k messages.WorkerKey, w *worker) httpapi.RankInfo {
 		}
 	}
 	ri.State = state
-	if ls.Received == 0 && time.Since(w.at) > 30*time.Second {
+	if ls.Received == 0 && time.Since(w.at) > s.cfg.SilentAfter {
 		ri.Warnings = append(ri.Warnings, "no events received since registration")
+	}
+	if ns, err := w.ns.pipe.NormalizerStats(stream, s.cfg.Timeout); err == nil {
+		if n := ns.Stream.Rejected[messages.ReasonBlockSizeMismatch]; n > 0 {
+			ri.Warnings = append(ri.Warnings, fmt.Sprintf(
+				"%d events rejected: the engine's block size differs from the registered %d", n, w.ns.blockSize))
+		}
 	}
 	if is, err := w.ns.pipe.IndexStats(s.cfg.Timeout); err == nil {
 		ri.Blocks = uint64(is.TreeSizes[k])

@@ -38,6 +38,9 @@ type Config struct {
 	Timeout time.Duration
 	// Pipeline sizes every namespace's pipeline.
 	Pipeline pipeline.Config
+	// SilentAfter is how long a registered worker may send nothing before
+	// /workers warns about it (default 30 s).
+	SilentAfter time.Duration
 }
 
 // Service implements httpapi.Backend.
@@ -75,6 +78,9 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 50 * time.Millisecond
+	}
+	if cfg.SilentAfter <= 0 {
+		cfg.SilentAfter = 30 * time.Second
 	}
 	if cfg.Engine == "" {
 		cfg.Engine = "vllm"

@@ -212,3 +212,58 @@ func TestServeFlagsDegradedWorkers(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A worker registered with the wrong block size, or one that never sends
+// anything, is reported in /workers rather than silently scored zero.
+func TestServeWarnsAboutMisconfiguredWorkers(t *testing.T) {
+	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Timeout: time.Second, SilentAfter: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{}))
+	t.Cleanup(srv.Close)
+	h := &harness{t: t, url: srv.URL}
+	eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", BlockSize: 8, CapacityBlocks: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	for _, reg := range []map[string]any{
+		{"instance_id": 1, "endpoint": eng.Endpoint(), "model_name": "m", "block_size": 4}, // engine uses 8
+		{"instance_id": 2, "endpoint": "tcp://127.0.0.1:9", "model_name": "m", "block_size": 4},
+	} {
+		if code, body := h.post("/register", reg); code != http.StatusCreated {
+			t.Fatalf("register: %d %s", code, body)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		eng.Serve(prompt(int(time.Now().UnixNano()%1000), 4), "")
+		resp, err := http.Get(h.url + "/workers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ws []httpapi.WorkerInfo
+		_ = json.NewDecoder(resp.Body).Decode(&ws)
+		resp.Body.Close()
+		if len(ws) == 2 && hasWarning(ws[0], "block size") && hasWarning(ws[1], "no events") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("warnings missing: %+v", ws)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func hasWarning(w httpapi.WorkerInfo, substr string) bool {
+	for _, r := range w.Ranks {
+		for _, msg := range r.Warnings {
+			if bytes.Contains([]byte(msg), []byte(substr)) {
+				return true
+			}
+		}
+	}
+	return false
+}
