@@ -60,13 +60,22 @@ const (
 	KindStored  EventKind = iota + 1 // blocks were added
 	KindRemoved                      // blocks were evicted
 	KindCleared                      // every block of the stream was dropped
+	// KindOffloaded: blocks already held on some tier were copied to the
+	// event's tier, named only by their engine hashes (Offloaded) — an
+	// engine's offload event that carries no tokens, so it cannot be hashed.
+	// It carries no event id (0): it is resolved against the index, not
+	// part of the RouterEvent contract other consumers follow.
+	KindOffloaded
+
+	// KindCount sizes per-kind counters.
+	KindCount
 )
 
-var kindNames = [...]string{"", "stored", "removed", "cleared"}
+var kindNames = [...]string{"", "stored", "removed", "cleared", "offloaded"}
 
 // String returns the kind's lower-case name.
 func (k EventKind) String() string {
-	if int(k) < len(kindNames) && k != 0 {
+	if k < KindCount && k != 0 {
 		return kindNames[k]
 	}
 	return "unknown"
@@ -84,8 +93,8 @@ type StoredBlock struct {
 // EventID is dense per (worker, dp_rank) stream starting at 1; it is assigned
 // by the coalescer, so events fresh from the normalizer carry 0.
 // For KindStored, Blocks holds the chain (in order) and HasParent/ParentHash
-// the engine hash it continues. For KindRemoved, Removed holds engine hashes.
-// KindCleared carries no data.
+// the engine hash it continues. For KindRemoved, Removed holds engine hashes;
+// for KindOffloaded, Offloaded does. KindCleared carries no data.
 type KvCacheEvent struct {
 	EventID    uint64
 	DpRank     DpRank
@@ -94,6 +103,7 @@ type KvCacheEvent struct {
 	ParentHash ExternalHash
 	Blocks     []StoredBlock
 	Removed    []ExternalHash
+	Offloaded  []ExternalHash
 }
 
 // PlacementEvent is what the normalizer emits for each accepted engine event.

@@ -22,9 +22,9 @@ type Config struct {
 
 // Stats counts what a Stream has seen since it was created.
 type Stats struct {
-	Pushed  uint64    // events given to Push
-	Emitted [4]uint64 // emitted events by messages.EventKind; their sum is the last event id
-	Merged  uint64    // inputs appended to the pending event instead of starting one
+	Pushed  uint64                     // events given to Push
+	Emitted [messages.KindCount]uint64 // emitted events by messages.EventKind; their sum is the last event id
+	Merged  uint64                     // inputs appended to the pending event instead of starting one
 
 	SessionFlushes uint64 // pending events flushed because an event of another session followed
 	CapFlushes     uint64 // pending events flushed because they reached MaxBlocks or a merge would pass it
@@ -163,6 +163,16 @@ func (s *Stream) Push(ev messages.PlacementEvent, out []messages.RouterEvent) []
 		out = s.flush(out)
 		s.refs = make(map[messages.ExternalHash]uint64) // frees the table, unlike clear()
 		return s.emit(out, &in)
+	case messages.KindOffloaded:
+		if len(ev.Event.Offloaded) == 0 {
+			s.stats.DroppedEmpty++
+			return out
+		}
+		for _, h := range ev.Event.Offloaded {
+			s.ref(in.tier, h) // its remove on that tier must pass later
+		}
+		in.removed = ev.Event.Offloaded
+		return s.emit(s.flush(out), &in) // alone, in order, without an id
 	default:
 		s.stats.Invalid++
 		return out
@@ -270,17 +280,19 @@ func (s *Stream) flush(out []messages.RouterEvent) []messages.RouterEvent {
 // emit appends e as the stream's next event, with the next id and slices of
 // its own.
 func (s *Stream) emit(out []messages.RouterEvent, e *event) []messages.RouterEvent {
-	s.lastID++
 	s.stats.Emitted[e.kind]++
 	ev := messages.RouterEvent{
 		WorkerID:    s.key.Worker,
 		StorageTier: e.tier,
 		SessionID:   e.session,
 		Event: messages.KvCacheEvent{
-			EventID: s.lastID,
-			DpRank:  s.key.DpRank,
-			Kind:    e.kind,
+			DpRank: s.key.DpRank,
+			Kind:   e.kind,
 		},
+	}
+	if e.kind != messages.KindOffloaded { // offloads take no id (see messages.KindOffloaded)
+		s.lastID++
+		ev.Event.EventID = s.lastID
 	}
 	switch e.kind {
 	case messages.KindStored:
@@ -290,6 +302,9 @@ func (s *Stream) emit(out []messages.RouterEvent, e *event) []messages.RouterEve
 	case messages.KindRemoved:
 		ev.Event.Removed = make([]messages.ExternalHash, len(e.removed))
 		copy(ev.Event.Removed, e.removed)
+	case messages.KindOffloaded:
+		ev.Event.Offloaded = make([]messages.ExternalHash, len(e.removed))
+		copy(ev.Event.Offloaded, e.removed)
 	}
 	return append(out, ev)
 }

@@ -433,7 +433,7 @@ func TestStats(t *testing.T) {
 		"F => 7 S c - [4]",
 	})
 	want := coalescer.Stats{
-		Pushed: 9, Emitted: [4]uint64{0, 4, 2, 1}, Merged: 1,
+		Pushed: 9, Emitted: [messages.KindCount]uint64{0, 4, 2, 1, 0}, Merged: 1,
 		SessionFlushes: 1, OwnerFlushes: 1, Split: 1,
 		FilteredHashes: 1, DroppedRemoves: 1, Invalid: 1,
 	}

@@ -53,6 +53,10 @@ func FuzzNormalize(f *testing.F) {
 				if len(e.Removed) != len(ev.BlockHashes) {
 					t.Fatalf("event %d: %d removed of %d", i, len(e.Removed), len(ev.BlockHashes))
 				}
+			case messages.KindOffloaded:
+				if len(e.Offloaded) != len(ev.BlockHashes) || len(ev.Tokens) != 0 || o.Event.Placement.Tier == messages.TierDevice {
+					t.Fatalf("event %d: bad offload %+v", i, o.Event)
+				}
 			case messages.KindCleared:
 			default:
 				t.Fatalf("event %d: accepted with kind %v", i, e.Kind)

@@ -49,7 +49,7 @@ func (o Outcome) Accepted() bool { return o.Reason == messages.ReasonNone }
 
 // Stats counts what a Normalizer has seen since it was created.
 type Stats struct {
-	Accepted          [4]uint64 // by messages.EventKind
+	Accepted          [messages.KindCount]uint64 // by messages.EventKind
 	Rejected          [messages.ReasonCount]uint64
 	Blocks            uint64 // stored blocks accepted
 	NamespaceOverflow uint64 // namespaced blocks not remembered (cap reached)
@@ -194,6 +194,16 @@ func (n *Normalizer) event(rs *rankState, rank messages.DpRank, ev *wire.Event) 
 // resolves the namespace, and hashes each complete block.
 func (n *Normalizer) stored(rs *rankState, ev *wire.Event, p messages.PlacementEvent) Outcome {
 	bs := int(ev.BlockSize.V)
+	if len(ev.Tokens) == 0 && len(ev.BlockHashes) > 0 && p.Placement.Tier != messages.TierDevice {
+		// An offload placeholder (vLLM's CPU-offload stores carry no
+		// tokens): the index resolves it by engine hash.
+		p.Event.Kind = messages.KindOffloaded
+		p.Event.Offloaded = make([]messages.ExternalHash, len(ev.BlockHashes))
+		for i, h := range ev.BlockHashes {
+			p.Event.Offloaded[i] = messages.ExternalHash(h)
+		}
+		return Outcome{Event: p}
+	}
 	if len(ev.Tokens) == 0 || bs == 0 {
 		return reject(messages.ReasonNoTokens, fmt.Sprintf("%d tokens, block_size %d", len(ev.Tokens), bs))
 	}

@@ -123,7 +123,8 @@ func TestPlacementAndRejections(t *testing.T) {
 		{"local locality", with(stored([]uint64{1}, 1, 2), func(e *wire.Event) { e.Locality = "LOCAL" }), Config{}, messages.ReasonNone, 0},
 		{"remote locality", with(removed(1), func(e *wire.Event) { e.Locality = "REMOTE" }), Config{}, messages.ReasonRemoteLocality, 0},
 		{"mixed-case locality fails closed", with(stored([]uint64{1}, 1, 2), func(e *wire.Event) { e.Locality = "Local" }), Config{}, messages.ReasonUnknownLocality, 0},
-		{"cpu placeholder without tokens", with(stored([]uint64{1}), func(e *wire.Event) { e.Medium = "CPU"; e.BlockSize = wire.Some[int64](0) }), Config{}, messages.ReasonNoTokens, 0},
+		{"device store without tokens", with(stored([]uint64{1}), func(e *wire.Event) { e.BlockSize = wire.Some[int64](0) }), Config{}, messages.ReasonNoTokens, 0},
+		{"cpu offload without tokens is a placeholder", with(stored([]uint64{1}), func(e *wire.Event) { e.Medium = "CPU"; e.BlockSize = wire.Some[int64](0) }), Config{}, messages.ReasonNone, messages.TierHost},
 		{"partial block only", stored([]uint64{1}, 1), Config{}, messages.ReasonNoTokens, 0},
 		{"block size mismatch", stored([]uint64{1}, 1, 2), Config{BlockSize: 16}, messages.ReasonBlockSizeMismatch, 0},
 		{"configured block size matches", stored([]uint64{1}, 1, 2), Config{BlockSize: 2}, messages.ReasonNone, 0},
@@ -192,6 +193,16 @@ func TestStoredConversion(t *testing.T) {
 	st := n.Stats()
 	if st.Accepted[messages.KindStored] != 1 || st.Blocks != 2 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestOffloadPlaceholderConversion(t *testing.T) {
+	ev := with(stored([]uint64{7, 8}), func(e *wire.Event) { e.Medium = "CPU"; e.BlockSize = wire.Some[int64](0) })
+	out := run(t, New(Config{BlockSize: 16}), batch(1, ev))
+	got := out[0].Event.Event
+	if !out[0].Accepted() || got.Kind != messages.KindOffloaded || len(got.Offloaded) != 2 || got.Offloaded[1] != 8 ||
+		out[0].Event.Placement.Tier != messages.TierHost || got.DpRank != 1 {
+		t.Fatalf("got %+v (%v)", out[0].Event, out[0].Reason)
 	}
 }
 

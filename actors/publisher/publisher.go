@@ -72,6 +72,9 @@ func (p *pub) Receive(ctx actor.Context) {
 		p.log = ctx.Logger()
 	case *messages.RouterEventBatch:
 		for _, ev := range m.Events {
+			if ev.Event.Kind == messages.KindOffloaded {
+				continue // kvrouter-internal (no id, no Dynamo variant): resolved by the index
+			}
 			p.buf = routerevent.Encode(p.buf[:0], ev)
 			seq := binary.BigEndian.AppendUint64(make([]byte, 0, 8), p.stats.Seq)
 			payload := append([]byte(nil), p.buf...)

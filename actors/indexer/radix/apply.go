@@ -92,6 +92,8 @@ func (t *Tree) Apply(ev messages.RouterEvent) Outcome {
 		t.store(s, &ev.Event, uint8(1)<<tier, &o)
 	case ev.Event.Kind == messages.KindRemoved:
 		t.remove(s, ev.Event.Removed, uint8(1)<<tier, &o)
+	case ev.Event.Kind == messages.KindOffloaded:
+		t.placeholders(s, uint8(1)<<tier, ev.Event.Offloaded, &o)
 	default:
 		t.note(&o, ReasonInvalid, 1)
 		return o
@@ -300,7 +302,12 @@ func (t *Tree) ApplyPlaceholder(key messages.WorkerKey, tier messages.StorageTie
 		t.note(nil, ReasonPlaceholderUnresolved, len(hashes))
 		return 0, len(hashes)
 	}
-	bit := uint8(1) << tier
+	return t.placeholders(s, uint8(1)<<tier, hashes, nil)
+}
+
+// placeholders gives tier bit to each of the stream's blocks named in
+// hashes; unknown ones are counted and dropped (see ApplyPlaceholder).
+func (t *Tree) placeholders(s *stream, bit uint8, hashes []messages.ExternalHash, o *Outcome) (resolved, unresolved int) {
 	for _, e := range hashes {
 		if x, ok := t.resolve(s, e); ok {
 			t.put(x, s.id, t.bitsOf(x, s.id)|bit)
@@ -312,7 +319,7 @@ func (t *Tree) ApplyPlaceholder(key messages.WorkerKey, tier messages.StorageTie
 			unresolved++
 		}
 	}
-	t.note(nil, ReasonPlaceholderResolved, resolved)
-	t.note(nil, ReasonPlaceholderUnresolved, unresolved)
+	t.note(o, ReasonPlaceholderResolved, resolved)
+	t.note(o, ReasonPlaceholderUnresolved, unresolved)
 	return resolved, unresolved
 }
