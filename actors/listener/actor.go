@@ -145,7 +145,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case badFrame:
 		a.stats.BadFrames[m.why]++
 	case *messages.Applied:
-		a.inFlight -= m.Count
+		// max: acknowledgements of a previous incarnation's batches (after a
+		// restart) must not widen the window.
+		a.inFlight = max(0, a.inFlight-m.Count)
 		if a.inFlight < a.cfg.Window/2 {
 			a.gate.set(true)
 		}
