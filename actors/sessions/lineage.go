@@ -1,0 +1,225 @@
+package sessions
+
+import (
+	"time"
+
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// blk is one block of a lineage. Pointer-free, so the garbage collector does
+// not scan lineage slices.
+type blk struct {
+	hash messages.ExternalHash
+	// anchor is the engine hash the block's segment was stored under when
+	// the lineage did not hold it (hasAnchor); a segment stored without a
+	// parent has none. For a segment's first block it is its own parent.
+	anchor messages.ExternalHash
+	// up is the distance back to the block's parent (pos − parent's pos);
+	// 0 for a segment's first block. Relative, so dropping a prefix of the
+	// lineage moves no parent.
+	up uint32
+	// depth counts the blocks from the segment's first block to this one.
+	depth     uint32
+	tiers     uint8
+	hasAnchor bool
+	dead      bool
+}
+
+// lineage is one session's blocks on one (worker, dp_rank) stream, in
+// store order. A parent always precedes its children (a block is appended
+// under a parent the lineage already holds), so one forward pass finds every
+// descendant. Dead blocks wait for compaction; the last block is always
+// live, and it is the newest.
+type lineage struct {
+	key    messages.WorkerKey
+	sess   *session
+	st     *stream
+	blocks []blk
+	// idx maps live blocks to base + their position, so dropping a prefix
+	// (MaxDepth) only moves base.
+	idx     map[messages.ExternalHash]uint64
+	base    uint64
+	live    int
+	dead    int
+	stamp   uint64    // Index.seq at the last append
+	updated time.Time // now at the last append
+	// dirtyFrom is the lowest position killed by the Removed event being
+	// applied (-1: none).
+	dirtyFrom int32
+}
+
+// lookup is nil-safe: a session without a lineage on the stream holds
+// nothing.
+func (l *lineage) lookup(h messages.ExternalHash) (int32, bool) {
+	if l == nil {
+		return -1, false
+	}
+	a, ok := l.idx[h]
+	return int32(a - l.base), ok
+}
+
+// parent returns the position of pos's parent, -1 for a segment start.
+func (l *lineage) parent(pos int32) int32 {
+	if u := l.blocks[pos].up; u > 0 {
+		return pos - int32(u)
+	}
+	return -1
+}
+
+// parentHash returns the engine hash the block at pos was stored under.
+func (l *lineage) parentHash(pos int32) (messages.ExternalHash, bool) {
+	if p := l.parent(pos); p >= 0 {
+		return l.blocks[p].hash, true
+	}
+	b := &l.blocks[pos]
+	return b.anchor, b.hasAnchor
+}
+
+// isAncestor reports whether the block at a is d or one of d's ancestors.
+func (l *lineage) isAncestor(a, d int32) bool {
+	for p := d; p >= 0; p = l.parent(p) {
+		if p == a {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *lineage) addTier(h messages.ExternalHash, tier uint8) {
+	if a, ok := l.idx[h]; ok {
+		l.blocks[a-l.base].tiers |= tier
+	}
+}
+
+// newest returns the newest block (the lineage must not be empty).
+func (l *lineage) newest() *blk { return &l.blocks[len(l.blocks)-1] }
+
+// appendBlock appends h under the block at prevPos (-1: a new segment whose
+// parent is prev when hasPrev) and returns its position.
+func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, prevPos int32, prev messages.ExternalHash, hasPrev bool) int32 {
+	pos := int32(len(l.blocks))
+	b := blk{hash: h, depth: 1, tiers: tier, anchor: prev, hasAnchor: hasPrev}
+	if prevPos >= 0 {
+		p := &l.blocks[prevPos]
+		b.up, b.depth, b.anchor, b.hasAnchor = uint32(pos-prevPos), p.depth+1, p.anchor, p.hasAnchor
+	}
+	l.blocks = append(l.blocks, b)
+	l.idx[h] = l.base + uint64(pos)
+	l.live++
+	x.blocks++
+	l.st.own(h, l)
+	return pos
+}
+
+// kill marks the block at pos dead and forgets its hash.
+func (x *Index) kill(l *lineage, pos int32) {
+	b := &l.blocks[pos]
+	b.dead = true
+	delete(l.idx, b.hash)
+	l.st.unown(b.hash, l)
+	l.live--
+	l.dead++
+	x.blocks--
+}
+
+// settle finishes a Removed event for l: kills the descendants of the
+// blocks it killed, drops dead blocks off the end, and drops l when empty
+// or compacts it when mostly dead.
+func (x *Index) settle(l *lineage) {
+	from := l.dirtyFrom
+	l.dirtyFrom = -1
+	for i := from + 1; i < int32(len(l.blocks)); i++ {
+		if p := l.parent(i); !l.blocks[i].dead && p >= 0 && l.blocks[p].dead {
+			x.kill(l, i)
+			x.count(ReasonPruned, 1)
+		}
+	}
+	for n := len(l.blocks); n > 0 && l.blocks[n-1].dead; n-- {
+		l.blocks = l.blocks[:n-1]
+		l.dead--
+	}
+	switch {
+	case l.live == 0:
+		x.dropLineage(l, true)
+	case 2*l.dead > len(l.blocks):
+		x.compact(l, 0)
+	}
+}
+
+// trim drops the n oldest live blocks of l (MaxDepth). Their children
+// start new segments, anchored at the dropped parent's hash.
+func (x *Index) trim(l *lineage, n int) {
+	keep := 0
+	for seen := 0; keep < len(l.blocks) && seen < n; keep++ {
+		if !l.blocks[keep].dead {
+			seen++
+		}
+	}
+	x.compact(l, keep)
+}
+
+// compact drops the blocks before position keep (live ones are counted as
+// depth_dropped) and every dead block, and recomputes depths and anchors.
+// Blocks that keep their place relative to the new base keep their idx
+// entry, so a trim of a lineage without dead blocks rewrites no map entry.
+func (x *Index) compact(l *lineage, keep int) {
+	bs := l.blocks
+	for i := range bs {
+		b := &bs[i]
+		switch {
+		case b.dead:
+		case i < keep:
+			delete(l.idx, b.hash)
+			l.st.unown(b.hash, l)
+			l.live--
+			x.blocks--
+			x.count(ReasonDepthDropped, 1)
+		case b.up > 0 && i-int(b.up) < keep:
+			// Orphaned by the trim: a new segment under the dropped hash.
+			b.anchor, b.hasAnchor, b.up = bs[i-int(b.up)].hash, true, 0
+		}
+	}
+	if cap(x.remap) < len(bs) {
+		x.remap = make([]int32, len(bs))
+	}
+	remap := x.remap[:len(bs)]
+	base := l.base + uint64(keep)
+	w, moved := int32(0), false
+	for i := range bs {
+		b := bs[i]
+		if b.dead || i < keep {
+			moved = moved || i >= keep
+			remap[i] = -1
+			continue
+		}
+		if b.up > 0 {
+			np := remap[i-int(b.up)]
+			p := &bs[np]
+			b.up, b.depth, b.anchor, b.hasAnchor = uint32(w-np), p.depth+1, p.anchor, p.hasAnchor
+		} else {
+			b.depth = 1
+		}
+		bs[w] = b
+		if moved {
+			l.idx[b.hash] = base + uint64(w)
+		}
+		remap[i] = w
+		w++
+	}
+	l.blocks = bs[:w]
+	l.base = base
+	l.dead = 0
+}
+
+// find returns s's lineage on key (nil: none).
+func (s *session) find(key messages.WorkerKey) *lineage {
+	if s == nil {
+		return nil
+	}
+	for _, l := range s.lins {
+		if l.key == key {
+			return l
+		}
+	}
+	return nil
+}
