@@ -124,13 +124,3 @@ type RouterEvent struct {
 	StorageTier StorageTier
 	SessionID   string
 }
-
-// RouterEvent converts a placement event into the indexer's form.
-func (p PlacementEvent) RouterEvent() RouterEvent {
-	return RouterEvent{
-		WorkerID:    p.Placement.Worker.Worker,
-		Event:       p.Event,
-		StorageTier: p.Placement.Tier,
-		SessionID:   p.SessionID,
-	}
-}

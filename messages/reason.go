@@ -61,13 +61,3 @@ func (r Reason) String() string {
 	}
 	return "invalid"
 }
-
-// Reasons lists every rejection reason (ReasonNone excluded), for metrics
-// that must pre-declare their label values.
-func Reasons() []Reason {
-	out := make([]Reason, 0, ReasonCount-1)
-	for r := ReasonNone + 1; r < ReasonCount; r++ {
-		out = append(out, r)
-	}
-	return out
-}
