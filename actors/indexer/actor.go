@@ -56,9 +56,16 @@ type Stats struct {
 	TreeSizes map[messages.WorkerKey]int
 }
 
-// Props returns the index actor; when then is set, each applied batch is
-// forwarded to it (the router-event publisher).
-func Props(then *actor.PID) *actor.Props {
+// Props returns the index actor; each applied batch (events or clears) is
+// then forwarded, in order, to every follower (the router-event publisher,
+// the session index). Nil followers are skipped.
+func Props(followers ...*actor.PID) *actor.Props {
+	var then []*actor.PID
+	for _, f := range followers {
+		if f != nil {
+			then = append(then, f)
+		}
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &indexActor{tree: radix.New(radix.Config{}), then: then}
 	})
@@ -66,7 +73,7 @@ func Props(then *actor.PID) *actor.Props {
 
 type indexActor struct {
 	tree    *radix.Tree
-	then    *actor.PID
+	then    []*actor.PID
 	overlap radix.Overlap
 }
 
@@ -79,8 +86,10 @@ func (a *indexActor) Receive(ctx actor.Context) {
 		for _, ev := range m.Events {
 			a.tree.Apply(ev)
 		}
-		if a.then != nil && len(m.Events) > 0 {
-			ctx.Send(a.then, m)
+		if len(m.Events) > 0 || len(m.Clear) > 0 {
+			for _, f := range a.then {
+				ctx.Send(f, m)
+			}
 		}
 	case *QueryRequest:
 		o := a.tree.FindMatches(m.Hashes, m.Options, &a.overlap)
