@@ -25,6 +25,8 @@ type Config struct {
 	Limits wire.Limits
 	// Coalescer configures every stream's coalescer.
 	Coalescer coalescer.Config
+	// Index sizes the index (shard actors).
+	Index indexer.Config
 	// PublishRouterEvents, when set, binds a ZeroMQ PUB there and
 	// republishes every applied RouterEvent (package publisher).
 	PublishRouterEvents string
@@ -33,7 +35,7 @@ type Config struct {
 // Pipeline is a running ingest pipeline.
 type Pipeline struct {
 	system     *actor.ActorSystem
-	index      *actor.PID
+	index      *indexer.Index
 	hub        *actor.PID
 	normalizer *actor.PID
 	publisher  *actor.PID // nil unless router events are republished
@@ -55,8 +57,8 @@ func Start(system *actor.ActorSystem, cfg Config) (*Pipeline, error) {
 		}
 		p.publisher = root.Spawn(props)
 	}
-	p.index = root.Spawn(indexer.Props(p.publisher))
-	p.hub = root.Spawn(coalescer.HubProps(p.index, cfg.Coalescer))
+	p.index = indexer.Spawn(root, cfg.Index, p.publisher)
+	p.hub = root.Spawn(coalescer.HubProps(p.index.PID(), cfg.Coalescer))
 	p.normalizer = root.Spawn(normalizer.PoolProps(cfg.Normalizers, p.hub, cfg.Limits))
 	return p, nil
 }
@@ -89,17 +91,17 @@ func (p *Pipeline) RemoveListener(s messages.StreamID) error {
 
 // RemoveWorker drops every rank of a worker from the index.
 func (p *Pipeline) RemoveWorker(w messages.WorkerID) {
-	p.system.Root.Send(p.index, &indexer.RemoveWorker{Worker: w})
+	p.index.RemoveWorker(w)
 }
 
 // Query asks the index for the overlap of a query's local hashes.
 func (p *Pipeline) Query(q *indexer.QueryRequest, timeout time.Duration) (*indexer.QueryResult, error) {
-	return request[*indexer.QueryResult](p.system, p.index, q, timeout)
+	return p.index.Query(q, timeout)
 }
 
 // Dump returns replayable events rebuilding the index.
 func (p *Pipeline) Dump(timeout time.Duration) (*indexer.DumpResult, error) {
-	return request[*indexer.DumpResult](p.system, p.index, &indexer.DumpRequest{}, timeout)
+	return p.index.Dump(timeout)
 }
 
 // NormalizerStats returns the counters of the normalizer handling a stream
@@ -110,7 +112,7 @@ func (p *Pipeline) NormalizerStats(s messages.StreamID, timeout time.Duration) (
 
 // IndexStats returns the index's counters and per-stream sizes.
 func (p *Pipeline) IndexStats(timeout time.Duration) (*indexer.Stats, error) {
-	return request[*indexer.Stats](p.system, p.index, &indexer.StatsRequest{}, timeout)
+	return p.index.Stats(timeout)
 }
 
 // listenerSupervision restarts a crashed listener with exponential backoff
@@ -119,7 +121,7 @@ var listenerSupervision = actor.NewExponentialBackoffStrategy(time.Minute, 100*t
 
 // Snapshot returns the index's blocks per (worker, dp_rank).
 func (p *Pipeline) Snapshot(timeout time.Duration) (*indexer.Snapshot, error) {
-	return request[*indexer.Snapshot](p.system, p.index, &indexer.SnapshotRequest{}, timeout)
+	return p.index.Snapshot(timeout)
 }
 
 // Status returns every stream's state.
@@ -141,10 +143,12 @@ func (p *Pipeline) Stop() {
 	for _, pid := range p.listeners {
 		_ = p.system.Root.StopFuture(pid).Wait()
 	}
-	for _, pid := range []*actor.PID{p.normalizer, p.hub, p.index, p.publisher} {
-		if pid != nil {
-			_ = p.system.Root.StopFuture(pid).Wait()
-		}
+	for _, pid := range []*actor.PID{p.normalizer, p.hub} {
+		_ = p.system.Root.StopFuture(pid).Wait()
+	}
+	p.index.Stop()
+	if p.publisher != nil {
+		_ = p.system.Root.StopFuture(p.publisher).Wait()
 	}
 }
 

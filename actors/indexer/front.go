@@ -1,0 +1,39 @@
+package indexer
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// frontActor is where the coalescers send: it hands each batch to the
+// shard of its worker and then to every follower, so both see one
+// worker's batches in the order they were emitted. It holds no state but
+// the PIDs.
+type frontActor struct {
+	shards    []*actor.PID
+	followers []*actor.PID
+}
+
+func (a *frontActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.RouterEventBatch:
+		if len(m.Events) == 0 && len(m.Clear) == 0 {
+			return
+		}
+		ctx.Send(a.shards[ShardOf(batchWorker(m), len(a.shards))], m)
+		for _, f := range a.followers {
+			ctx.Send(f, m)
+		}
+	case *RemoveWorker:
+		ctx.Send(a.shards[ShardOf(m.Worker, len(a.shards))], m)
+	}
+}
+
+// batchWorker is the worker of a batch: one stream's coalescers emit it, so
+// every event and clear names the same worker.
+func batchWorker(b *messages.RouterEventBatch) messages.WorkerID {
+	if len(b.Clear) > 0 {
+		return b.Clear[0].Worker
+	}
+	return b.Events[0].WorkerID
+}

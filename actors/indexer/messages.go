@@ -1,0 +1,57 @@
+package indexer
+
+import (
+	"github.com/kvrouter/kvrouter/actors/indexer/radix"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// QueryRequest asks for the overlap of a query's local block hashes
+// (answered with *QueryResult).
+type QueryRequest struct {
+	Hashes  []messages.LocalHash
+	Options radix.MatchOptions
+}
+
+// QueryResult is a query's answer: scores deepest first, frequencies when
+// asked. Among equal depths the order is unspecified (sort by Key for a
+// canonical one).
+type QueryResult struct {
+	Scores      []radix.Score
+	Frequencies []uint32
+}
+
+// RemoveWorker drops every rank of a worker (unregistered).
+type RemoveWorker struct{ Worker messages.WorkerID }
+
+// DumpRequest asks for replayable events rebuilding the index (answered
+// with *DumpResult).
+type DumpRequest struct{}
+
+// DumpResult carries the dump.
+type DumpResult struct{ Events []messages.RouterEvent }
+
+// StatsRequest asks for the per-stream tree sizes and the trees' counters
+// (answered with *Stats).
+type StatsRequest struct{}
+
+// Stats are the index's counters and per-stream sizes, summed over shards.
+type Stats struct {
+	Tree radix.Stats
+	// Size sums the shards' sizes; Blocks counts tree nodes, so a block
+	// held by workers on two shards counts twice.
+	Size      radix.Size
+	TreeSizes map[messages.WorkerKey]int
+	// Shards is each shard's own size, by shard number.
+	Shards []radix.Size
+}
+
+// SnapshotRequest asks for every stream's blocks (answered with *Snapshot).
+// For tests and diagnostics: it copies the whole index.
+type SnapshotRequest struct{}
+
+// Snapshot is the held engine hashes per (worker, dp_rank), sorted.
+type Snapshot struct {
+	Blocks map[messages.WorkerKey][]messages.ExternalHash
+	Stats  radix.Stats
+	Size   radix.Size
+}
