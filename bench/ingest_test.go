@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/go-zeromq/zmq4"
+	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/bench/simengine"
@@ -85,6 +87,15 @@ func freeEndpoint(b *testing.B) string {
 func BenchmarkIngest8Engines(b *testing.B) {
 	const engines, requests, blockSize = 8, 12000, 16
 	loads := prepareLoads(b, engines, requests, blockSize)
+	for _, shards := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			benchIngest(b, loads, blockSize, indexer.Config{Shards: shards})
+		})
+	}
+}
+
+func benchIngest(b *testing.B, loads []engineLoad, blockSize int, index indexer.Config) {
+	engines := len(loads)
 	total := 0
 	for _, l := range loads {
 		total += l.blocks
@@ -93,7 +104,7 @@ func BenchmarkIngest8Engines(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		ctx, cancel := context.WithCancel(context.Background())
-		p, err := pipeline.Start(actor.NewActorSystem(), pipeline.Config{})
+		p, err := pipeline.Start(actor.NewActorSystem(), pipeline.Config{Index: index})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,7 +26,16 @@ func (a *frontActor) Receive(ctx actor.Context) {
 		}
 	case *RemoveWorker:
 		ctx.Send(a.shards[ShardOf(m.Worker, len(a.shards))], m)
+	case *viaFront:
+		ctx.RequestWithCustomSender(a.shards[m.shard], m.msg, ctx.Sender())
 	}
+}
+
+// viaFront is a request for one shard that passes through the front, so
+// the shard answers after applying every batch the front got before it.
+type viaFront struct {
+	shard int
+	msg   any
 }
 
 // batchWorker is the worker of a batch: one stream's coalescers emit it, so

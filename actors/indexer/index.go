@@ -48,9 +48,11 @@ func (x *Index) PID() *actor.PID { return x.front }
 // Shards is the number of shard actors.
 func (x *Index) Shards() int { return len(x.shards) }
 
-// Query asks every shard, concurrently, and merges their answers.
+// Query asks every shard, concurrently, and merges their answers. It goes
+// straight to the shards (the route hot path), so it is not ordered after
+// batches still queued in the front; Dump, Stats and Snapshot are.
 func (x *Index) Query(q *QueryRequest, timeout time.Duration) (*QueryResult, error) {
-	parts, err := gather[*QueryResult](x, q, timeout)
+	parts, err := gather[*QueryResult](x, q, false, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +61,7 @@ func (x *Index) Query(q *QueryRequest, timeout time.Duration) (*QueryResult, err
 
 // Dump returns replayable events rebuilding the index.
 func (x *Index) Dump(timeout time.Duration) (*DumpResult, error) {
-	parts, err := gather[*DumpResult](x, &DumpRequest{}, timeout)
+	parts, err := gather[*DumpResult](x, &DumpRequest{}, true, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +70,7 @@ func (x *Index) Dump(timeout time.Duration) (*DumpResult, error) {
 
 // Stats returns the counters and sizes over all shards.
 func (x *Index) Stats(timeout time.Duration) (*Stats, error) {
-	parts, err := gather[*Stats](x, &StatsRequest{}, timeout)
+	parts, err := gather[*Stats](x, &StatsRequest{}, true, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +79,7 @@ func (x *Index) Stats(timeout time.Duration) (*Stats, error) {
 
 // Snapshot returns every stream's blocks.
 func (x *Index) Snapshot(timeout time.Duration) (*Snapshot, error) {
-	parts, err := gather[*Snapshot](x, &SnapshotRequest{}, timeout)
+	parts, err := gather[*Snapshot](x, &SnapshotRequest{}, true, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -98,12 +100,17 @@ func (x *Index) Stop() {
 	}
 }
 
-// gather sends msg to every shard at once and waits for all the answers,
-// each within timeout of the send.
-func gather[T any](x *Index, msg any, timeout time.Duration) ([]T, error) {
+// gather sends msg to every shard at once — through the front when
+// ordered, so each shard answers after the batches sent before — and waits
+// for all the answers, each within timeout of the send.
+func gather[T any](x *Index, msg any, ordered bool, timeout time.Duration) ([]T, error) {
 	futures := make([]*actor.Future, len(x.shards))
 	for i, pid := range x.shards {
-		futures[i] = x.root.RequestFuture(pid, msg, timeout)
+		if ordered {
+			futures[i] = x.root.RequestFuture(x.front, &viaFront{shard: i, msg: msg}, timeout)
+		} else {
+			futures[i] = x.root.RequestFuture(pid, msg, timeout)
+		}
 	}
 	out := make([]T, len(futures))
 	for i, f := range futures {
