@@ -39,6 +39,8 @@ type EngineBatch struct {
 	// Listener is acknowledged once the batch has been applied (flow
 	// control: a listener keeps a bounded window of unacknowledged batches).
 	Listener *actor.PID
+	// Trace is the listener's span for this batch (zero: not traced).
+	Trace TraceContext
 }
 
 // Hash keys the normalizer pool's consistent hashing: one worker's batches
@@ -56,6 +58,8 @@ type NormalizedBatch struct {
 	Events     []PlacementEvent
 	ReceivedAt int64
 	Listener   *actor.PID
+	// Trace is the normalizer's span for this batch (zero: not traced).
+	Trace TraceContext
 }
 
 // Applied acknowledges batches to their listener: every batch up to and
@@ -71,4 +75,7 @@ type Applied struct {
 type RouterEventBatch struct {
 	Clear  []WorkerKey
 	Events []RouterEvent
+	// Trace is the coalescer's span that produced the batch (zero: not
+	// traced); the index's apply span is its child.
+	Trace TraceContext
 }

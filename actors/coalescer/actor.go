@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/tracectx"
 )
 
 // StreamState is whether the index holds a stream exactly.
@@ -32,6 +33,10 @@ type StreamStatus struct {
 	State   StreamState
 	LastSeq uint64
 	Events  uint64 // router events emitted
+	// Lag is how long the last batch took from its listener to here (its
+	// events on their way to the index): how far the index trails the
+	// engine's stream, ZeroMQ queues aside.
+	Lag time.Duration
 }
 
 // HubProps returns the coalescer hub: it forwards each NormalizedBatch to the
@@ -100,8 +105,10 @@ func (s *streamActor) Receive(ctx actor.Context) {
 		s.status.State = StateUnknown
 	case *actor.Restarting:
 		// State is lost with the crash: the index must forget the stream.
+		sp := restartSpan(s.stream)
 		ctx.Send(s.index, &messages.RouterEventBatch{Clear: []messages.WorkerKey{
-			{Worker: s.stream.Worker, DpRank: s.stream.DpRank}}})
+			{Worker: s.stream.Worker, DpRank: s.stream.DpRank}}, Trace: sp.Context()})
+		sp.End()
 		ctx.Send(ctx.Parent(), statusUpdate{s.stream, StreamStatus{State: StateDegraded}})
 	case *messages.NormalizedBatch:
 		s.batch(ctx, m)
@@ -109,6 +116,8 @@ func (s *streamActor) Receive(ctx actor.Context) {
 }
 
 func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
+	sp := tracer.Child(m.Trace, SpanCoalesce)
+	defer sp.End()
 	out := s.out[:0]
 	if m.Resync.Reason != "" {
 		// Drop the stream's state in the index, in band and in order: a
@@ -123,6 +132,10 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 		if m.Resync.Exact {
 			s.status.State = StateExact
 		}
+		if sp.Recording() {
+			sp.AddEvent(EventResync, tracectx.Reason.String(m.Resync.Reason), tracectx.Exact.Bool(m.Resync.Exact),
+				ranksKey.Int(len(s.ranks)))
+		}
 	}
 	for _, ev := range m.Events {
 		rank := ev.Placement.Worker.DpRank
@@ -131,8 +144,11 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 			st = New(ev.Placement.Worker, s.cfg)
 			s.ranks[rank] = st
 		}
-		if ev.Event.Kind == messages.KindCleared && s.status.State == StateDegraded {
-			s.status.State = StateExact // the engine emptied its cache: nothing can be missing now
+		if ev.Event.Kind == messages.KindCleared {
+			if s.status.State == StateDegraded {
+				s.status.State = StateExact // the engine emptied its cache: nothing can be missing now
+			}
+			sp.AddEvent(EventEngineCleared)
 		}
 		out = st.Push(ev, out)
 	}
@@ -140,11 +156,20 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 		out = st.Flush(out)
 	}
 	if len(out) > 0 {
-		ctx.Send(s.index, &messages.RouterEventBatch{Events: append([]messages.RouterEvent(nil), out...)})
+		ctx.Send(s.index, &messages.RouterEventBatch{Events: append([]messages.RouterEvent(nil), out...),
+			Trace: sp.Context()})
 		s.status.Events += uint64(len(out))
+	}
+	if sp.Recording() {
+		sp.SetAttributes(tracectx.Worker.Int64(int64(s.stream.Worker)), tracectx.DpRank.Int64(int64(s.stream.DpRank)),
+			tracectx.Seq.Int64(int64(m.Seq)), tracectx.Events.Int(len(m.Events)), emittedKey.Int(len(out)),
+			stateKey.String(string(s.status.State)))
 	}
 	s.out = out[:0]
 	s.status.LastSeq = m.Seq
+	if m.ReceivedAt != 0 {
+		s.status.Lag = time.Duration(time.Now().UnixNano() - m.ReceivedAt)
+	}
 	if m.Listener != nil {
 		ctx.Send(m.Listener, &messages.Applied{Stream: m.Stream, Seq: m.Seq, Count: 1})
 	}

@@ -17,6 +17,7 @@ type Stats struct {
 	BadFrames  map[string]uint64 // messages dropped before the tracker, by why
 	Resyncs    map[string]uint64 // by ResyncReason
 	Replays    map[string]uint64 // by result: ok, timeout, error
+	Gaps       uint64            // forward seq gaps seen live (Tracker.Gaps), all streams
 	InFlight   int
 	Replaying  bool
 	NextSeq    uint64 // of the configured stream (one engine per socket)
@@ -30,11 +31,13 @@ type Stats struct {
 type StatsRequest struct{}
 
 // stream is one publisher heard on the socket: its identity, its Tracker,
-// and the resync to attach to its next delivered batch.
+// the resync to attach to its next delivered batch, and the topic of its
+// last live batch (for traces).
 type stream struct {
 	id      messages.StreamID
 	tracker *Tracker
 	resync  messages.Resync
+	topic   []byte
 }
 
 // Actor is one engine endpoint's listener (or, with TopicIdentity, one
@@ -50,6 +53,7 @@ type Actor struct {
 
 	replayGen    uint64
 	replayCancel context.CancelFunc
+	replaySpan   replaySpan
 	inFlight     int
 	stats        Stats
 	log          *slog.Logger
@@ -120,6 +124,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case liveBatch:
 		a.stats.Received++
 		if st := a.streamOf(m.topic); st != nil {
+			st.topic = m.topic
 			a.do(ctx, st, st.tracker.Live(m.seq, m.payload))
 		}
 	case replayBatch:
@@ -130,17 +135,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if m.gen != a.replayGen {
 			return
 		}
-		switch {
-		case m.err != "":
-			a.stats.Replays["error"]++
+		result := replayResult(m)
+		a.stats.Replays[result]++
+		a.replaySpan.end(result, m.err)
+		if m.err != "" {
 			a.log.Warn("replay failed", "endpoint", a.cfg.ReplayEndpoint, "err", m.err)
-			a.do(ctx, a.main, a.main.tracker.ReplayTimeout())
-		case m.timeout:
-			a.stats.Replays["timeout"]++
-			a.do(ctx, a.main, a.main.tracker.ReplayTimeout())
-		default:
-			a.stats.Replays["ok"]++
+		}
+		if result == "ok" {
 			a.do(ctx, a.main, a.main.tracker.ReplayEnd())
+		} else {
+			a.do(ctx, a.main, a.main.tracker.ReplayTimeout())
 		}
 	case badFrame:
 		a.stats.BadFrames[m.why]++
@@ -155,11 +159,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 		s := a.stats
 		s.InFlight, s.Replaying = a.inFlight, a.main.tracker.Replaying()
 		s.NextSeq, _ = a.main.tracker.Next()
+		s.Gaps = a.main.tracker.Gaps()
 		s.BadFrames, s.Resyncs, s.Replays = copyMap(s.BadFrames), copyMap(s.Resyncs), copyMap(s.Replays)
 		if a.cfg.TopicIdentity {
 			s.Streams = make(map[messages.StreamID]uint64, len(a.byPod))
 			for _, st := range a.byPod {
 				s.Streams[st.id], _ = st.tracker.Next()
+				s.Gaps += st.tracker.Gaps()
 			}
 		}
 		ctx.Respond(&s)
@@ -168,6 +174,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		// them; a restarted listener starts afresh (and its first batch
 		// resyncs the stream).
 		a.cancel()
+		a.replaySpan.end("abandoned", "")
 	}
 }
 
@@ -199,6 +206,7 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		a.replayCancel()
 		a.replayCancel = nil
 		a.replayGen++ // late answers of that replay are ignored
+		a.replaySpan.end("abandoned", "")
 	}
 }
 
@@ -206,6 +214,8 @@ func (a *Actor) startReplay(ctx actor.Context, from uint64) {
 	if a.replayCancel != nil {
 		a.replayCancel()
 	}
+	a.replaySpan.end("abandoned", "")
+	a.replaySpan = startReplaySpan(a.main.id, from)
 	a.replayGen++
 	rctx, cancel := context.WithCancel(a.ctx)
 	a.replayCancel = cancel
@@ -214,6 +224,7 @@ func (a *Actor) startReplay(ctx actor.Context, from uint64) {
 }
 
 func (a *Actor) deliver(ctx actor.Context, st *stream, seq uint64, payload []byte) {
+	sp := batchSpan(st, seq, payload)
 	ctx.Send(a.cfg.Next, &messages.EngineBatch{
 		Stream:     st.id,
 		Engine:     a.cfg.Engine,
@@ -223,7 +234,9 @@ func (a *Actor) deliver(ctx actor.Context, st *stream, seq uint64, payload []byt
 		Resync:     st.resync,
 		ReceivedAt: time.Now().UnixNano(),
 		Listener:   ctx.Self(),
+		Trace:      sp.Context(),
 	})
+	sp.End()
 	st.resync = messages.Resync{}
 	a.stats.Delivered++
 	a.inFlight++

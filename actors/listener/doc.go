@@ -11,4 +11,8 @@
 // reading; ZeroMQ's own queues then fill and the engine's PUB drops (its
 // high-water mark), which the Tracker sees as a gap and repairs by replay —
 // so a slow pipeline costs replays, never unbounded memory.
+//
+// Tracing: each delivered batch opens the root span of its trace and carries
+// its context (messages.EngineBatch.Trace); a resync is an event on the batch
+// that carries it, and each replay is a span of its own (tracing.go).
 package listener

@@ -86,6 +86,7 @@ type Tracker struct {
 	// replays asked again in a row for gaps that opened during a replay.
 	replayGot, retries int
 	buffered           []pending // live batches held during a replay, ascending seq
+	gaps               uint64
 }
 
 // maxReplayRetries bounds back-to-back replays for gaps that opened while a
@@ -112,6 +113,11 @@ func (t *Tracker) Replaying() bool { return t.replaying }
 
 // Next returns the next seq the Tracker expects, and whether it knows it.
 func (t *Tracker) Next() (uint64, bool) { return t.next, t.started }
+
+// Gaps counts live batches, outside a replay, that skipped ahead of the
+// next expected seq (for a fresh stream of an engine whose seqs start at 0:
+// a first seq above 0), whether a replay then filled the gap or not.
+func (t *Tracker) Gaps() uint64 { return t.gaps }
 
 // Start is called once the subscription is in place: with a replay
 // endpoint, ask it for everything it still holds, so a router started after
@@ -144,6 +150,9 @@ func (t *Tracker) Live(seq uint64, payload []byte) []Action {
 		return nil // delivered by a replay already
 	}
 	missed := (t.started && seq > t.next) || (!t.started && t.cfg.SeqStartsAtZero && seq > 0)
+	if missed {
+		t.gaps++
+	}
 	if missed && t.cfg.Replay {
 		from := uint64(0)
 		if t.started {

@@ -108,6 +108,31 @@ func TestTrackerScenarios(t *testing.T) {
 	}
 }
 
+func TestTrackerCountsGaps(t *testing.T) {
+	replay := TrackerConfig{Replay: true, SeqStartsAtZero: true}
+	noReplay := TrackerConfig{SeqStartsAtZero: true}
+	for _, c := range []struct {
+		name  string
+		cfg   TrackerConfig
+		steps []step
+		want  uint64
+	}{
+		{"in order", noReplay, []step{L(0), L(1), L(2)}, 0},
+		{"restart is no gap", noReplay, []step{L(0), L(1), L(0)}, 0},
+		{"gaps without replay", noReplay, []step{L(0), L(2), L(5)}, 2},
+		{"late first sight", noReplay, []step{L(7)}, 1},
+		{"gap filled by replay", replay, []step{L(0), L(3), P(1), P(2), P(3), E, L(4)}, 1},
+		{"live batches held during a replay are not gaps", replay, []step{L(0), L(3), L(5), P(1), P(2), E}, 1},
+		{"timestamps: first sight is no gap", TrackerConfig{}, []step{L(1e18), L(1e18 + 2)}, 1},
+	} {
+		tr := NewTracker(c.cfg)
+		feed(tr, c.steps...)
+		if got := tr.Gaps(); got != c.want {
+			t.Errorf("%s: Gaps() = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
 // TestTrackerProperties runs random publishers (restarting now and then)
 // through a lossy subscription and a finite replay buffer, with replay
 // answers racing live batches, and checks what the Tracker promises:

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/router"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
+	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"github.com/kvrouter/kvrouter/messages/wire"
 )
 
@@ -76,12 +77,15 @@ func (a *Actor) Receive(ctx actor.Context) {
 
 func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 	a.stats.Batches++
+	sp := tracer.Child(m.Trace, SpanNormalize)
 	out := &messages.NormalizedBatch{Stream: m.Stream, Seq: m.Seq, Resync: m.Resync,
-		ReceivedAt: m.ReceivedAt, Listener: m.Listener}
-	defer ctx.Send(a.next, out) // always: the batch must be acknowledged, and a resync applied
+		ReceivedAt: m.ReceivedAt, Listener: m.Listener, Trace: sp.Context()}
+	// Always: the batch must be acknowledged, and a resync applied.
+	defer func() { ctx.Send(a.next, out); sp.End() }()
 	dec, err := a.decoder(m.Engine)
 	if err != nil {
 		a.warn("unknown engine", "engine", m.Engine)
+		sp.AddEvent(EventDropped, tracectx.Reason.String("unknown_engine"))
 		return
 	}
 	b, err := dec.Decode(m.Payload)
@@ -89,6 +93,9 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		a.stats.BadBatches++
 		if errors.Is(err, wire.ErrNotBatch) {
 			a.warn("dropped a payload that is not a batch", "worker", m.Stream.Worker, "seq", m.Seq, "err", err)
+		}
+		if sp.Recording() {
+			sp.AddEvent(EventDropped, tracectx.Reason.String("not_batch"), errorKey.String(err.Error()))
 		}
 		return
 	}
@@ -103,6 +110,11 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		if o.Accepted() {
 			out.Events = append(out.Events, o.Event)
 		}
+	}
+	if sp.Recording() {
+		sp.SetAttributes(tracectx.Worker.Int64(int64(m.Stream.Worker)), tracectx.DpRank.Int64(int64(m.Stream.DpRank)),
+			tracectx.Seq.Int64(int64(m.Seq)), tracectx.Events.Int(len(b.Events)+b.Lost),
+			acceptedKey.Int(len(out.Events)), lostKey.Int(b.Lost))
 	}
 	if mismatched == 0 && n.Stats().Rejected[messages.ReasonBlockSizeMismatch] > 0 {
 		a.log.Error("worker sends blocks of another size than configured: its events are rejected",

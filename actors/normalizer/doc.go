@@ -5,5 +5,6 @@
 //
 // The core, Normalizer, is a plain deterministic value with no goroutines or
 // I/O: one per engine worker, fed batches in stream order. The actor that
-// owns it (added with the pipeline) is a thin shell around it.
+// owns it (added with the pipeline) is a thin shell around it; it traces
+// each batch as a child span of the listener's (tracing.go).
 package normalizer

@@ -1,0 +1,172 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// DefaultReadTimeout bounds each actor request of a scrape.
+const DefaultReadTimeout = 250 * time.Millisecond
+
+// Route latency buckets (seconds): the route path answers in tens to
+// hundreds of microseconds; its deadline is tens of milliseconds.
+var routeBuckets = []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3}
+
+// Cached-token ratio buckets.
+var ratioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
+
+// Metrics are kvrouter's metrics: an OpenTelemetry MeterProvider exported
+// by the Prometheus exporter on a registry of its own (Handler serves it).
+// Ingest figures are read from a Source at each scrape; the route path
+// records into RecordRoute. Prometheus names (the exporter adds the unit
+// and _total suffixes):
+//
+//	kvrouter_events_total{worker,dp_rank,kind,outcome,reason}  normalizer outcomes
+//	kvrouter_batches_total{worker,dp_rank}                     batches delivered by the listener
+//	kvrouter_seq_gaps_total{worker,dp_rank}                    forward seq gaps seen live
+//	kvrouter_replays_total{worker,dp_rank,result}              replays: ok, timeout, error
+//	kvrouter_resyncs_total{worker,dp_rank,reason}              index state dropped, by why
+//	kvrouter_stream_lag_seconds{worker,dp_rank}                listener → coalescer, last batch
+//	kvrouter_worker_state{worker,dp_rank,state}                1 for the current state, else 0
+//	kvrouter_index_blocks{shard}                               tree blocks per index shard
+//	kvrouter_route_duration_seconds                            histogram
+//	kvrouter_route_cached_tokens_ratio                         histogram: cached / prompt tokens
+//	kvrouter_telemetry_read_errors_total                       scrape requests that failed
+type Metrics struct {
+	provider      *sdkmetric.MeterProvider
+	handler       http.Handler
+	src           Source
+	timeout       time.Duration
+	readErrors    atomic.Int64
+	routeDuration metric.Float64Histogram
+	cachedRatio   metric.Float64Histogram
+}
+
+// NewMetrics builds the metrics; src is read at each scrape, each actor
+// request bounded by timeout (0: DefaultReadTimeout).
+func NewMetrics(src Source, timeout time.Duration) (*Metrics, error) {
+	if timeout <= 0 {
+		timeout = DefaultReadTimeout
+	}
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo(),
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	m := &Metrics{
+		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
+		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		src:      src,
+		timeout:  timeout,
+	}
+	if err := m.instruments(m.provider.Meter("github.com/kvrouter/kvrouter")); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Handler serves the metrics in the Prometheus text format (for /metrics).
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// RecordRoute records one answered route request: its duration and the
+// share of its prompt tokens the chosen worker had cached.
+func (m *Metrics) RecordRoute(ctx context.Context, d time.Duration, cachedTokens, promptTokens int) {
+	m.routeDuration.Record(ctx, d.Seconds())
+	if promptTokens > 0 {
+		m.cachedRatio.Record(ctx, float64(cachedTokens)/float64(promptTokens))
+	}
+}
+
+// Shutdown stops the MeterProvider.
+func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdown(ctx) }
+
+// observed are the asynchronous instruments fed by one read of the Source.
+type observed struct {
+	events, batches, gaps, replays, resyncs, readErrors metric.Int64ObservableCounter
+	state, blocks                                       metric.Int64ObservableGauge
+	lag                                                 metric.Float64ObservableGauge
+}
+
+func (m *Metrics) instruments(meter metric.Meter) error {
+	var o observed
+	var errs []error
+	var err error
+	keep := func() { errs = append(errs, err) }
+	o.events, err = meter.Int64ObservableCounter("kvrouter.events",
+		metric.WithDescription("Engine events by outcome: accepted (by kind) or rejected (by reason)."))
+	keep()
+	o.batches, err = meter.Int64ObservableCounter("kvrouter.batches",
+		metric.WithDescription("Engine batches delivered by the listener, in order."))
+	keep()
+	o.gaps, err = meter.Int64ObservableCounter("kvrouter.seq_gaps",
+		metric.WithDescription("Live batches that skipped ahead of the next expected seq."))
+	keep()
+	o.replays, err = meter.Int64ObservableCounter("kvrouter.replays",
+		metric.WithDescription("Replay requests to engines' replay endpoints, by result."))
+	keep()
+	o.resyncs, err = meter.Int64ObservableCounter("kvrouter.resyncs",
+		metric.WithDescription("Times a stream's index state was dropped, by reason."))
+	keep()
+	o.readErrors, err = meter.Int64ObservableCounter("kvrouter.telemetry.read_errors",
+		metric.WithDescription("Actor requests of a scrape that failed (their figures were left out)."))
+	keep()
+	o.state, err = meter.Int64ObservableGauge("kvrouter.worker_state",
+		metric.WithDescription("1 for a stream's current state (exact, recovering, degraded), 0 for the others."))
+	keep()
+	o.blocks, err = meter.Int64ObservableGauge("kvrouter.index.blocks",
+		metric.WithDescription("Blocks held by each index shard."))
+	keep()
+	o.lag, err = meter.Float64ObservableGauge("kvrouter.stream.lag", metric.WithUnit("s"),
+		metric.WithDescription("Time the stream's last batch took from its listener to its coalescer."))
+	keep()
+	m.routeDuration, err = meter.Float64Histogram("kvrouter.route.duration", metric.WithUnit("s"),
+		metric.WithDescription("Route request duration."), metric.WithExplicitBucketBoundaries(routeBuckets...))
+	keep()
+	m.cachedRatio, err = meter.Float64Histogram("kvrouter.route.cached_tokens_ratio",
+		metric.WithDescription("Share of a routed prompt's tokens cached on the chosen worker."),
+		metric.WithExplicitBucketBoundaries(ratioBuckets...))
+	keep()
+	_, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		m.observe(obs, &o)
+		return nil
+	}, o.events, o.batches, o.gaps, o.replays, o.resyncs, o.readErrors, o.state, o.blocks, o.lag)
+	keep()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
+
+// observe reads the Source and reports every figure.
+func (m *Metrics) observe(obs metric.Observer, o *observed) {
+	r := read(m.src.Pipelines(), m.timeout)
+	m.readErrors.Add(int64(r.errors))
+	ints := func(inst metric.Int64Observable, s series) {
+		for _, p := range s {
+			obs.ObserveInt64(inst, int64(p.v), metric.WithAttributeSet(p.set))
+		}
+	}
+	ints(o.events, r.events)
+	ints(o.batches, r.batches)
+	ints(o.gaps, r.gaps)
+	ints(o.replays, r.replays)
+	ints(o.resyncs, r.resyncs)
+	ints(o.state, r.state)
+	ints(o.blocks, r.blocks)
+	for _, p := range r.lag {
+		obs.ObserveFloat64(o.lag, p.v, metric.WithAttributeSet(p.set))
+	}
+	obs.ObserveInt64(o.readErrors, m.readErrors.Load())
+}

@@ -1,0 +1,153 @@
+package telemetry
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/kvrouter/kvrouter/actors/coalescer"
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/actors/normalizer"
+	"github.com/kvrouter/kvrouter/messages"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// Label names. Every label is bounded: worker ids and dp ranks (one series
+// per registered stream), index shard numbers, and closed sets (kinds,
+// reasons, results, states). Session and request ids are never labels.
+const (
+	labelWorker  = attribute.Key("worker")
+	labelDpRank  = attribute.Key("dp_rank")
+	labelKind    = attribute.Key("kind")
+	labelOutcome = attribute.Key("outcome")
+	labelReason  = attribute.Key("reason")
+	labelResult  = attribute.Key("result")
+	labelState   = attribute.Key("state")
+	labelShard   = attribute.Key("shard")
+)
+
+// Worker states as reported by the state gauge (as /workers reports them).
+const (
+	stateExact      = "exact"
+	stateRecovering = "recovering" // a replay is running, or no batch yet
+	stateDegraded   = "degraded"
+)
+
+var states = [...]string{stateExact, stateRecovering, stateDegraded}
+
+// series holds one instrument's values by label set, summed.
+type series map[attribute.Distinct]*point
+
+type point struct {
+	set attribute.Set
+	v   float64
+}
+
+func (s series) add(v float64, kv ...attribute.KeyValue) {
+	set := attribute.NewSet(kv...)
+	p := s[set.Equivalent()]
+	if p == nil {
+		p = &point{set: set}
+		s[set.Equivalent()] = p
+	}
+	p.v += v
+}
+
+// readings are one scrape's ingest figures.
+type readings struct {
+	events, batches, gaps, replays, resyncs, lag, state, blocks series
+	errors                                                      int // requests that failed (figures left out)
+}
+
+// read asks every pipeline for its counters, each request bounded by
+// timeout; what does not answer is left out and counted in errors.
+func read(pipes []Pipeline, timeout time.Duration) *readings {
+	r := &readings{events: series{}, batches: series{}, gaps: series{}, replays: series{}, resyncs: series{},
+		lag: series{}, state: series{}, blocks: series{}}
+	for _, p := range pipes {
+		if st, err := p.Status(timeout); err != nil {
+			r.errors++
+		} else {
+			for id, ss := range st.Streams {
+				r.stream(p, id, ss, timeout)
+			}
+		}
+		if ix, err := p.IndexStats(timeout); err != nil {
+			r.errors++
+		} else if len(ix.Shards) == 0 {
+			r.blocks.add(float64(ix.Size.Blocks), labelShard.String("0"))
+		} else {
+			for i, sz := range ix.Shards {
+				r.blocks.add(float64(sz.Blocks), labelShard.String(strconv.Itoa(i)))
+			}
+		}
+	}
+	return r
+}
+
+// stream reads one stream's listener and normalizer counters.
+func (r *readings) stream(p Pipeline, id messages.StreamID, ss coalescer.StreamStatus, timeout time.Duration) {
+	w, d := labelWorker.Int64(int64(id.Worker)), labelDpRank.Int64(int64(id.DpRank))
+	r.lag.add(ss.Lag.Seconds(), w, d)
+	replaying := false
+	if ls, err := p.ListenerStats(id, timeout); err != nil {
+		r.errors++
+	} else {
+		r.listener(ls, w, d)
+		replaying = ls.Replaying
+	}
+	current := stateOf(ss.State, replaying)
+	for _, s := range states {
+		v := 0.0
+		if s == current {
+			v = 1
+		}
+		r.state.add(v, w, d, labelState.String(s))
+	}
+	if ns, err := p.NormalizerStats(id, timeout); err != nil {
+		r.errors++
+	} else {
+		r.normalizer(&ns.Stream, w, d)
+	}
+}
+
+func (r *readings) listener(ls *listener.Stats, w, d attribute.KeyValue) {
+	r.batches.add(float64(ls.Delivered), w, d)
+	r.gaps.add(float64(ls.Gaps), w, d)
+	for result, n := range ls.Replays {
+		r.replays.add(float64(n), w, d, labelResult.String(result))
+	}
+	for reason, n := range ls.Resyncs {
+		r.resyncs.add(float64(n), w, d, labelReason.String(reason))
+	}
+}
+
+// normalizer adds a stream's event outcomes: accepted by kind; rejected by
+// reason (the normalizer does not keep the kind of what it rejects).
+func (r *readings) normalizer(s *normalizer.Stats, w, d attribute.KeyValue) {
+	for k, n := range s.Accepted {
+		if n > 0 {
+			r.events.add(float64(n), w, d, labelKind.String(messages.EventKind(k).String()),
+				labelOutcome.String("accepted"), labelReason.String(""))
+		}
+	}
+	for reason, n := range s.Rejected {
+		if n > 0 {
+			r.events.add(float64(n), w, d, labelKind.String(""), labelOutcome.String("rejected"),
+				labelReason.String(messages.Reason(reason).String()))
+		}
+	}
+}
+
+// stateOf is the state /workers reports: a running replay is recovering,
+// and so is a stream with no batch yet.
+func stateOf(st coalescer.StreamState, replaying bool) string {
+	switch {
+	case replaying:
+		return stateRecovering
+	case st == coalescer.StateExact:
+		return stateExact
+	case st == coalescer.StateDegraded:
+		return stateDegraded
+	}
+	return stateRecovering
+}
