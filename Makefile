@@ -35,7 +35,12 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./actors/normalizer
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/routerevent
 
-bench:
+# The quick mode of `kvrouter bench` (Mooncake traces over simulated engines
+# through the real pipeline and /route: ingest, route latency sweep, memory,
+# routing quality; under two minutes), then the Go micro-benchmarks. Figures
+# and method: bench/README.md.
+bench: build
+	./bin/kvrouter bench --quick
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./bench/... ./messages/blockhash/
 
 clean:

@@ -1,0 +1,230 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// benchModel is the model name every simulated worker registers under.
+const benchModel = "bench"
+
+// clusterConfig sizes a running router and its simulated engines.
+type clusterConfig struct {
+	Workers   int
+	BlockSize int
+	Capacity  int // blocks per engine
+	Shards    int
+	Logger    *slog.Logger
+}
+
+// serviceConfig is the router's configuration for a run.
+//
+// ┌─ SHARDS ─────────────────────────────────────────────────────────────┐
+// │ This is the one place the index shard count reaches the router. Once │
+// │ service.Config (or pipeline.Config) has its shard field (issue 4,     │
+// │ shard actors), set it here from cfg.Shards and drop the check in      │
+// │ Config.validate that only allows 1.                                   │
+// └──────────────────────────────────────────────────────────────────────┘
+func serviceConfig(cfg clusterConfig) service.Config {
+	return service.Config{BlockSize: cfg.BlockSize, Routing: routing.DefaultConfig(), Timeout: 2 * time.Second}
+}
+
+// cluster is a router (the service, with its HTTP API on a loopback port)
+// and its simulated engines, one per worker (worker id = index + 1).
+type cluster struct {
+	cfg     clusterConfig
+	svc     *service.Service
+	srv     *http.Server
+	url     string
+	engines []*simengine.Engine
+	stopHB  chan struct{}
+	hbDone  sync.WaitGroup
+	closed  bool
+}
+
+// heartbeatEvery keeps idle engines' streams alive: a listener recreates
+// a socket that heard nothing for 10 s.
+const heartbeatEvery = 3 * time.Second
+
+// startCluster starts the router and the engines, registers every engine
+// and waits until each stream is exact (it heard the engine's seq 0).
+func startCluster(cfg clusterConfig) (*cluster, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
+	svc, err := service.New(system, serviceConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{cfg: cfg, svc: svc, stopHB: make(chan struct{})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		svc.Close()
+		return nil, err
+	}
+	c.url = "http://" + ln.Addr().String()
+	c.srv = httpapi.NewServer("", httpapi.New(svc, httpapi.Options{Logger: cfg.Logger}), httpapi.Options{Logger: cfg.Logger})
+	go func() { _ = c.srv.Serve(ln) }()
+	for i := range cfg.Workers {
+		e, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
+			BlockSize: cfg.BlockSize, CapacityBlocks: cfg.Capacity, HashSeed: uint64(i) + 1})
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("loadgen: engine %d: %w", i+1, err)
+		}
+		c.engines = append(c.engines, e)
+		if err := svc.Register(context.Background(), httpapi.Registration{InstanceID: messages.WorkerID(i + 1),
+			Endpoint: e.Endpoint(), ReplayEndpoint: e.ReplayEndpoint(), ModelName: benchModel, BlockSize: uint32(cfg.BlockSize)}); err != nil {
+			c.close()
+			return nil, fmt.Errorf("loadgen: register engine %d: %w", i+1, err)
+		}
+		if err := e.Publish(); err != nil { // seq 0: the stream is exact from here
+			c.close()
+			return nil, err
+		}
+	}
+	c.hbDone.Add(1)
+	go c.heartbeats()
+	if err := c.awaitExact(30*time.Second + time.Duration(cfg.Workers)*20*time.Millisecond); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *cluster) heartbeats() {
+	defer c.hbDone.Done()
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stopHB:
+			return
+		case <-t.C:
+			for _, e := range c.engines {
+				_ = e.Publish()
+			}
+		}
+	}
+}
+
+// streams reads /workers: how many ranks are not exact, and the index
+// entries ((block, worker) pairs) in all.
+func (c *cluster) streams() (notExact, entries int, err error) {
+	ws, err := c.svc.Workers(context.Background())
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, w := range ws {
+		for _, r := range w.Ranks {
+			if r.State != httpapi.StateExact {
+				notExact++
+			}
+			entries += int(r.Blocks)
+		}
+	}
+	return notExact, entries, nil
+}
+
+func (c *cluster) awaitExact(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		bad, _, err := c.streams()
+		if err == nil && bad == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("loadgen: %d of %d streams not exact after %v (err %v)", bad, c.cfg.Workers, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// probe is one published batch whose arrival in the index is timed: the
+// prompt served on worker (index) stored blocks complete blocks at sent.
+type probe struct {
+	worker int
+	tokens []uint32
+	blocks int
+	sent   time.Time
+}
+
+// pollEvery is the pause between two visibility queries of one probe.
+const pollEvery = 50 * time.Microsecond
+
+var errNotVisible = errors.New("loadgen: published blocks not visible in the index")
+
+// visible polls POST /query (in process) until the probe's worker holds
+// at least its blocks of the prompt, and returns when that was first seen.
+func (c *cluster) visible(ctx context.Context, p *probe, timeout time.Duration) (time.Time, error) {
+	want := uint64(p.blocks * c.cfg.BlockSize)
+	id := messages.WorkerID(p.worker + 1)
+	deadline := p.sent.Add(timeout)
+	for {
+		q, err := c.svc.Query(ctx, httpapi.QueryRequest{TokenIDs: p.tokens, ModelName: benchModel})
+		now := time.Now()
+		if err == nil && q.Scores[id][0] >= want {
+			return now, nil
+		}
+		if now.After(deadline) || ctx.Err() != nil {
+			return now, errNotVisible
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// serve serves request r on worker w's engine and returns the cached
+// blocks and, when the serve published a batch of stored blocks, a probe.
+func (c *cluster) serve(w int, r Request, session string) (cached int, p *probe, err error) {
+	sent := time.Now()
+	cached, err = c.engines[w].ServeRequest(simengine.Request{Tokens: r.Tokens, SessionID: session})
+	if err != nil {
+		return 0, nil, err
+	}
+	if n := min(len(r.Tokens)/c.cfg.BlockSize, c.cfg.Capacity); cached < n {
+		p = &probe{worker: w, tokens: r.Tokens, blocks: n, sent: sent}
+	}
+	return cached, p, nil
+}
+
+// closeRouter stops the HTTP server and the service (the engines stay).
+func (c *cluster) closeRouter() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = c.srv.Shutdown(ctx)
+	c.svc.Close()
+	c.svc, c.srv = nil, nil
+}
+
+// close stops everything.
+func (c *cluster) close() {
+	select {
+	case <-c.stopHB:
+	default:
+		close(c.stopHB)
+	}
+	c.hbDone.Wait()
+	c.closeRouter()
+	for _, e := range c.engines {
+		_ = e.Close()
+	}
+	c.engines = nil
+}

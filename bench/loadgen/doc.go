@@ -1,0 +1,19 @@
+// Package loadgen is the load driver behind `kvrouter bench` (issue 7): it
+// replays Mooncake traces over simulated engines with finite LRU caches,
+// through the real ingest pipeline (ZeroMQ → listeners → normalizers →
+// coalescers → index) and the real route path (the service in process, and
+// its HTTP API), and reports ingest throughput and lag, route latency under
+// an open-loop sweep of offered rates, heap per index entry, and routing
+// quality against baseline policies.
+//
+// The package is split like the rest of kvrouter:
+//
+//   - Pure parts, deterministic and tested directly: session inference
+//     (sessions.go), percentiles and the coefficient of variation
+//     (stats.go), the baseline policies and the offline replay on
+//     simengine caches (policy.go, offline.go), the report and its table
+//     (report.go), and the plots (plot.go).
+//   - The I/O edge: trace loading (trace.go), a running router with its
+//     simulated engines (cluster.go), and the phases that drive it
+//     (ingest.go, sweep.go, quality.go), put together by Run (run.go).
+package loadgen

@@ -1,0 +1,49 @@
+package loadgen
+
+import "runtime"
+
+// measureMemory reads the index entries from /workers, then closes the
+// router and reports the heap that closing released (after GC, before and
+// after): everything the router held, engines excluded (they stay up).
+// Run subtracts the same figure for an empty router of as many workers
+// (fixed costs: actor system, listeners, sockets) before dividing by the
+// entries.
+func (c *cluster) measureMemory() (MemoryResult, error) {
+	_, entries, err := c.streams()
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	before := heapAfterGC()
+	c.closeRouter()
+	after := heapAfterGC()
+	return MemoryResult{Workers: len(c.engines), Entries: entries, HeapBytes: int64(before) - int64(after)}, nil
+}
+
+// emptyRouterHeap is measureMemory's heap for a router with workers
+// registered engines that served nothing.
+func emptyRouterHeap(cfg clusterConfig) (int64, error) {
+	c, err := startCluster(cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	m, err := c.measureMemory()
+	return m.HeapBytes, err
+}
+
+// PerEntry is the heap per index entry once the fixed heap is taken off
+// (0 without entries).
+func PerEntry(heap, fixed int64, entries int) float64 {
+	if entries <= 0 {
+		return 0
+	}
+	return float64(heap-fixed) / float64(entries)
+}
+
+func heapAfterGC() uint64 {
+	runtime.GC()
+	runtime.GC() // the second cycle frees what the first one's finalizers released
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

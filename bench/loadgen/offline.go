@@ -1,0 +1,109 @@
+package loadgen
+
+import (
+	"fmt"
+
+	"github.com/kvrouter/kvrouter/bench/simengine"
+)
+
+// Tally counts what a replay served: prompt and cached tokens, and the
+// requests and prefill (uncached) tokens of each worker.
+type Tally struct {
+	PromptTokens int   `json:"prompt_tokens"`
+	CachedTokens int   `json:"cached_tokens"`
+	Requests     []int `json:"requests_per_worker"`
+	Prefill      []int `json:"prefill_tokens_per_worker"`
+}
+
+// NewTally returns an empty tally over workers workers.
+func NewTally(workers int) Tally {
+	return Tally{Requests: make([]int, workers), Prefill: make([]int, workers)}
+}
+
+// Add counts one request of prompt tokens, cached of them already cached,
+// served by worker.
+func (t *Tally) Add(worker, prompt, cached int) {
+	cached = min(cached, prompt)
+	t.PromptTokens += prompt
+	t.CachedTokens += cached
+	t.Requests[worker]++
+	t.Prefill[worker] += prompt - cached
+}
+
+// HitRate is cached tokens over prompt tokens (0 with no tokens).
+func (t *Tally) HitRate() float64 {
+	if t.PromptTokens == 0 {
+		return 0
+	}
+	return float64(t.CachedTokens) / float64(t.PromptTokens)
+}
+
+// RequestCoV is the coefficient of variation of requests per worker.
+func (t *Tally) RequestCoV() float64 { return CoV(floats(t.Requests)) }
+
+// PrefillCoV is the coefficient of variation of prefill tokens per worker.
+func (t *Tally) PrefillCoV() float64 { return CoV(floats(t.Prefill)) }
+
+func floats(xs []int) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// CacheConfig sizes the simulated workers of a replay.
+type CacheConfig struct {
+	Workers   int
+	BlockSize int // tokens per block
+	Capacity  int // blocks per worker
+}
+
+// ReplayOffline serves reqs in order on fresh simulated caches — no
+// sockets, no router — each on the worker p picks, and tallies the tokens
+// each cache found already cached. Every cache has hash seed 0, so the
+// chain p sees is valid on every worker.
+func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
+	if cfg.Workers <= 0 {
+		return Tally{}, fmt.Errorf("loadgen: %d workers, want > 0", cfg.Workers)
+	}
+	caches := make([]*simengine.Cache, cfg.Workers)
+	for i := range caches {
+		c, err := simengine.NewCache(simengine.Config{BlockSize: cfg.BlockSize, CapacityBlocks: cfg.Capacity})
+		if err != nil {
+			return Tally{}, err
+		}
+		caches[i] = c
+	}
+	t := NewTally(cfg.Workers)
+	for _, r := range reqs {
+		sr := simengine.Request{Tokens: r.Tokens, SessionID: r.Session}
+		w := p.Pick(caches[0].Hashes(sr, -1))
+		if w < 0 || w >= cfg.Workers {
+			return Tally{}, fmt.Errorf("loadgen: policy %s picked worker %d of %d", p.Name(), w, cfg.Workers)
+		}
+		cached, events := caches[w].ServeRequest(sr)
+		p.Observe(w, events)
+		t.Add(w, len(r.Tokens), cached*cfg.BlockSize)
+	}
+	return t, nil
+}
+
+// ReplayClairvoyant is the clairvoyant bound: a router that knows every
+// cache exactly and ignores load can do no better than if the fleet were
+// one cache of the fleet's total capacity that every request reaches
+// (nothing duplicated, nothing spread for balance). It serves reqs on one
+// LRU cache of Workers × Capacity blocks and tallies every request on
+// worker 0 of Workers — ignoring load is its whole point. LRU is not an
+// optimal replacement policy, so this is the bound for LRU caches; once
+// the pooled capacity holds the trace's working set it is the reuse bound
+// (every block seen before is a hit).
+func ReplayClairvoyant(reqs []Request, cfg CacheConfig) (Tally, error) {
+	pooled, err := ReplayOffline(reqs, NewRoundRobin(1), CacheConfig{Workers: 1, BlockSize: cfg.BlockSize, Capacity: cfg.Workers * cfg.Capacity})
+	if err != nil || cfg.Workers <= 1 {
+		return pooled, err
+	}
+	t := NewTally(cfg.Workers)
+	t.PromptTokens, t.CachedTokens, t.Requests[0], t.Prefill[0] = pooled.PromptTokens, pooled.CachedTokens, pooled.Requests[0], pooled.Prefill[0]
+	return t, nil
+}

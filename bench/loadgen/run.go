@@ -1,0 +1,332 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config is one `kvrouter bench` run.
+type Config struct {
+	Mode           string   // label: "quick" or "full"
+	Traces         []string // Mooncake JSONL trace paths
+	TokensPerBlock int      // tokens per trace hash_id (and per block)
+	Requests       int      // requests per trace for the quality replays (0: all)
+	Workers        []int    // worker counts of the quality replays
+	Capacity       int      // cache capacity of each simulated engine, in blocks
+	InFlight       int      // kvrouter replays: a request's load is freed this many requests later
+	Sessions       []bool   // kvrouter replays: with session ids (true) and/or without (false)
+	Shards         []int    // index shard counts (only 1 until the pipeline has shard actors)
+	IngestWorkers  int      // engines of the ingest phase (0: skip it)
+	IngestPasses   int      // trace passes of the ingest phase, each with fresh prompts
+	SweepWorkers   []int    // worker counts whose replay is followed by the latency sweep
+	Rates          []float64
+	PointDuration  time.Duration // per sweep point
+	Clients        int           // concurrent clients of the sweep (and HTTP connections)
+	Transports     []string      // TransportInProcess, TransportHTTP
+	Seed           uint64        // of the random and exact-greedy policies
+	// Progress receives a line per finished step (nil: none).
+	Progress io.Writer
+	// Logger is the router's logger (nil: discard).
+	Logger *slog.Logger
+}
+
+// Default trace paths, relative to the repository root.
+const (
+	ConversationTrace = "../shared/traces/mooncake_conversation_trace.jsonl"
+	SyntheticTrace    = "../shared/traces/mooncake_synthetic_trace.jsonl"
+)
+
+// QuickConfig is the quick mode (under two minutes on 2 cores): the first
+// 2,000 conversation requests on 4, 16 and 64 workers, one ingest pass,
+// and a sweep of 1 s points on 16 workers.
+func QuickConfig() Config {
+	return Config{
+		Mode: "quick", Traces: []string{ConversationTrace}, TokensPerBlock: 16, Requests: 2000,
+		Workers: []int{4, 16, 64}, Capacity: 8192, InFlight: 32, Sessions: []bool{true}, Shards: []int{1},
+		IngestWorkers: 8, IngestPasses: 1, SweepWorkers: []int{16},
+		Rates:         []float64{1000, 2000, 5000, 10000, 20000, 40000, 80000},
+		PointDuration: time.Second, Clients: 64, Transports: []string{TransportInProcess, TransportHTTP}, Seed: 1,
+	}
+}
+
+// FullConfig is the full mode: both traces in full on 4, 16, 64 and 1,000
+// workers, kvrouter with and without session ids, four ingest passes, and
+// sweeps of 3 s points on 16 and 1,000 workers.
+func FullConfig() Config {
+	c := QuickConfig()
+	c.Mode, c.Traces, c.Requests = "full", []string{ConversationTrace, SyntheticTrace}, 0
+	c.Workers, c.Sessions, c.IngestPasses = []int{4, 16, 64, 1000}, []bool{true, false}, 4
+	c.SweepWorkers, c.PointDuration = []int{16, 1000}, 3*time.Second
+	c.Rates = []float64{1000, 2000, 5000, 10000, 20000, 40000, 60000, 80000, 120000}
+	return c
+}
+
+// Validate reports the first unusable setting.
+func (c *Config) Validate() error {
+	switch {
+	case len(c.Traces) == 0:
+		return errors.New("no trace")
+	case c.TokensPerBlock <= 0 || c.Capacity <= 0:
+		return fmt.Errorf("tokens per block %d and capacity %d must be positive", c.TokensPerBlock, c.Capacity)
+	case c.Requests < 0 || c.InFlight < 0 || c.IngestWorkers < 0 || c.IngestPasses < 0:
+		return errors.New("negative count")
+	case len(c.Workers) == 0 || slices.Min(c.Workers) <= 0:
+		return errors.New("worker counts must be positive")
+	case len(c.Sessions) == 0:
+		return errors.New("no session setting")
+	case c.Clients <= 0 || c.PointDuration <= 0:
+		return errors.New("sweep clients and point duration must be positive")
+	}
+	for _, r := range c.Rates {
+		if r <= 0 {
+			return fmt.Errorf("rate %v must be positive", r)
+		}
+	}
+	for _, t := range c.Transports {
+		if t != TransportInProcess && t != TransportHTTP {
+			return fmt.Errorf("unknown transport %q (want %s or %s)", t, TransportInProcess, TransportHTTP)
+		}
+	}
+	for _, s := range c.Shards {
+		// SHARDS: lift this once serviceConfig can pass a shard count.
+		if s != 1 {
+			return fmt.Errorf("%d shards: the pipeline has one index shard until shard actors land (issue 4); see serviceConfig", s)
+		}
+	}
+	if len(c.Shards) == 0 {
+		return errors.New("no shard count")
+	}
+	return nil
+}
+
+// Run measures everything cfg asks for and returns the report.
+func Run(cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("loadgen: %w", err)
+	}
+	r := &runner{cfg: cfg, rep: &Report{Mode: cfg.Mode, Machine: ReadMachine(), Config: ReportConfig{
+		TokensPerBlock: cfg.TokensPerBlock, Requests: cfg.Requests, Capacity: cfg.Capacity, InFlight: cfg.InFlight,
+		Shards: cfg.Shards, Clients: cfg.Clients, PointSeconds: cfg.PointDuration.Seconds()}}}
+	start := time.Now()
+	for i, path := range cfg.Traces {
+		r.rep.Config.Traces = append(r.rep.Config.Traces, TraceName(path))
+		if err := r.trace(path, i == 0); err != nil {
+			return r.rep, err
+		}
+	}
+	r.rep.Seconds = time.Since(start).Seconds()
+	return r.rep, nil
+}
+
+// runner carries one Run's state.
+type runner struct {
+	cfg Config
+	rep *Report
+}
+
+func (r *runner) progress(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, format+"\n", args...)
+	}
+}
+
+func (r *runner) clusterConfig(workers, shards int) clusterConfig {
+	return clusterConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity, Shards: shards, Logger: r.cfg.Logger}
+}
+
+// trace runs every phase on one trace; the sweep only on the first.
+func (r *runner) trace(path string, first bool) error {
+	name := TraceName(path)
+	if r.cfg.IngestWorkers > 0 && r.cfg.IngestPasses > 0 {
+		for _, shards := range r.cfg.Shards {
+			if err := r.ingest(path, shards); err != nil {
+				return err
+			}
+		}
+	}
+	reqs, err := LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Limit: r.cfg.Requests})
+	if err != nil {
+		return err
+	}
+	var sweepReqs []Request // fresh prompts (another token seed), loaded once
+	for _, workers := range r.cfg.Workers {
+		bound, err := r.offline(name, reqs, workers)
+		if err != nil {
+			return err
+		}
+		for _, shards := range r.cfg.Shards {
+			for si, sessions := range r.cfg.Sessions {
+				sweep := first && si == 0 && slices.Contains(r.cfg.SweepWorkers, workers) && len(r.cfg.Rates) > 0
+				if sweep && sweepReqs == nil {
+					if sweepReqs, err = LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Seed: 1}); err != nil {
+						return err
+					}
+				}
+				if err := r.kvrouter(name, reqs, workers, shards, sessions, bound, si == 0, sweepReqs, sweep); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ingest runs the ingest phase on a fresh cluster.
+func (r *runner) ingest(path string, shards int) error {
+	var reqs []Request
+	for pass := range r.cfg.IngestPasses {
+		rs, err := LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Seed: uint64(pass) + 100})
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, rs...)
+	}
+	c, err := startCluster(r.clusterConfig(r.cfg.IngestWorkers, shards))
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	res, err := c.ingest(reqs)
+	if err != nil {
+		return err
+	}
+	res.Trace, res.Shards = TraceName(path), shards
+	r.rep.Ingest = append(r.rep.Ingest, res)
+	r.progress("ingest  %-12s %4d workers: %s blocks/s, %s events/s, lag p99 %s µs (%s)", res.Trace, res.Workers,
+		si(res.BlocksPerSec), si(res.EventsPerSec), us(res.Lag.P99), validity(res.Valid, res.Invalid))
+	return nil
+}
+
+// offline replays the baseline policies and returns the clairvoyant hit
+// rate (the bound the others are compared with).
+func (r *runner) offline(name string, reqs []Request, workers int) (float64, error) {
+	cc := CacheConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity}
+	t, err := ReplayClairvoyant(reqs, cc)
+	if err != nil {
+		return 0, err
+	}
+	bound := t.HitRate()
+	r.addQuality(QualityRow{Trace: name, Workers: workers, Policy: NameClairvoyant, Valid: true}, t, bound)
+	for _, p := range []Policy{NewGreedy(workers, r.cfg.Seed), NewRandom(workers, r.cfg.Seed), NewRoundRobin(workers)} {
+		t, err := ReplayOffline(reqs, p, cc)
+		if err != nil {
+			return 0, err
+		}
+		r.addQuality(QualityRow{Trace: name, Workers: workers, Policy: p.Name(), Valid: true}, t, bound)
+	}
+	return bound, nil
+}
+
+func (r *runner) addQuality(row QualityRow, t Tally, bound float64) {
+	row.HitRate = t.HitRate()
+	for _, n := range t.Requests {
+		row.Requests += n
+	}
+	if bound > 0 {
+		row.OfBound = row.HitRate / bound
+	}
+	row.RequestCoV, row.PrefillCoV, row.Tally = t.RequestCoV(), t.PrefillCoV(), t
+	r.rep.Quality = append(r.rep.Quality, row)
+	r.progress("quality %-12s %4d workers %-22s hit %5.1f%% (%5.1f%% of bound), request CoV %.3f", row.Trace, row.Workers, row.Policy,
+		100*row.HitRate, 100*row.OfBound, row.RequestCoV)
+}
+
+// kvrouter replays the trace through a fresh router, then (when asked)
+// sweeps route latency on it, then measures its memory.
+func (r *runner) kvrouter(name string, reqs []Request, workers, shards int, sessions bool, bound float64,
+	memory bool, sweepReqs []Request, sweep bool) error {
+	c, err := startCluster(r.clusterConfig(workers, shards))
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	run, err := c.replayRouted(reqs, sessions, r.cfg.InFlight)
+	if err != nil {
+		return err
+	}
+	row := QualityRow{Trace: name, Workers: workers, Shards: shards, Policy: NameKVRouter,
+		Route: Summarize(run.route), Lag: Summarize(run.lags)}
+	if !sessions {
+		row.Policy = NameKVRouter + "/no-session"
+	}
+	row.Valid, row.Invalid = c.validity(run.lags, run.timeouts)
+	r.addQuality(row, run.tally, bound)
+	if sweep {
+		r.sweep(c, name, shards, sweepReqs, sessions)
+	}
+	if !memory {
+		return nil
+	}
+	m, err := c.measureMemory()
+	if err != nil {
+		return err
+	}
+	c.close() // before the empty router starts: one set of engines at a time
+	if m.FixedBytes, err = emptyRouterHeap(r.clusterConfig(workers, shards)); err != nil {
+		return err
+	}
+	m.Trace, m.Shards, m.BytesPerEntry = name, shards, PerEntry(m.HeapBytes, m.FixedBytes, m.Entries)
+	r.rep.Memory = append(r.rep.Memory, m)
+	r.progress("memory  %-12s %4d workers: %d entries, %.0f B/entry", name, workers, m.Entries, m.BytesPerEntry)
+	return nil
+}
+
+// sweep offers increasing rates over each transport until saturation.
+func (r *runner) sweep(c *cluster, name string, shards int, reqs []Request, sessions bool) {
+	offset := 0
+	for _, tname := range r.cfg.Transports {
+		var t transport = &inProcess{svc: c.svc, reqs: reqs}
+		if tname == TransportHTTP {
+			h, err := newOverHTTP(c.url, reqs, r.cfg.Clients)
+			if err != nil {
+				r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("http sweep skipped: %v", err))
+				continue
+			}
+			t = h
+		}
+		for _, rate := range r.cfg.Rates {
+			spec := pointSpec{rate: rate, duration: r.cfg.PointDuration, clients: r.cfg.Clients, offset: offset,
+				sessions: sessions, prefix: fmt.Sprintf("%s-%.0f-", tname, rate)}
+			pt := c.sweepPoint(t, reqs, spec)
+			offset += pt.Requests
+			pt.Trace, pt.Transport, pt.Shards = name, tname, shards
+			r.rep.Sweep = append(r.rep.Sweep, pt)
+			r.progress("sweep   %-10s %4d workers %7s/s offered: %7s/s, p50 %s µs, p99 %s µs, p99.9 %s µs%s (%s)", tname, pt.Workers,
+				si(pt.Offered), si(pt.Achieved), us(pt.Latency.P50), us(pt.Latency.P99), us(pt.Latency.P999),
+				map[bool]string{true: ", saturated", false: ""}[pt.Saturated], validity(pt.Valid, pt.Invalid))
+			if pt.Saturated {
+				break
+			}
+		}
+	}
+}
+
+// ReadMachine describes this machine: CPUs, the CPU model from
+// /proc/cpuinfo (when readable), the Go version and today's date.
+func ReadMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		Date: time.Now().UTC().Format("2006-01-02"), CPUModel: "unknown"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		m.CPUModel = CPUModel(string(b))
+	}
+	return m
+}
+
+// CPUModel extracts the first "model name" of a /proc/cpuinfo text
+// ("unknown" when there is none).
+func CPUModel(cpuinfo string) string {
+	for line := range strings.Lines(cpuinfo) {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}

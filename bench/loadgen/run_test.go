@@ -1,0 +1,88 @@
+package loadgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+const testTrace = "../../" + ConversationTrace // from bench/loadgen to the repository root
+
+// TestRunEndToEnd runs the harness small: 400 conversation requests on 4
+// simulated workers through the real pipeline and route path, a short
+// ingest phase and a two-point sweep over both transports.
+func TestRunEndToEnd(t *testing.T) {
+	cfg := QuickConfig()
+	cfg.Traces, cfg.Requests, cfg.Workers, cfg.SweepWorkers = []string{testTrace}, 400, []int{4}, []int{4}
+	cfg.IngestWorkers, cfg.IngestPasses = 2, 1
+	cfg.Rates, cfg.PointDuration, cfg.Clients = []float64{200, 400}, 300*time.Millisecond, 8
+	rep, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hit := map[string]QualityRow{}
+	for _, q := range rep.Quality {
+		hit[q.Policy] = q
+		if q.Requests != 400 {
+			t.Errorf("%s answered %d of 400 requests", q.Policy, q.Requests)
+		}
+	}
+	kv, random, bound := hit[NameKVRouter], hit[NameRandom], hit[NameClairvoyant]
+	if !(bound.HitRate >= kv.HitRate && kv.HitRate > random.HitRate) {
+		t.Errorf("hit rates: clairvoyant %.3f, kvrouter %.3f, random %.3f", bound.HitRate, kv.HitRate, random.HitRate)
+	}
+	if !kv.Valid || kv.Route.N != 400 || kv.Lag.N == 0 {
+		t.Errorf("kvrouter replay: %+v", kv)
+	}
+	if len(rep.Ingest) != 1 || rep.Ingest[0].StoredBlocks == 0 || rep.Ingest[0].BlocksPerSec <= 0 {
+		t.Errorf("ingest: %+v", rep.Ingest)
+	}
+	if len(rep.Sweep) != 4 {
+		t.Fatalf("%d sweep points, want 2 per transport", len(rep.Sweep))
+	}
+	for _, p := range rep.Sweep {
+		if p.Errors != 0 || p.Latency.N != p.Requests {
+			t.Errorf("sweep point %s %v/s: %d errors, %d of %d answered", p.Transport, p.Offered, p.Errors, p.Latency.N, p.Requests)
+		}
+	}
+	if len(rep.Memory) != 1 || rep.Memory[0].Entries == 0 || rep.Memory[0].HeapBytes <= 0 {
+		t.Errorf("memory: %+v", rep.Memory)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatalf("JSON report does not parse: %v", err)
+	}
+	if len(back.Quality) != len(rep.Quality) {
+		t.Errorf("JSON report has %d quality rows, want %d", len(back.Quality), len(rep.Quality))
+	}
+	files, err := WritePlots(rep, t.TempDir())
+	if err != nil || len(files) != 2 {
+		t.Errorf("plots %v: %v", files, err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for name, mutate := range map[string]func(*Config){
+		"two shards":    func(c *Config) { c.Shards = []int{1, 2} },
+		"no trace":      func(c *Config) { c.Traces = nil },
+		"zero workers":  func(c *Config) { c.Workers = []int{0} },
+		"bad transport": func(c *Config) { c.Transports = []string{"grpc"} },
+		"zero rate":     func(c *Config) { c.Rates = []float64{0} },
+	} {
+		c := QuickConfig()
+		mutate(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for _, c := range []Config{QuickConfig(), FullConfig()} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s preset: %v", c.Mode, err)
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
+)
+
+// Transport names.
+const (
+	TransportInProcess = "in-process"
+	TransportHTTP      = "http"
+)
+
+// transport sends one route request and returns the chosen worker's index.
+type transport interface {
+	route(ctx context.Context, i int, id, session string) (int, error)
+}
+
+// inProcess calls the service directly: hashing, index actor, route actor.
+type inProcess struct {
+	svc  *service.Service
+	reqs []Request
+}
+
+func (t *inProcess) route(ctx context.Context, i int, id, session string) (int, error) {
+	res, err := t.svc.Route(ctx, httpapi.RouteRequest{TokenIDs: t.reqs[i].Tokens, ModelName: benchModel, RequestID: id, SessionID: session})
+	return int(res.WorkerID) - 1, err
+}
+
+// overHTTP posts to /route over keep-alive connections; the token lists
+// are JSON-encoded ahead of time so the client spends little CPU.
+type overHTTP struct {
+	client *http.Client
+	url    string
+	tokens [][]byte
+}
+
+func newOverHTTP(url string, reqs []Request, conns int) (*overHTTP, error) {
+	t := &overHTTP{url: url + "/route", tokens: make([][]byte, len(reqs)),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns}}}
+	for i, r := range reqs {
+		b, err := json.Marshal(r.Tokens)
+		if err != nil {
+			return nil, err
+		}
+		t.tokens[i] = b
+	}
+	return t, nil
+}
+
+func (t *overHTTP) route(ctx context.Context, i int, id, session string) (int, error) {
+	body := make([]byte, 0, len(t.tokens[i])+128)
+	body = append(body, `{"model_name":"`+benchModel+`","request_id":`...)
+	body = strconv.AppendQuote(body, id)
+	if session != "" {
+		body = append(body, `,"session_id":`...)
+		body = strconv.AppendQuote(body, session)
+	}
+	body = append(body, `,"token_ids":`...)
+	body = append(append(body, t.tokens[i]...), '}')
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return 0, fmt.Errorf("/route: %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	var out struct {
+		WorkerID uint64 `json:"worker_id"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return int(out.WorkerID) - 1, err
+}
+
+// sweepJob is one released request: its index and when the dispatcher
+// released it (at or just after its scheduled time).
+type sweepJob struct {
+	i    int
+	sent time.Time
+}
+
+// pointSpec is one point of the sweep.
+type pointSpec struct {
+	rate     float64
+	duration time.Duration
+	clients  int
+	offset   int  // the first request of the point (requests cycle)
+	sessions bool // send each request's session id
+	prefix   string
+}
+
+// sweepPoint offers spec.rate route requests per second, open loop, for
+// spec.duration: a dispatcher releases request i at start + i/rate (every
+// request due when it wakes up, so a late wake-up releases a burst) into an
+// unbounded queue served by a pool of clients, and each request's latency
+// runs from its release — a router that falls behind is charged for the
+// queue it causes, while the dispatcher's own timer slack (Go's sleep
+// overshoots by up to a millisecond) is not.
+// Each routed request is then served on the chosen engine — its events
+// flow into the index meanwhile — and freed in process.
+func (c *cluster) sweepPoint(t transport, reqs []Request, spec pointSpec) SweepPoint {
+	n := max(int(spec.rate*spec.duration.Seconds()), 1)
+	jobs := make(chan sweepJob, n)
+	prober := c.startProber()
+	var (
+		mu       sync.Mutex
+		lat      = make([]time.Duration, 0, n)
+		errs     int
+		lastDone time.Time
+		wg       sync.WaitGroup
+	)
+	ctx := context.Background()
+	for range spec.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			var failed int
+			for j := range jobs {
+				k := (spec.offset + j.i) % len(reqs)
+				id := spec.prefix + strconv.Itoa(j.i)
+				session := ""
+				if spec.sessions {
+					session = reqs[k].Session
+				}
+				w, err := t.route(ctx, k, id, session)
+				if err != nil || w < 0 || w >= len(c.engines) {
+					failed++
+					continue
+				}
+				mine = append(mine, time.Since(j.sent))
+				_, p, err := c.serve(w, reqs[k], session)
+				if err == nil {
+					prober.offer(p)
+				}
+				_ = c.svc.Free(ctx, id)
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			errs += failed
+			if now := time.Now(); now.After(lastDone) {
+				lastDone = now
+			}
+			mu.Unlock()
+		}()
+	}
+	start := time.Now()
+	step := float64(time.Second) / spec.rate
+	for i := 0; i < n; {
+		now := time.Now()
+		for ; i < n; i++ {
+			due := start.Add(time.Duration(float64(i) * step))
+			if due.After(now) {
+				time.Sleep(due.Sub(now))
+				break
+			}
+			jobs <- sweepJob{i: i, sent: now}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	lags, timeouts := prober.stop()
+	pt := SweepPoint{Workers: len(c.engines), Offered: spec.rate, Requests: n, Errors: errs, Latency: Summarize(lat), Lag: Summarize(lags)}
+	if el := lastDone.Sub(start).Seconds(); el > 0 {
+		pt.Achieved = float64(len(lat)) / el
+	}
+	pt.Saturated = Saturated(pt)
+	pt.Valid, pt.Invalid = c.validity(lags, timeouts)
+	return pt
+}
+
+// Saturated reports whether a sweep point shows the router at or past
+// saturation: it completed under 95 % of the offered rate, failed more
+// than 1 % of the requests, or its p99 exceeded a second.
+func Saturated(p SweepPoint) bool {
+	return p.Achieved < 0.95*p.Offered || p.Errors*100 > p.Requests || p.Latency.P99 > 1e6
+}

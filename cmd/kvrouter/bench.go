@@ -1,0 +1,207 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvrouter/kvrouter/bench/loadgen"
+)
+
+const benchHelp = `Usage: kvrouter bench [flags]
+
+Measures kvrouter on Mooncake traces (method and latest figures in
+bench/README.md). Simulated engines with finite LRU caches publish real KV
+events over ZeroMQ into the real pipeline; route requests go through the
+real route path, in process and over HTTP. It reports, as a table (stdout)
+and optionally as JSON and PNG plots:
+
+  ingest    stored blocks/s and events/s applied end to end, and the lag
+            from an engine's publish to the block being visible in /query
+  sweep     /route latency p50/p99/p99.9 at increasing offered rates (open
+            loop) until saturation, while the routed requests' events are
+            applied; a point is invalid if a stream resynced or degraded, a
+            published batch never became visible, or the lag kept growing
+  memory    router heap per (block, worker) index entry
+  quality   prefix hit rate and per-worker load CoV of kvrouter vs random,
+            round-robin, exact-greedy (exact caches, longest prefix, ignores
+            load) and the clairvoyant bound (one pooled cache of the fleet's
+            capacity)
+
+--quick (the default, under two minutes on 2 cores) and --full choose a
+preset; any other flag given overrides the preset's value.
+
+Flags:
+`
+
+// benchFlags are the flags that override a preset, by name.
+type benchFlags struct {
+	fs  *flag.FlagSet
+	set map[string]func(*loadgen.Config) error
+}
+
+func (b *benchFlags) strFlag(name, usage string, apply func(*loadgen.Config, string) error) {
+	v := b.fs.String(name, "", usage)
+	b.set[name] = func(c *loadgen.Config) error { return apply(c, *v) }
+}
+
+func (b *benchFlags) intFlag(name, usage string, apply func(*loadgen.Config, int)) {
+	v := b.fs.Int(name, 0, usage)
+	b.set[name] = func(c *loadgen.Config) error { apply(c, *v); return nil }
+}
+
+func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("bench", benchHelp, stderr)
+	quick := fs.Bool("quick", true, "quick preset: 2,000 conversation requests on 4, 16, 64 workers; 1 s sweep points on 16 workers")
+	full := fs.Bool("full", false, "full preset: both traces in full on 4, 16, 64, 1000 workers, with and without session ids; 3 s sweep points on 16 and 1000 workers")
+	jsonPath := fs.String("json", "", "also write the report as JSON to this `file`")
+	plots := fs.String("plots", "", "also draw latency.png and hitrate-<trace>.png into this `dir`")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this `file` (go tool pprof)")
+	b := &benchFlags{fs: fs, set: map[string]func(*loadgen.Config) error{}}
+	b.strFlag("trace", "comma-separated Mooncake JSONL `paths` (quick: the conversation trace; full: conversation and synthetic)",
+		func(c *loadgen.Config, v string) error { c.Traces = splitList(v); return nil })
+	b.intFlag("tokens-per-block", "tokens each trace hash_id expands to, and the block size (default 16; the trace's own is 512)",
+		func(c *loadgen.Config, v int) { c.TokensPerBlock = v })
+	b.intFlag("requests", "requests per trace in the quality replays, 0 for all (quick: 2000)", func(c *loadgen.Config, v int) { c.Requests = v })
+	b.strFlag("workers", "comma-separated worker `counts` of the quality replays (quick: 4,16,64; full: 4,16,64,1000)",
+		func(c *loadgen.Config, v string) (err error) { c.Workers, err = intList(v); return err })
+	b.intFlag("capacity", "cache capacity of each simulated engine, in blocks (default 8192)", func(c *loadgen.Config, v int) { c.Capacity = v })
+	b.intFlag("in-flight", "kvrouter replays: each request's load is freed this many requests later (default 32)", func(c *loadgen.Config, v int) { c.InFlight = v })
+	b.strFlag("sessions", "`on`, off or both: send each request's inferred session_id to kvrouter (quick: on; full: both)",
+		func(c *loadgen.Config, v string) error {
+			m := map[string][]bool{"on": {true}, "off": {false}, "both": {true, false}}
+			s, ok := m[v]
+			if !ok {
+				return fmt.Errorf("--sessions %q: want on, off or both", v)
+			}
+			c.Sessions = s
+			return nil
+		})
+	b.strFlag("shards", "comma-separated index shard `counts` (only 1 until the pipeline has shard actors)",
+		func(c *loadgen.Config, v string) (err error) { c.Shards, err = intList(v); return err })
+	b.intFlag("ingest-workers", "engines of the ingest phase, 0 to skip it (default 8)", func(c *loadgen.Config, v int) { c.IngestWorkers = v })
+	b.intFlag("ingest-passes", "trace passes of the ingest phase, each with fresh prompts (quick: 1; full: 4)", func(c *loadgen.Config, v int) { c.IngestPasses = v })
+	b.strFlag("sweep-workers", "comma-separated worker `counts` whose replay is followed by the latency sweep, on the first trace (quick: 16; full: 16,1000)",
+		func(c *loadgen.Config, v string) (err error) { c.SweepWorkers, err = intList(v); return err })
+	b.strFlag("rates", "comma-separated offered `rates` of the sweep, in route requests/s; it stops at the first saturated one",
+		func(c *loadgen.Config, v string) error {
+			c.Rates = nil
+			for _, s := range splitList(v) {
+				r, err := strconv.ParseFloat(s, 64)
+				if err != nil {
+					return fmt.Errorf("--rates: %w", err)
+				}
+				c.Rates = append(c.Rates, r)
+			}
+			return nil
+		})
+	b.strFlag("point-duration", "how long each sweep point offers its rate (quick: 1s; full: 3s)",
+		func(c *loadgen.Config, v string) (err error) {
+			c.PointDuration, err = time.ParseDuration(v)
+			return err
+		})
+	b.intFlag("clients", "concurrent clients (and HTTP connections) of the sweep (default 64)", func(c *loadgen.Config, v int) { c.Clients = v })
+	b.strFlag("transports", "comma-separated sweep `transports`: in-process, http (default both)",
+		func(c *loadgen.Config, v string) error { c.Transports = splitList(v); return nil })
+	b.intFlag("seed", "seed of the random and exact-greedy policies (default 1)", func(c *loadgen.Config, v int) { c.Seed = uint64(v) })
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter bench: %v\n", err); return 1 }
+	cfg := loadgen.QuickConfig()
+	if *full {
+		cfg = loadgen.FullConfig()
+	} else if !*quick {
+		return fail(fmt.Errorf("--quick=false needs --full"))
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if apply, ok := b.set[f.Name]; ok && err == nil {
+			err = apply(&cfg)
+		}
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fail(err)
+	}
+	if !*quiet {
+		cfg.Progress = stderr
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := loadgen.Run(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		return fail(err)
+	}
+	if *jsonPath != "" {
+		if err := writeJSONReport(rep, *jsonPath); err != nil {
+			return fail(err)
+		}
+	}
+	if *plots != "" {
+		files, err := loadgen.WritePlots(rep, *plots)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "plots: %s\n", strings.Join(files, ", "))
+	}
+	return 0
+}
+
+func writeJSONReport(rep *loadgen.Report, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteJSON(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// intList parses a comma-separated list of integers.
+func intList(v string) ([]int, error) {
+	var out []int
+	for _, s := range splitList(v) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an integer", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
