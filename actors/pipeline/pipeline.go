@@ -1,6 +1,7 @@
 // Package pipeline assembles kvrouter's ingest actors — listeners →
-// normalizer pool → coalescer hub → index — in one actor system, and gives
-// the commands and tests one handle to add engine endpoints and read state.
+// normalizer pool → coalescer hub → index, which the session lineage index
+// follows — in one actor system, and gives the commands and tests one handle
+// to add engine endpoints and read state.
 package pipeline
 
 import (
@@ -13,6 +14,8 @@ import (
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/normalizer"
 	"github.com/kvrouter/kvrouter/actors/publisher"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/sessions"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/wire"
 )
@@ -30,6 +33,9 @@ type Config struct {
 	// PublishRouterEvents, when set, binds a ZeroMQ PUB there and
 	// republishes every applied RouterEvent (package publisher).
 	PublishRouterEvents string
+	// Sessions configures the session lineage index (bounds, clock,
+	// expiry timer).
+	Sessions sessions.ActorConfig
 }
 
 // Pipeline is a running ingest pipeline.
@@ -39,11 +45,13 @@ type Pipeline struct {
 	hub        *actor.PID
 	normalizer *actor.PID
 	publisher  *actor.PID // nil unless router events are republished
+	sessions   *actor.PID
 	listeners  map[messages.StreamID]*actor.PID
 }
 
-// Start spawns the index, the coalescer hub and the normalizer pool (and
-// the router-event publisher when configured).
+// Start spawns the session index, the index (which forwards every applied
+// batch to the session index and the publisher), the coalescer hub and the
+// normalizer pool (and the router-event publisher when configured).
 func Start(system *actor.ActorSystem, cfg Config) (*Pipeline, error) {
 	if cfg.Normalizers <= 0 {
 		cfg.Normalizers = 2
@@ -57,7 +65,8 @@ func Start(system *actor.ActorSystem, cfg Config) (*Pipeline, error) {
 		}
 		p.publisher = root.Spawn(props)
 	}
-	p.index = indexer.Spawn(root, cfg.Index, p.publisher)
+	p.sessions = root.Spawn(sessions.Props(cfg.Sessions))
+	p.index = indexer.Spawn(root, cfg.Index, p.publisher, p.sessions)
 	p.hub = root.Spawn(coalescer.HubProps(p.index.PID(), cfg.Coalescer))
 	p.normalizer = root.Spawn(normalizer.PoolProps(cfg.Normalizers, p.hub, cfg.Limits))
 	return p, nil
@@ -89,9 +98,48 @@ func (p *Pipeline) RemoveListener(s messages.StreamID) error {
 	return p.system.Root.StopFuture(pid).Wait()
 }
 
-// RemoveWorker drops every rank of a worker from the index.
+// RemoveWorker drops every rank of a worker from the index and the session
+// index. (A batch of the worker still on its way to the session index is
+// applied after the drop: the session index credits only registered
+// workers, and a worker registered again is cleared by its first batch.)
 func (p *Pipeline) RemoveWorker(w messages.WorkerID) {
 	p.index.RemoveWorker(w)
+	p.system.Root.Send(p.sessions, &sessions.DropWorker{Worker: w})
+}
+
+// Session returns a session's lineage (found false when the session index
+// does not hold it); chain asks for each holder's engine hashes.
+func (p *Pipeline) Session(id string, chain bool, timeout time.Duration) (s sessions.Session, found bool, err error) {
+	r, err := request[*sessions.GetReply](p.system, p.sessions, &sessions.GetRequest{ID: id, Chain: chain}, timeout)
+	if err != nil {
+		return sessions.Session{}, false, err
+	}
+	return r.Session, r.Found, nil
+}
+
+// ForgetSession drops a session's lineage; found says whether it was held.
+func (p *Pipeline) ForgetSession(id string, timeout time.Duration) (found bool, err error) {
+	r, err := request[*sessions.ForgetReply](p.system, p.sessions, &sessions.ForgetRequest{ID: id}, timeout)
+	if err != nil {
+		return false, err
+	}
+	return r.Found, nil
+}
+
+// SessionCredit returns a route request's session credit among cands
+// (sessions.Index.Credit); sessions.Combine adds it to the overlaps.
+func (p *Pipeline) SessionCredit(id string, weight float64, cands []routing.Candidate, timeout time.Duration) ([]sessions.Bonus, error) {
+	r, err := request[*sessions.CreditReply](p.system, p.sessions,
+		&sessions.CreditRequest{ID: id, Weight: weight, Candidates: cands}, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return r.Bonus, nil
+}
+
+// SessionStats returns the session index's counters.
+func (p *Pipeline) SessionStats(timeout time.Duration) (*sessions.Stats, error) {
+	return request[*sessions.Stats](p.system, p.sessions, &sessions.StatsRequest{}, timeout)
 }
 
 // Query asks the index for the overlap of a query's local hashes.
@@ -147,8 +195,10 @@ func (p *Pipeline) Stop() {
 		_ = p.system.Root.StopFuture(pid).Wait()
 	}
 	p.index.Stop()
-	if p.publisher != nil {
-		_ = p.system.Root.StopFuture(p.publisher).Wait()
+	for _, pid := range []*actor.PID{p.sessions, p.publisher} {
+		if pid != nil {
+			_ = p.system.Root.StopFuture(pid).Wait()
+		}
 	}
 }
 

@@ -7,8 +7,14 @@
 //
 // An Index is a plain deterministic value — no actors, no goroutines, no
 // clock: Apply feeds it RouterEvents in stream order with the caller's now,
-// Holders/Get/Credit answer queries, Forget and Expire drop sessions. An
-// actor (one index per namespace, beside its radix tree) owns one.
+// Holders/Get/Credit answer queries, Forget and Expire drop sessions.
+//
+// The session actor (actor.go) owns one Index per namespace: it follows the
+// index actor (every applied RouterEventBatch, clears then events, with the
+// time read at the actor), answers the route path's CreditRequest and the
+// operators' GetRequest/ForgetRequest, drops unregistered workers and runs
+// Expire on a timer message (ActorConfig.ExpireEvery), not a goroutine per
+// session.
 //
 // # Rules
 //

@@ -135,11 +135,19 @@ func (x *Index) Stats() Stats {
 }
 
 // CheckID reports whether id is a session id the index accepts: 1 to
-// MaxIDLen bytes of printable ASCII (0x21–0x7E). It is the check Apply makes
-// and the one an HTTP layer should make on /sessions/{id}.
-func (x *Index) CheckID(id string) error {
-	if len(id) == 0 || len(id) > x.cfg.MaxIDLen {
-		return fmt.Errorf("sessions: id of %d bytes (1..%d): %w", len(id), x.cfg.MaxIDLen, ErrInvalidSessionID)
+// MaxIDLen bytes of printable ASCII (0x21–0x7E): the check Apply makes
+// (CheckID with the index's MaxIDLen).
+func (x *Index) CheckID(id string) error { return CheckID(id, x.cfg.MaxIDLen) }
+
+// CheckID reports whether id is a session id of 1 to maxLen bytes (≤ 0:
+// DefaultMaxIDLen) of printable ASCII (0x21–0x7E), for callers that hold no
+// Index (an HTTP layer checking /route's session_id and /sessions/{id}).
+func CheckID(id string, maxLen int) error {
+	if maxLen <= 0 {
+		maxLen = DefaultMaxIDLen
+	}
+	if len(id) == 0 || len(id) > maxLen {
+		return fmt.Errorf("sessions: id of %d bytes (1..%d): %w", len(id), maxLen, ErrInvalidSessionID)
 	}
 	for i := 0; i < len(id); i++ {
 		if c := id[i]; c < 0x21 || c > 0x7e {

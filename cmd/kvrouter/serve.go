@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/sessions"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 )
@@ -25,8 +27,16 @@ Runs the router: listeners on every registered engine's KV events, the
 prefix index per (model, tenant), and the HTTP API — Dynamo's standalone
 indexer endpoints (POST /register, /unregister, /query, /query_by_hash,
 GET /workers, /dump) plus kvrouter's POST /route,
-/route/{request_id}/prefill_done, /route/{request_id}/free, GET /healthz,
-/readyz, /metrics.
+/route/{request_id}/prefill_done, /route/{request_id}/free,
+GET and DELETE /sessions/{session_id}, GET /healthz, /readyz, /metrics.
+
+Sessions: engines report a session id on stored blocks; kvrouter keeps each
+session's lineage per worker (bounded by --max-sessions, dropped after
+--session-idle without a store). A /route request with that session_id
+gives the worker holding the session's newest blocks up to --session-credit
+× their depth more overlap blocks (never past the request's length): the
+physical overlap stays the primary signal, and a session with no lineage
+routes as without one.
 
 Workers are registered over HTTP (POST /register) or given as flags:
   --worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT]   (repeatable; model --model, tenant --tenant)
@@ -55,6 +65,9 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	weight := fs.Float64("overlap-weight", 1, "weight of prefill blocks in the routing cost (0: load only)")
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: deterministic argmin)")
 	timeout := fs.Duration("timeout", 50*time.Millisecond, "deadline of one actor request on the route path")
+	maxSessions := fs.Int("max-sessions", sessions.DefaultMaxSessions, "sessions whose lineage is kept per (model, tenant); the least recently stored is evicted")
+	sessionCredit := fs.Float64("session-credit", 1, "weight of a /route session_id's lineage: extra overlap blocks = weight × the session's newest chain depth (0: off)")
+	sessionIdle := fs.Duration("session-idle", sessions.DefaultIdleTTL, "drop a session's lineage after this long without a store")
 	tokenFlag := fs.String("api-token", "", "bearer token for mutating endpoints (prefer KVROUTER_API_TOKEN or --api-token-file)")
 	tokenFile := fs.String("api-token-file", "", "file holding the bearer token")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -69,7 +82,13 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	rc := routing.DefaultConfig()
 	rc.OverlapWeight, rc.Temperature = *weight, *temperature
-	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout})
+	if *maxSessions <= 0 || *sessionIdle <= 0 {
+		fmt.Fprintf(stderr, "kvrouter serve: --max-sessions and --session-idle must be positive\n")
+		return 2
+	}
+	pc := pipeline.Config{Sessions: sessions.ActorConfig{Index: sessions.Config{MaxSessions: *maxSessions, IdleTTL: *sessionIdle}}}
+	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
+		Pipeline: pc, SessionCredit: *sessionCredit})
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kvrouter/kvrouter/messages"
 )
@@ -49,6 +50,15 @@ type Backend interface {
 	// Free removes a routed request's load. An unknown request id →
 	// ErrNotFound.
 	Free(ctx context.Context, requestID string) error
+	// Session returns a session's lineage in every namespace holding it
+	// (GET /sessions/{session_id}). A session no namespace holds →
+	// ErrNotFound; an id the Backend does not accept (session ids are
+	// untrusted) → ErrInvalid.
+	Session(ctx context.Context, req SessionRequest) (SessionInfo, error)
+	// ForgetSession drops a session's lineage in every namespace (DELETE
+	// /sessions/{session_id}). A session no namespace holds → ErrNotFound;
+	// an id the Backend does not accept → ErrInvalid.
+	ForgetSession(ctx context.Context, id string) error
 	// Ready reports whether the router can answer route requests (nil) or
 	// not yet; a non-nil error answers /readyz with 503.
 	Ready(ctx context.Context) error
@@ -221,20 +231,24 @@ type RouteRequest struct {
 }
 
 // RouteResult is the answer of POST /route: the chosen (worker, dp_rank),
-// its overlap in blocks and tokens (OverlapByTier splits the blocks by
-// storage tier name — "device", "host", "disk", "external" — when the index
-// knows), Degraded when the chosen stream is not exact (its overlap is what
-// the index knows, which may be less than the worker holds), and the
-// request id its load is booked under.
+// its physical overlap in blocks and tokens (OverlapByTier splits the
+// blocks by storage tier name — "device", "host", "disk", "external" — when
+// the index knows), SessionCreditBlocks the blocks the request's session
+// lineage added to the chosen candidate's overlap before the choice (absent
+// when none), Degraded when the chosen stream is not exact (its overlap is
+// what the index knows, which may be less than the worker holds), and the
+// request id its load is booked under. Scores show the overlaps the router
+// scored, session credit included.
 type RouteResult struct {
-	WorkerID      messages.WorkerID `json:"worker_id"`
-	DpRank        messages.DpRank   `json:"dp_rank"`
-	OverlapBlocks uint32            `json:"overlap_blocks"`
-	CachedTokens  uint64            `json:"cached_tokens"`
-	OverlapByTier map[string]uint32 `json:"overlap_by_tier,omitempty"`
-	Degraded      bool              `json:"degraded,omitempty"`
-	Scores        []RouteScore      `json:"scores,omitempty"`
-	RequestID     string            `json:"request_id"`
+	WorkerID            messages.WorkerID `json:"worker_id"`
+	DpRank              messages.DpRank   `json:"dp_rank"`
+	OverlapBlocks       uint32            `json:"overlap_blocks"`
+	CachedTokens        uint64            `json:"cached_tokens"`
+	OverlapByTier       map[string]uint32 `json:"overlap_by_tier,omitempty"`
+	SessionCreditBlocks uint32            `json:"session_credit_blocks,omitempty"`
+	Degraded            bool              `json:"degraded,omitempty"`
+	Scores              []RouteScore      `json:"scores,omitempty"`
+	RequestID           string            `json:"request_id"`
 }
 
 // RouteScore is one candidate's side of the §7 cost function, present when
@@ -248,6 +262,47 @@ type RouteScore struct {
 	ActiveDecodeBlocks  uint64            `json:"active_decode_blocks"`
 	Logit               float64           `json:"logit"`
 	Degraded            bool              `json:"degraded,omitempty"`
+}
+
+// SessionRequest asks for a session's lineage (GET
+// /sessions/{session_id}?chain=…): Chain asks for every lineage's engine
+// hashes.
+type SessionRequest struct {
+	ID    string `json:"session_id"`
+	Chain bool   `json:"chain,omitempty"`
+}
+
+// SessionInfo is the answer of GET /sessions/{session_id}: the session's
+// lineage in each (model_name, tenant_id) namespace holding it, sorted by
+// model and tenant.
+type SessionInfo struct {
+	SessionID  string             `json:"session_id"`
+	Namespaces []SessionNamespace `json:"namespaces"`
+}
+
+// SessionNamespace is a session's lineage in one namespace: LastSeen is
+// the time of its last store there, Lineages one per (worker, dp_rank),
+// the most recently stored to first.
+type SessionNamespace struct {
+	ModelName string           `json:"model_name"`
+	TenantID  string           `json:"tenant_id"`
+	LastSeen  time.Time        `json:"last_seen"`
+	Lineages  []SessionLineage `json:"lineages"`
+}
+
+// SessionLineage is what a session stored on one (worker, dp_rank): Depth
+// blocks in the chain ending at its newest block (the routing credit's
+// base), Blocks live blocks in all, the engine hash of the newest block and
+// when it was stored; Chain (when asked) lists the chain's engine hashes,
+// oldest first.
+type SessionLineage struct {
+	WorkerID   messages.WorkerID       `json:"worker_id"`
+	DpRank     messages.DpRank         `json:"dp_rank"`
+	Depth      uint32                  `json:"depth"`
+	Blocks     uint64                  `json:"blocks"`
+	NewestHash messages.ExternalHash   `json:"newest_hash"`
+	Updated    time.Time               `json:"updated"`
+	Chain      []messages.ExternalHash `json:"chain,omitempty"`
 }
 
 // DumpNamespace opens one (model_name, tenant_id) index in a dump.

@@ -37,6 +37,7 @@ const (
 	reasonUnknownWorker    = "unknown_worker"         // 404 from /unregister
 	reasonUnknownRequest   = "unknown_request"        // 404 from /route/{id}/…
 	reasonUnknownNamespace = "unknown_namespace"      // 404 from /query, /query_by_hash, /route
+	reasonUnknownSession   = "unknown_session"        // 404 from /sessions/{session_id}
 	reasonConflict         = "conflict"               // 409
 	reasonUnavailable      = "unavailable"            // 503
 	reasonNotReady         = "not_ready"              // 503 from /readyz

@@ -22,9 +22,13 @@
 //	POST /route         {token_ids | block_hashes, model_name, tenant_id?, lora_name?, cache_salt?,
 //	                     session_id?, request_id?, include_scores?}
 //	                    → {worker_id, dp_rank, overlap_blocks, cached_tokens, overlap_by_tier?,
-//	                       degraded?, scores?, request_id}
+//	                       session_credit_blocks?, degraded?, scores?, request_id}
 //	POST /route/{request_id}/prefill_done → 200 {"status":"ok"} · 404 unknown_request
 //	POST /route/{request_id}/free         → 200 {"status":"ok"} · 404 unknown_request
+//	GET  /sessions/{session_id}[?chain=true]
+//	                    → {session_id, namespaces:[{model_name, tenant_id, last_seen, lineages:[{worker_id,
+//	                       dp_rank, depth, blocks, newest_hash, updated, chain?}]}]} · 404 unknown_session
+//	DELETE /sessions/{session_id}         → 200 {"status":"ok"} · 404 unknown_session
 //	GET  /healthz (liveness) · GET /readyz (Backend.Ready; 503 when not ready) · GET /metrics
 //
 // As in the reference, tenant_id defaults to "default" (on /unregister its
@@ -45,8 +49,9 @@
 // too_many_block_hashes) → 413; a Content-Type other than JSON → 415
 // (unsupported_media_type: also what keeps browsers from posting
 // cross-site without a CORS preflight); a wrong method → 405 with Allow;
-// an unknown path → 404. Backend errors map by class (see Backend): 400,
-// 404 (unknown_worker, unknown_request, unknown_namespace), 409, 503; any
+// an unknown path → 404. Backend errors map by class (see Backend): 400
+// (e.g. invalid_session_id), 404 (unknown_worker, unknown_request,
+// unknown_namespace, unknown_session), 409, 503; any
 // other error is logged and answered 500 "internal" without its text, as is
 // a recovered panic (counted in kvrouter_http_panics_total).
 //
@@ -67,10 +72,11 @@
 // Authentication: with Options.APIToken set, `Authorization: Bearer
 // <token>` is required (401 missing_token / invalid_token, with
 // WWW-Authenticate) on /register, /unregister, the two bookkeeping
-// endpoints AND /route itself: /route books load on a worker, and an
+// endpoints, DELETE /sessions/{session_id} AND /route itself: /route books load on a worker, and an
 // anonymous caller able to book load that only a token holder can free
 // could steer traffic by flooding it. Reads (/workers, /query,
-// /query_by_hash, /dump, /metrics) are open unless Options.ProtectReads;
+// /query_by_hash, /dump, GET /sessions/{session_id}, /metrics) are open
+// unless Options.ProtectReads;
 // /healthz and /readyz are always open. The token is compared as SHA-256
 // digests with crypto/subtle, so neither its content nor its length leaks
 // through timing.
@@ -83,4 +89,10 @@
 // Request ids: /route books load under the client's request_id, or under
 // one the server draws from crypto/rand (unguessable, so another client
 // cannot free it). Ids are 1–128 characters of [A-Za-z0-9._~:-].
+//
+// Session ids (/route's session_id, the path of /sessions/{session_id},
+// URL-unescaped) are producer input the engines also report: the Backend
+// checks them (kvrouter serve: 1–256 bytes of printable ASCII) and answers
+// 400 invalid_session_id otherwise. A session is a hint: a session_id with
+// no lineage routes as without one.
 package httpapi

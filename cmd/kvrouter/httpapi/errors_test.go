@@ -21,6 +21,7 @@ type badCase struct {
 	opts       Options
 	chunked    bool // send the body without a Content-Length
 	setup      func(*fakeBackend)
+	byBackend  bool // a 4xx the Backend answers (the server cannot tell)
 	wantStatus int
 	wantReason string
 }
@@ -323,6 +324,23 @@ func badCases() []badCase {
 		badCase{name: "unknown path POST", method: "POST", path: "/v1/route", body: `{}`, wantStatus: 404, wantReason: "not_found"},
 		badCase{name: "/route without id", method: "POST", path: "/route/free", wantStatus: 404, wantReason: "not_found"},
 	)
+
+	auth := Options{APIToken: token, ProtectReads: true}
+	for _, m := range []string{"GET", "DELETE"} {
+		cs = append(cs,
+			badCase{name: m + " /sessions unknown", method: m, path: "/sessions/gone", wantStatus: 404, wantReason: "unknown_session"},
+			badCase{name: m + " /sessions invalid id", method: m, path: "/sessions/bad", byBackend: true, wantStatus: 400, wantReason: "invalid_session_id"},
+			badCase{name: m + " /sessions backend error", method: m, path: "/sessions/boom", wantStatus: 500, wantReason: "internal"},
+			badCase{name: m + " /sessions token missing", method: m, path: "/sessions/s", opts: auth, wantStatus: 401, wantReason: "missing_token"},
+			badCase{name: m + " /sessions without id", method: m, path: "/sessions/", wantStatus: 404, wantReason: "not_found"},
+			badCase{name: m + " /sessions nested path", method: m, path: "/sessions/a/b", wantStatus: 404, wantReason: "not_found"},
+		)
+	}
+	cs = append(cs,
+		badCase{name: "/sessions chain not a boolean", method: "GET", path: "/sessions/s?chain=maybe", wantStatus: 400, wantReason: "invalid_value"},
+		badCase{name: "/sessions POST", method: "POST", path: "/sessions/s", body: `{}`, wantStatus: 405, wantReason: "method_not_allowed"},
+		badCase{name: "/sessions PUT", method: "PUT", path: "/sessions/s", wantStatus: 405, wantReason: "method_not_allowed"},
+	)
 	return cs
 }
 
@@ -382,6 +400,7 @@ func TestBadInputs(t *testing.T) {
 			}
 			// Input the server rejects itself never reaches the Backend.
 			switch {
+			case tc.byBackend:
 			case rec.Code == 400, rec.Code == 401, rec.Code == 405, rec.Code == 413, rec.Code == 415,
 				tc.wantReason == "not_found":
 				if len(calls) != 0 {
@@ -421,6 +440,9 @@ func TestAuthAllowed(t *testing.T) {
 		{Options{APIToken: token, ProtectReads: true}, "GET", "/healthz", "", nil, 200},
 		{Options{APIToken: token, ProtectReads: true}, "GET", "/readyz", "", nil, 200},
 		{Options{}, "POST", "/route", validBodies["/route"], []string{"Authorization", "Bearer whatever"}, 200},
+		{Options{APIToken: token}, "GET", "/sessions/s", "", nil, 200},
+		{Options{APIToken: token}, "DELETE", "/sessions/s", "", bearer, 200},
+		{Options{APIToken: token, ProtectReads: true}, "GET", "/sessions/s", "", bearer, 200},
 	} {
 		h, _, _ := newTestHandler(t, tc.opts)
 		rec := do(h, tc.method, tc.path, tc.body, tc.hdr...)
@@ -433,7 +455,8 @@ func TestAuthAllowed(t *testing.T) {
 // TestAllowHeader: 405 lists the endpoint's method.
 func TestAllowHeader(t *testing.T) {
 	h, _, _ := newTestHandler(t, Options{})
-	for path, want := range map[string]string{"/register": "POST", "/workers": "GET, HEAD", "/route/x/free": "POST"} {
+	for path, want := range map[string]string{"/register": "POST", "/workers": "GET, HEAD", "/route/x/free": "POST",
+		"/sessions/x": "GET, HEAD, DELETE"} {
 		rec := do(h, "PATCH", path, "")
 		if got := rec.Header().Get("Allow"); rec.Code != http.StatusMethodNotAllowed || got != want {
 			t.Errorf("%s: status %d Allow %q, want 405 %q", path, rec.Code, got, want)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kvrouter/kvrouter/messages"
 )
@@ -33,6 +34,10 @@ import (
 //	instance_id 99        → unknown worker (ErrNotFound)
 //	request id "nope"     → unknown request; "slow" → context.DeadlineExceeded
 //	request_id "dup"      → Errorf(ErrConflict, "duplicate_request_id", …)
+//	session_id "sess-credit" → a route answer with session credit
+//	session id "gone"     → unknown session (ErrNotFound); "bad" →
+//	                        Errorf(ErrInvalid, "invalid_session_id", …);
+//	                        "boom" → an internal error
 type fakeBackend struct {
 	mu       sync.Mutex
 	calls    []string
@@ -161,6 +166,9 @@ func (f *fakeBackend) Route(_ context.Context, req RouteRequest) (RouteResult, e
 		return RouteResult{}, Errorf(ErrConflict, "duplicate_request_id", "request dup is already routed")
 	}
 	res := RouteResult{WorkerID: 18446744073709551615, DpRank: 1, OverlapBlocks: 3, CachedTokens: 48, RequestID: req.RequestID}
+	if req.SessionID == "sess-credit" {
+		res.SessionCreditBlocks = 2
+	}
 	if req.ModelName == "degraded" {
 		res.Degraded = true
 		res.OverlapByTier = map[string]uint32{"device": 2, "host": 1}
@@ -195,6 +203,40 @@ func (f *fakeBackend) PrefillDone(_ context.Context, id string) error {
 func (f *fakeBackend) Free(_ context.Context, id string) error {
 	f.record("Free", id)
 	return requestErr(id)
+}
+
+func sessionErr(id string) error {
+	switch id {
+	case "gone":
+		return fmt.Errorf("session %s: %w", id, ErrNotFound)
+	case "bad":
+		return Errorf(ErrInvalid, "invalid_session_id", "session id %q: printable ASCII only", id)
+	case "boom":
+		return errors.New(leakyText)
+	}
+	return nil
+}
+
+func (f *fakeBackend) Session(_ context.Context, req SessionRequest) (SessionInfo, error) {
+	f.record("Session", req)
+	if err := sessionErr(req.ID); err != nil {
+		return SessionInfo{}, err
+	}
+	at := time.Date(2026, 11, 3, 10, 4, 5, 250_000_000, time.UTC)
+	l := SessionLineage{WorkerID: 18446744073709551615, DpRank: 1, Depth: 3, Blocks: 4,
+		NewestHash: 18446744073709551615, Updated: at}
+	if req.Chain {
+		l.Chain = []messages.ExternalHash{7, 8, 18446744073709551615}
+	}
+	return SessionInfo{SessionID: req.ID, Namespaces: []SessionNamespace{
+		{ModelName: "llama", TenantID: "default", LastSeen: at, Lineages: []SessionLineage{l}},
+		{ModelName: "llama", TenantID: "acme", LastSeen: at.Add(-time.Minute)}, // no lineages: written []
+	}}, nil
+}
+
+func (f *fakeBackend) ForgetSession(_ context.Context, id string) error {
+	f.record("ForgetSession", id)
+	return sessionErr(id)
 }
 
 func (f *fakeBackend) Ready(context.Context) error {

@@ -29,6 +29,10 @@ func (okBackend) PrefillDone(context.Context, string) error     { return nil }
 func (okBackend) Free(context.Context, string) error            { return nil }
 func (okBackend) Ready(context.Context) error                   { return nil }
 func (okBackend) Dump(context.Context, DumpSink) error          { return nil }
+func (okBackend) ForgetSession(context.Context, string) error   { return nil }
+func (okBackend) Session(_ context.Context, r SessionRequest) (SessionInfo, error) {
+	return SessionInfo{SessionID: r.ID}, nil
+}
 func (okBackend) Query(context.Context, QueryRequest) (QueryResult, error) {
 	return cannedResult(), nil
 }

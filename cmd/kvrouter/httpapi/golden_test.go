@@ -160,6 +160,13 @@ func TestGolden(t *testing.T) {
 			wantCalls:  []string{`Route {"token_ids":[1,2,3],"model_name":"llama","tenant_id":"acme","lora_name":"sql","cache_salt":"salt","session_id":"sess-1","request_id":"r-1"}`},
 		},
 		{
+			name: "route with session credit", method: "POST", path: "/route",
+			body:       `{"token_ids":[1,2,3],"model_name":"llama","session_id":"sess-credit","request_id":"r-2"}`,
+			wantStatus: 200,
+			wantBody:   `{"worker_id":18446744073709551615,"dp_rank":1,"overlap_blocks":3,"cached_tokens":48,"session_credit_blocks":2,"request_id":"r-2"}`,
+			wantCalls:  []string{`Route {"token_ids":[1,2,3],"model_name":"llama","tenant_id":"default","session_id":"sess-credit","request_id":"r-2"}`},
+		},
+		{
 			name: "route by hashes with scores and a generated request id", method: "POST", path: "/route",
 			body:       `{"block_hashes":[-2,7],"model_name":"llama","include_scores":true}`,
 			wantStatus: 200,
@@ -182,6 +189,28 @@ func TestGolden(t *testing.T) {
 		{
 			name: "free", method: "POST", path: "/route/r-1/free",
 			wantStatus: 200, wantBody: `{"status":"ok"}`, wantCalls: []string{`Free "r-1"`},
+		},
+		{
+			name: "session", method: "GET", path: "/sessions/conv-1",
+			wantStatus: 200,
+			wantBody: `{"session_id":"conv-1","namespaces":[` +
+				`{"model_name":"llama","tenant_id":"default","last_seen":"2026-11-03T10:04:05.25Z","lineages":[` +
+				`{"worker_id":18446744073709551615,"dp_rank":1,"depth":3,"blocks":4,"newest_hash":18446744073709551615,"updated":"2026-11-03T10:04:05.25Z"}]},` +
+				`{"model_name":"llama","tenant_id":"acme","last_seen":"2026-11-03T10:03:05.25Z","lineages":[]}]}`,
+			wantCalls: []string{`Session {"session_id":"conv-1"}`},
+		},
+		{
+			name: "session with its chain, escaped id", method: "GET", path: "/sessions/a%2Fb~c?chain=true",
+			wantStatus: 200,
+			wantBody: `{"session_id":"a/b~c","namespaces":[` +
+				`{"model_name":"llama","tenant_id":"default","last_seen":"2026-11-03T10:04:05.25Z","lineages":[` +
+				`{"worker_id":18446744073709551615,"dp_rank":1,"depth":3,"blocks":4,"newest_hash":18446744073709551615,"updated":"2026-11-03T10:04:05.25Z","chain":[7,8,18446744073709551615]}]},` +
+				`{"model_name":"llama","tenant_id":"acme","last_seen":"2026-11-03T10:03:05.25Z","lineages":[]}]}`,
+			wantCalls: []string{`Session {"session_id":"a/b~c","chain":true}`},
+		},
+		{
+			name: "forget a session", method: "DELETE", path: "/sessions/conv-1",
+			wantStatus: 200, wantBody: `{"status":"ok"}`, wantCalls: []string{`ForgetSession "conv-1"`},
 		},
 		{
 			name: "healthz", method: "GET", path: "/healthz",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/kvrouter/kvrouter/messages"
@@ -202,6 +203,43 @@ func (h *Handler) prefillDone(w *responseWriter, r *http.Request) error {
 
 func (h *Handler) free(w *responseWriter, r *http.Request) error {
 	return h.booked(w, r, Backend.Free)
+}
+
+// session answers a session's lineage; ?chain=true (strconv.ParseBool
+// spellings) adds each lineage's engine hashes. The Backend checks the id.
+func (h *Handler) session(w *responseWriter, r *http.Request) error {
+	req := SessionRequest{ID: r.PathValue("session_id")}
+	if v := r.URL.Query().Get("chain"); v != "" {
+		chain, err := strconv.ParseBool(v)
+		if err != nil {
+			return badRequest(reasonInvalidValue, "chain: %q is not a boolean (true, false, 1, 0)", clip(v))
+		}
+		req.Chain = chain
+	}
+	res, err := h.backend.Session(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	res.Namespaces = slices.Clone(res.Namespaces) // the Backend's slice stays untouched
+	if res.Namespaces == nil {
+		res.Namespaces = []SessionNamespace{}
+	}
+	for i := range res.Namespaces {
+		if res.Namespaces[i].Lineages == nil {
+			res.Namespaces[i].Lineages = []SessionLineage{}
+		}
+	}
+	h.writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// forgetSession drops a session's lineage everywhere.
+func (h *Handler) forgetSession(w *responseWriter, r *http.Request) error {
+	if err := h.backend.ForgetSession(r.Context(), r.PathValue("session_id")); err != nil {
+		return err
+	}
+	h.writeJSON(w, http.StatusOK, statusBody{"ok"})
+	return nil
 }
 
 // healthz is liveness: the process answers HTTP.

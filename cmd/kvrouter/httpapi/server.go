@@ -21,12 +21,13 @@ import (
 // Zero values take the defaults documented per field.
 type Options struct {
 	// APIToken, when set, is required as `Authorization: Bearer <token>` on
-	// the mutating endpoints: /register, /unregister, /route and
-	// /route/{request_id}/{prefill_done,free}.
+	// the mutating endpoints: /register, /unregister, /route,
+	// /route/{request_id}/{prefill_done,free} and DELETE
+	// /sessions/{session_id}.
 	APIToken string
 	// ProtectReads extends APIToken to the read endpoints (/workers,
-	// /query, /query_by_hash, /dump, /metrics). /healthz and /readyz stay
-	// open for probes.
+	// /query, /query_by_hash, /dump, GET /sessions/{session_id},
+	// /metrics). /healthz and /readyz stay open for probes.
 	ProtectReads bool
 
 	// MaxBodyBytes caps request bodies (default 1 MiB); larger → 413.
@@ -155,6 +156,8 @@ var endpoints = []endpoint{
 	{"POST", "/route", mutating, reasonUnknownNamespace, (*Handler).route},
 	{"POST", "/route/{request_id}/prefill_done", mutating, reasonUnknownRequest, (*Handler).prefillDone},
 	{"POST", "/route/{request_id}/free", mutating, reasonUnknownRequest, (*Handler).free},
+	{"GET", "/sessions/{session_id}", reads, reasonUnknownSession, (*Handler).session},
+	{"DELETE", "/sessions/{session_id}", mutating, reasonUnknownSession, (*Handler).forgetSession},
 	{"GET", "/healthz", open, reasonNotFound, (*Handler).healthz},
 	{"GET", "/readyz", open, reasonNotFound, (*Handler).readyz},
 	{"GET", "/metrics", reads, reasonNotFound, (*Handler).serveMetrics},
@@ -170,6 +173,8 @@ func New(backend Backend, opts Options) *Handler {
 	}
 	h.limits = limits{maxTokens: h.opts.MaxTokens, maxHashes: h.opts.MaxBlockHashes}
 	h.tokenSum = sha256.Sum256([]byte(h.opts.APIToken))
+	allowed := map[string][]string{} // path → its methods, in endpoints order
+	var paths []string
 	for _, ep := range endpoints {
 		h.mux.Handle(ep.method+" "+ep.path, h.wrap(ep.path, func(w *responseWriter, r *http.Request) error {
 			if err := h.authorize(w, r, ep.access); err != nil {
@@ -177,15 +182,21 @@ func New(backend Backend, opts Options) *Handler {
 			}
 			return h.mapError(r, ep.serve(h, w, r), ep.notFound)
 		}))
-		// The same path without a method: any other method lands here.
-		allow := ep.method
-		if ep.method == "GET" {
-			allow = "GET, HEAD"
+		if allowed[ep.path] == nil {
+			paths = append(paths, ep.path)
 		}
-		h.mux.Handle(ep.path, h.wrap(ep.path, func(w *responseWriter, r *http.Request) error {
+		allowed[ep.path] = append(allowed[ep.path], ep.method)
+		if ep.method == "GET" {
+			allowed[ep.path] = append(allowed[ep.path], "HEAD")
+		}
+	}
+	// Each path without a method: any other method lands here.
+	for _, path := range paths {
+		allow := strings.Join(allowed[path], ", ")
+		h.mux.Handle(path, h.wrap(path, func(w *responseWriter, r *http.Request) error {
 			w.Header().Set("Allow", allow)
 			return &apiError{status: http.StatusMethodNotAllowed, reason: reasonMethodNotAllowed,
-				msg: r.Method + " is not allowed on " + ep.path + " (allowed: " + allow + ")"}
+				msg: r.Method + " is not allowed on " + path + " (allowed: " + allow + ")"}
 		}))
 	}
 	h.mux.Handle("/", h.wrap("other", func(w *responseWriter, r *http.Request) error {

@@ -1,11 +1,11 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -83,8 +83,14 @@ func put(m map[messages.WorkerID]map[messages.DpRank]uint64, k messages.WorkerKe
 	m[k.Worker][k.DpRank] = v
 }
 
-// Route implements httpapi.Backend: hash, ask the index, decide and book.
+// Route implements httpapi.Backend: hash, ask the index, add the session
+// credit, decide and book.
 func (s *Service) Route(_ context.Context, req httpapi.RouteRequest) (httpapi.RouteResult, error) {
+	if req.SessionID != "" {
+		if err := s.checkSessionID(req.SessionID); err != nil {
+			return httpapi.RouteResult{}, err
+		}
+	}
 	ns, err := s.lookup(req.ModelName, req.TenantID)
 	if err != nil {
 		return httpapi.RouteResult{}, err
@@ -101,13 +107,18 @@ func (s *Service) Route(_ context.Context, req httpapi.RouteRequest) (httpapi.Ro
 	for i, sc := range res.Scores {
 		overlaps[i] = routing.Overlap{Key: sc.Key, Blocks: sc.Blocks}
 	}
+	requestBlocks := uint32(min((isl+ns.blockSize-1)/ns.blockSize, math.MaxUint32))
+	scored, err := s.sessionCredit(ns, req.SessionID, overlaps, requestBlocks)
+	if err != nil {
+		return httpapi.RouteResult{}, err
+	}
 	var hash uint64
 	if n := len(hashes); n > 0 {
 		hash = uint64(hashes[n-1]) // identical prompts tie to the same worker
 	}
 	reply, err := request[*routing.RouteReply](s, ns.route, &routing.RouteRequest{
 		Request:  routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores},
-		Overlaps: overlaps,
+		Overlaps: scored,
 	})
 	if err != nil {
 		return httpapi.RouteResult{}, err
@@ -128,6 +139,19 @@ func (s *Service) Route(_ context.Context, req httpapi.RouteRequest) (httpapi.Ro
 	d := reply.Decision
 	out := httpapi.RouteResult{WorkerID: d.Worker.Worker, DpRank: d.Worker.DpRank, OverlapBlocks: d.OverlapBlocks,
 		CachedTokens: uint64(d.CachedTokens), Degraded: d.Degraded, RequestID: req.RequestID}
+	// The answer reports the physical overlap; what the session added to
+	// it (the router scored the sum) is session_credit_blocks.
+	physical := uint32(0)
+	for _, o := range overlaps {
+		if o.Key == d.Worker {
+			physical = max(physical, o.Blocks)
+		}
+	}
+	if d.OverlapBlocks > physical {
+		out.SessionCreditBlocks = d.OverlapBlocks - physical
+		out.OverlapBlocks = physical
+		out.CachedTokens = uint64(min(int(physical)*ns.blockSize, isl))
+	}
 	for _, sc := range res.Scores {
 		if sc.Key == d.Worker && sc.Blocks > 0 {
 			out.OverlapByTier = map[string]uint32{}
@@ -155,13 +179,7 @@ func (s *Service) Free(_ context.Context, id string) error { return s.bookkeepin
 // bookkeeping asks every namespace's route actor (request ids are global to
 // the client; a namespace that does not know the id says so).
 func (s *Service) bookkeeping(id string, free bool) error {
-	s.mu.Lock()
-	spaces := make([]*namespace, 0, len(s.spaces))
-	for _, ns := range s.spaces {
-		spaces = append(spaces, ns)
-	}
-	s.mu.Unlock()
-	for _, ns := range spaces {
+	for _, ns := range s.sortedSpaces() {
 		r, err := request[*routing.BookkeepingReply](s, ns.route, &routing.Bookkeeping{ID: id, Free: free})
 		if err != nil {
 			return err
@@ -234,16 +252,7 @@ func (s *Service) rankInfo(k messages.WorkerKey, w *worker) httpapi.RankInfo {
 
 // Dump implements httpapi.Backend.
 func (s *Service) Dump(_ context.Context, sink httpapi.DumpSink) error {
-	s.mu.Lock()
-	spaces := make([]*namespace, 0, len(s.spaces))
-	for _, ns := range s.spaces {
-		spaces = append(spaces, ns)
-	}
-	s.mu.Unlock()
-	slices.SortFunc(spaces, func(a, b *namespace) int {
-		return cmp.Or(cmp.Compare(a.key.model, b.key.model), cmp.Compare(a.key.tenant, b.key.tenant))
-	})
-	for _, ns := range spaces {
+	for _, ns := range s.sortedSpaces() {
 		d, err := ns.pipe.Dump(10 * time.Second)
 		if err != nil {
 			return s.errTimeout("index dump", err)

@@ -1,7 +1,7 @@
 // Package service is kvrouter serve's backend: it implements
 // httpapi.Backend over the actors. Each namespace (model_name, tenant_id)
-// has its own ingest pipeline (listeners → normalizers → coalescers → index)
-// and its own route actor; registration spawns the worker's listener in its
+// has its own ingest pipeline (listeners → normalizers → coalescers → index
+// and session lineage index) and its own route actor; registration spawns the worker's listener in its
 // namespace. The registry of workers lives here, at the HTTP edge, under a
 // mutex: it is configuration, not actor state, and no actor reads it.
 package service
@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -36,8 +37,14 @@ type Config struct {
 	// Timeout bounds one actor request on the route path (default 50 ms):
 	// a request never waits forever on a busy or missing actor.
 	Timeout time.Duration
-	// Pipeline sizes every namespace's pipeline.
+	// Pipeline sizes every namespace's pipeline; Pipeline.Sessions bounds
+	// its session lineage index (--max-sessions, --session-idle).
 	Pipeline pipeline.Config
+	// SessionCredit is the weight of a /route request's session lineage
+	// (sessions.Index.Credit, --session-credit): the candidate holding the
+	// session's newest blocks gets ⌊weight × depth⌋ more overlap blocks
+	// before the choice. 0 disables it (session_id is still checked).
+	SessionCredit float64
 	// SilentAfter is how long a registered worker may send nothing before
 	// /workers warns about it (default 30 s).
 	SilentAfter time.Duration
@@ -63,6 +70,9 @@ type namespace struct {
 	pipe      *pipeline.Pipeline
 	route     *actor.PID
 	members   map[messages.WorkerKey]bool
+	// cands is the route actor's candidate list (syncCandidates), for the
+	// session credit; replaced, never modified, under Service.mu.
+	cands []routing.Candidate
 }
 
 type worker struct {
@@ -90,6 +100,9 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	}
 	if _, err := routing.New(cfg.Routing); err != nil {
 		return nil, err
+	}
+	if !(cfg.SessionCredit >= 0) || math.IsInf(cfg.SessionCredit, 1) {
+		return nil, fmt.Errorf("service: session credit %v must be finite and ≥ 0", cfg.SessionCredit)
 	}
 	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}),
 		spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{}}
@@ -213,6 +226,7 @@ func (s *Service) syncCandidates(ns *namespace) {
 			cands[i].Degraded = st == coalescer.StateDegraded
 		}
 	}
+	ns.cands = cands
 	s.system.Root.Send(ns.route, &routing.SetCandidates{Candidates: cands})
 }
 

@@ -25,7 +25,12 @@ type harness struct {
 
 func newHarness(t *testing.T, engines int) *harness {
 	t.Helper()
-	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second})
+	return newHarnessWith(t, Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second}, engines)
+}
+
+func newHarnessWith(t *testing.T, cfg Config, engines int) *harness {
+	t.Helper()
+	svc, err := New(actor.NewActorSystem(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,132 @@
+package sessions
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// The session actor owns one namespace's Index. It follows the index actor
+// (indexer.Props lists it as a follower), so it sees every applied
+// *messages.RouterEventBatch in order, and answers the route path and the
+// operators' /sessions endpoints. The clock is read here, at the edge, and
+// passed to the Index; a timer message runs Expire.
+
+// ActorConfig configures a session actor.
+type ActorConfig struct {
+	// Index bounds the session index.
+	Index Config
+	// Now is the clock (default time.Now); tests inject their own.
+	Now func() time.Time
+	// ExpireEvery is how often idle sessions are dropped (default 1 min;
+	// negative: only when events arrive, as Apply expires too).
+	ExpireEvery time.Duration
+}
+
+// DefaultExpireEvery is ActorConfig.ExpireEvery's default.
+const DefaultExpireEvery = time.Minute
+
+// GetRequest asks for a session's lineage (answered with *GetReply).
+type GetRequest struct {
+	ID string
+	// Chain asks for each holder's chain of engine hashes.
+	Chain bool
+}
+
+// GetReply is a session's lineage; Found is false for a session the index
+// does not hold.
+type GetReply struct {
+	Session Session
+	Found   bool
+}
+
+// ForgetRequest drops a session everywhere (answered with *ForgetReply).
+type ForgetRequest struct{ ID string }
+
+// ForgetReply says whether the session was held.
+type ForgetReply struct{ Found bool }
+
+// CreditRequest asks for a route request's session credit (answered with
+// *CreditReply): Index.Credit with the request's session id, the weight and
+// the namespace's candidates.
+type CreditRequest struct {
+	ID         string
+	Weight     float64
+	Candidates []routing.Candidate
+}
+
+// CreditReply carries the bonuses (none: route as without a session).
+type CreditReply struct{ Bonus []Bonus }
+
+// DropWorker drops every rank of an unregistered worker.
+type DropWorker struct{ Worker messages.WorkerID }
+
+// StatsRequest asks for the index's counters (answered with *Stats).
+type StatsRequest struct{}
+
+// expireTick is the timer's message: run Expire.
+type expireTick struct{}
+
+// Props returns a session actor.
+func Props(cfg ActorConfig) *actor.Props {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ExpireEvery == 0 {
+		cfg.ExpireEvery = DefaultExpireEvery
+	}
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &sessionActor{cfg: cfg, index: New(cfg.Index)}
+	})
+}
+
+type sessionActor struct {
+	cfg        ActorConfig
+	index      *Index
+	stopTicker scheduler.CancelFunc
+}
+
+func (a *sessionActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.RouterEventBatch:
+		now := a.cfg.Now()
+		for _, k := range m.Clear {
+			a.index.Apply(messages.RouterEvent{WorkerID: k.Worker,
+				Event: messages.KvCacheEvent{Kind: messages.KindCleared, DpRank: k.DpRank}}, now)
+		}
+		for _, ev := range m.Events {
+			a.index.Apply(ev, now)
+		}
+	case *CreditRequest:
+		ctx.Respond(&CreditReply{Bonus: a.index.Credit(m.ID, m.Weight, m.Candidates, nil)})
+	case *GetRequest:
+		s, ok := a.index.Get(m.ID)
+		if !m.Chain {
+			for i := range s.Holders {
+				s.Holders[i].Chain = nil
+			}
+		}
+		ctx.Respond(&GetReply{Session: s, Found: ok})
+	case *ForgetRequest:
+		ctx.Respond(&ForgetReply{Found: a.index.Forget(m.ID)})
+	case *DropWorker:
+		a.index.DropWorker(m.Worker)
+	case *StatsRequest:
+		s := a.index.Stats()
+		ctx.Respond(&s)
+	case expireTick:
+		a.index.Expire(a.cfg.Now())
+	case *actor.Started:
+		if a.cfg.ExpireEvery > 0 {
+			a.stopTicker = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).
+				SendRepeatedly(a.cfg.ExpireEvery, a.cfg.ExpireEvery, ctx.Self(), expireTick{})
+		}
+	case *actor.Stopping:
+		if a.stopTicker != nil {
+			a.stopTicker()
+		}
+	}
+}

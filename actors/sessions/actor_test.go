@@ -1,0 +1,146 @@
+package sessions
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// fakeClock is a clock the test moves; the actor reads it on its goroutine.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func spawn(t *testing.T, cfg ActorConfig) (*actor.RootContext, *actor.PID) {
+	t.Helper()
+	root := actor.NewActorSystem().Root
+	pid := root.Spawn(Props(cfg))
+	t.Cleanup(func() { _ = root.StopFuture(pid).Wait() })
+	return root, pid
+}
+
+func ask[T any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) T {
+	t.Helper()
+	res, err := root.RequestFuture(pid, msg, time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := res.(T)
+	if !ok {
+		t.Fatalf("answer %T", res)
+	}
+	return v
+}
+
+func batch(clear []messages.WorkerKey, evs ...messages.RouterEvent) *messages.RouterEventBatch {
+	return &messages.RouterEventBatch{Clear: clear, Events: evs}
+}
+
+// A batch's clears apply before its events; the actor answers Get (with
+// and without chains), Credit (candidates only), Forget and DropWorker.
+func TestActorFollowsBatchesAndAnswers(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	root, pid := spawn(t, ActorConfig{Now: clock.Now, ExpireEvery: -1})
+	root.Send(pid, batch(nil, st(1, 0, "s", noParent, 10, 11, 12), st(2, 0, "s", noParent, 20)))
+	ask[*Stats](t, root, pid, &StatsRequest{}) // applied at t0
+	clock.advance(time.Second)
+	// Worker 1 resyncs: its old lineage goes, the batch's new store stays.
+	root.Send(pid, batch([]messages.WorkerKey{wk(1, 0)}, st(1, 0, "s", noParent, 30, 31)))
+
+	got := ask[*GetReply](t, root, pid, &GetRequest{ID: "s", Chain: true})
+	if !got.Found || len(got.Session.Holders) != 2 {
+		t.Fatalf("get: %+v", got)
+	}
+	h := got.Session.Holders[0] // newest first
+	if h.Key != wk(1, 0) || h.Depth != 2 || h.Newest != 31 || !h.Updated.Equal(t0.Add(time.Second)) ||
+		!slices.Equal(h.Chain, []messages.ExternalHash{30, 31}) {
+		t.Errorf("worker 1 after the clear: %+v", h)
+	}
+	if !got.Session.LastSeen.Equal(t0.Add(time.Second)) {
+		t.Errorf("last seen %v", got.Session.LastSeen)
+	}
+	plain := ask[*GetReply](t, root, pid, &GetRequest{ID: "s"})
+	for _, h := range plain.Session.Holders {
+		if h.Chain != nil {
+			t.Errorf("chain without asking: %+v", h)
+		}
+	}
+
+	both := []routing.Candidate{{Key: wk(1, 0)}, {Key: wk(2, 0)}}
+	cr := ask[*CreditReply](t, root, pid, &CreditRequest{ID: "s", Weight: 1, Candidates: both})
+	if !slices.Equal(cr.Bonus, []Bonus{{Key: wk(1, 0), Blocks: 2}}) {
+		t.Errorf("credit: %+v", cr.Bonus)
+	}
+	cr = ask[*CreditReply](t, root, pid, &CreditRequest{ID: "s", Weight: 1, Candidates: both[1:]})
+	if !slices.Equal(cr.Bonus, []Bonus{{Key: wk(2, 0), Blocks: 1}}) {
+		t.Errorf("credit among worker 2 only: %+v", cr.Bonus)
+	}
+	if cr := ask[*CreditReply](t, root, pid, &CreditRequest{ID: "other", Weight: 1, Candidates: both}); len(cr.Bonus) != 0 {
+		t.Errorf("unknown session credited: %+v", cr.Bonus)
+	}
+
+	root.Send(pid, &DropWorker{Worker: 1})
+	got = ask[*GetReply](t, root, pid, &GetRequest{ID: "s"})
+	if len(got.Session.Holders) != 1 || got.Session.Holders[0].Key != wk(2, 0) {
+		t.Errorf("after dropping worker 1: %+v", got.Session.Holders)
+	}
+	if r := ask[*ForgetReply](t, root, pid, &ForgetRequest{ID: "s"}); !r.Found {
+		t.Error("forget: not found")
+	}
+	if r := ask[*ForgetReply](t, root, pid, &ForgetRequest{ID: "s"}); r.Found {
+		t.Error("second forget found it")
+	}
+	if g := ask[*GetReply](t, root, pid, &GetRequest{ID: "s"}); g.Found {
+		t.Errorf("forgotten session still there: %+v", g)
+	}
+	st := ask[*Stats](t, root, pid, &StatsRequest{})
+	if st.Sessions != 0 || st.Events != 4 || st.Reasons[ReasonCleared] != 2 {
+		t.Errorf("stats: %+v", st)
+	}
+}
+
+// The timer drops idle sessions without any event arriving.
+func TestActorExpiresOnItsTimer(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	root, pid := spawn(t, ActorConfig{Index: Config{IdleTTL: time.Minute}, Now: clock.Now, ExpireEvery: 5 * time.Millisecond})
+	// The clock is read when the actor applies a batch: a request after
+	// each send waits for that.
+	root.Send(pid, batch(nil, st(1, 0, "old", noParent, 1)))
+	ask[*Stats](t, root, pid, &StatsRequest{})
+	clock.advance(30 * time.Second)
+	root.Send(pid, batch(nil, st(1, 0, "new", noParent, 2)))
+	ask[*Stats](t, root, pid, &StatsRequest{})
+	clock.advance(45 * time.Second) // "old" idle 75 s, "new" 45 s
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := ask[*Stats](t, root, pid, &StatsRequest{})
+		if s.Reasons[ReasonExpired] == 1 && s.Sessions == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never expired: %+v", s)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if g := ask[*GetReply](t, root, pid, &GetRequest{ID: "new"}); !g.Found {
+		t.Error("the session stored to 45 s ago expired too")
+	}
+}
