@@ -18,9 +18,28 @@ type StreamID struct {
 // be dropped before the batch that carries it. Reason is "" when there is
 // nothing to do; Exact says whether the stream is complete from this batch
 // on (a fresh publisher) or degraded (earlier history unknown).
+//
+// Keep marks the opposite case, a stream resumed from a position loaded
+// from a peer's dump (kvrouter serve --bootstrap-from) whose history lines
+// up: the index already holds its state, so nothing is dropped; Exact is
+// then the state the peer had.
 type Resync struct {
 	Reason string
 	Exact  bool
+	Keep   bool
+}
+
+// Position is how far the index's state of one stream goes: the publisher
+// seq of the last engine batch applied, and whether that state is exact
+// (complete history from an empty cache). A dump carries each stream's
+// Position so a router loading it can resume the stream there.
+type Position struct {
+	Stream StreamID
+	Seq    uint64
+	Exact  bool
+	// Known is false when the position is lost (the stream's state was
+	// dropped without a batch to resume from).
+	Known bool
 }
 
 // EngineBatch is one engine batch, delivered by its stream's listener in
@@ -75,6 +94,9 @@ type Applied struct {
 type RouterEventBatch struct {
 	Clear  []WorkerKey
 	Events []RouterEvent
+	// Position is where the stream stands once the batch is applied (not
+	// Known after a clear that no batch follows: a crashed stream actor).
+	Position Position
 	// Trace is the coalescer's span that produced the batch (zero: not
 	// traced); the index's apply span is its child.
 	Trace TraceContext

@@ -107,7 +107,8 @@ func (s *streamActor) Receive(ctx actor.Context) {
 		// State is lost with the crash: the index must forget the stream.
 		sp := restartSpan(s.stream)
 		ctx.Send(s.index, &messages.RouterEventBatch{Clear: []messages.WorkerKey{
-			{Worker: s.stream.Worker, DpRank: s.stream.DpRank}}, Trace: sp.Context()})
+			{Worker: s.stream.Worker, DpRank: s.stream.DpRank}},
+			Position: messages.Position{Stream: s.stream}, Trace: sp.Context()})
 		sp.End()
 		ctx.Send(ctx.Parent(), statusUpdate{s.stream, StreamStatus{State: StateDegraded}})
 	case *messages.NormalizedBatch:
@@ -115,11 +116,26 @@ func (s *streamActor) Receive(ctx actor.Context) {
 	}
 }
 
+// rank returns the coalescer of one dp rank of the stream, created on
+// first use.
+func (s *streamActor) rank(r messages.DpRank) *Stream {
+	st := s.ranks[r]
+	if st == nil {
+		st = New(messages.WorkerKey{Worker: s.stream.Worker, DpRank: r}, s.cfg)
+		s.ranks[r] = st
+	}
+	return st
+}
+
 func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 	sp := tracer.Child(m.Trace, SpanCoalesce)
 	defer sp.End()
 	out := s.out[:0]
-	if m.Resync.Reason != "" {
+	if m.Resync.Keep {
+		// Resumed from a loaded dump: the index holds the registered rank's
+		// state; remember the rank so a later resync clears it.
+		s.rank(s.stream.DpRank)
+	} else if m.Resync.Reason != "" {
 		// Drop the stream's state in the index, in band and in order: a
 		// Cleared event for every rank this stream has carried.
 		for rank, st := range s.ranks {
@@ -128,6 +144,8 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 				Event:     messages.KvCacheEvent{Kind: messages.KindCleared, DpRank: rank},
 			}, out)
 		}
+	}
+	if m.Resync.Reason != "" {
 		s.status.State = StateDegraded
 		if m.Resync.Exact {
 			s.status.State = StateExact
@@ -138,12 +156,7 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 		}
 	}
 	for _, ev := range m.Events {
-		rank := ev.Placement.Worker.DpRank
-		st := s.ranks[rank]
-		if st == nil {
-			st = New(ev.Placement.Worker, s.cfg)
-			s.ranks[rank] = st
-		}
+		st := s.rank(ev.Placement.Worker.DpRank)
 		if ev.Event.Kind == messages.KindCleared {
 			if s.status.State == StateDegraded {
 				s.status.State = StateExact // the engine emptied its cache: nothing can be missing now
@@ -157,7 +170,8 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 	}
 	if len(out) > 0 {
 		ctx.Send(s.index, &messages.RouterEventBatch{Events: append([]messages.RouterEvent(nil), out...),
-			Trace: sp.Context()})
+			Position: messages.Position{Stream: s.stream, Seq: m.Seq, Exact: s.status.State == StateExact, Known: true},
+			Trace:    sp.Context()})
 		s.status.Events += uint64(len(out))
 	}
 	if sp.Recording() {

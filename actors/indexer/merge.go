@@ -1,7 +1,9 @@
 package indexer
 
 import (
+	"cmp"
 	"maps"
+	"slices"
 
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/messages"
@@ -73,13 +75,14 @@ func mergeSnapshots(parts []*Snapshot) *Snapshot {
 // mergeDumps concatenates the shards' dumps: each is a list of whole
 // streams, and streams never span shards, so the result replays as is.
 func mergeDumps(parts []*DumpResult) *DumpResult {
-	if len(parts) == 1 {
-		return parts[0]
-	}
 	out := &DumpResult{}
 	for _, p := range parts {
 		out.Events = append(out.Events, p.Events...)
+		out.Positions = append(out.Positions, p.Positions...)
 	}
+	slices.SortFunc(out.Positions, func(a, b messages.Position) int {
+		return cmp.Or(cmp.Compare(a.Stream.Worker, b.Stream.Worker), cmp.Compare(a.Stream.DpRank, b.Stream.DpRank))
+	})
 	return out
 }
 

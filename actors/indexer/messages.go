@@ -27,8 +27,13 @@ type RemoveWorker struct{ Worker messages.WorkerID }
 // with *DumpResult).
 type DumpRequest struct{}
 
-// DumpResult carries the dump.
-type DumpResult struct{ Events []messages.RouterEvent }
+// DumpResult carries the dump: the events rebuilding every stream, and
+// each stream's position (the last engine batch whose events are in the
+// dump), sorted by stream.
+type DumpResult struct {
+	Events    []messages.RouterEvent
+	Positions []messages.Position
+}
 
 // StatsRequest asks for the per-stream tree sizes and the trees' counters
 // (answered with *Stats).

@@ -3,6 +3,7 @@ package listener
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -65,6 +66,10 @@ func Props(cfg Config) (*actor.Props, error) {
 		return nil, err
 	}
 	adapter, _ := engine.Lookup(cfg.Engine)
+	// Only the first incarnation resumes: a restarted listener starts
+	// afresh (the index is past the loaded position by then).
+	var resume atomic.Pointer[messages.Position]
+	resume.Store(cfg.Resume)
 	return actor.PropsFromProducer(func() actor.Actor {
 		a := &Actor{
 			cfg:     cfg,
@@ -75,6 +80,9 @@ func Props(cfg Config) (*actor.Props, error) {
 				Replays: map[string]uint64{}},
 		}
 		a.main = a.newStream(cfg.Stream, cfg.ReplayEndpoint != "")
+		if pos := resume.Swap(nil); pos != nil {
+			a.main.tracker.Resume(pos.Seq, pos.Exact)
+		}
 		return a
 	}), nil
 }
@@ -192,8 +200,8 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		switch act.Kind {
 		case Resync:
 			a.stats.Resyncs[act.Reason.String()]++
-			st.resync = messages.Resync{Reason: act.Reason.String(), Exact: act.Exact}
-			if !act.Exact {
+			st.resync = messages.Resync{Reason: act.Reason.String(), Exact: act.Exact, Keep: act.Keep}
+			if !act.Exact && !act.Keep {
 				a.log.Warn("stream degraded: index state dropped", "worker", st.id.Worker, "reason", act.Reason.String())
 			}
 		case RequestReplay:

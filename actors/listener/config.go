@@ -48,6 +48,10 @@ type Config struct {
 	// MaxStreams caps the pods one socket tracks (default 1024); messages of
 	// further pods are dropped and counted.
 	MaxStreams int
+	// Resume, when set, starts the stream at a position loaded from a
+	// peer's dump whose state the index already holds (Tracker.Resume); its
+	// Stream must be this Config's. Not with TopicIdentity.
+	Resume *messages.Position
 	// Next receives the stream's EngineBatches (the normalizer pool).
 	Next *actor.PID
 }
@@ -75,6 +79,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Next == nil {
 		return errors.New("listener: no next stage")
+	}
+	if c.Resume != nil && (c.TopicIdentity || c.Resume.Stream != c.Stream) {
+		return errors.New("listener: a resume position names the configured stream, not a socket shared by topic")
 	}
 	if c.TopicIdentity && c.ReplayEndpoint != "" {
 		return errors.New("listener: a replay endpoint names one engine; it cannot serve a socket shared by topic")

@@ -16,9 +16,10 @@ const (
 	ResyncHistoryMissing               // a gap the replay buffer could not fill
 	ResyncReplayTimeout                // the replay endpoint did not finish in time
 	ResyncReorderOverflow              // too many live batches arrived during a replay
+	ResyncResumed                      // continues a position loaded from a peer (keeps the state)
 )
 
-var resyncNames = [...]string{"", "start", "restart", "history_missing", "replay_timeout", "reorder_overflow"}
+var resyncNames = [...]string{"", "start", "restart", "history_missing", "replay_timeout", "reorder_overflow", "resumed"}
 
 // String returns the reason's label.
 func (r ResyncReason) String() string {
@@ -41,7 +42,9 @@ const (
 	// Resync: drop what the index holds for this stream before the next
 	// delivered batch. Exact says whether the stream is complete from there
 	// (the engine's cache was empty: a fresh publisher) or degraded (history
-	// before the next batch is unknown).
+	// before the next batch is unknown). With Keep (ResyncResumed) nothing is
+	// dropped: the stream continues the state loaded at Tracker.Resume, and
+	// Exact is that state's.
 	Resync
 )
 
@@ -52,6 +55,7 @@ type Action struct {
 	Payload []byte
 	Reason  ResyncReason
 	Exact   bool
+	Keep    bool
 }
 
 // TrackerConfig configures one stream's Tracker.
@@ -87,6 +91,9 @@ type Tracker struct {
 	replayGot, retries int
 	buffered           []pending // live batches held during a replay, ascending seq
 	gaps               uint64
+	// resumed: started at a loaded position (Resume) and nothing delivered
+	// since; resumeExact is that position's state.
+	resumed, resumeExact bool
 }
 
 // maxReplayRetries bounds back-to-back replays for gaps that opened while a
@@ -119,12 +126,30 @@ func (t *Tracker) Next() (uint64, bool) { return t.next, t.started }
 // a first seq above 0), whether a replay then filled the gap or not.
 func (t *Tracker) Gaps() uint64 { return t.gaps }
 
+// Resume starts a Tracker not yet started at a position loaded from a
+// peer's dump (kvrouter serve --bootstrap-from): the index holds the
+// stream's state up to and including batch seq, exact or not. Start then
+// asks the replay for the batches after seq. If the first batch delivered
+// continues at seq+1 it carries a keeping Resync (ResyncResumed) instead of
+// a dropping one; a gap drops the state as usual. A live seq ≤ seq is a
+// publisher restart: every batch published after the dump was taken has a
+// higher seq.
+func (t *Tracker) Resume(seq uint64, exact bool) {
+	t.started, t.next = true, seq+1
+	t.lastLive, t.haveLive = seq, true
+	t.resumed, t.resumeExact = true, exact
+}
+
 // Start is called once the subscription is in place: with a replay
-// endpoint, ask it for everything it still holds, so a router started after
-// the engine learns what the buffer has.
+// endpoint, ask it for everything it still holds (after the resumed
+// position, if any), so a router started after the engine learns what the
+// buffer has.
 func (t *Tracker) Start() []Action {
 	if !t.cfg.Replay {
 		return nil
+	}
+	if t.started {
+		return t.replay(nil, t.next)
 	}
 	return t.replay(nil, 0)
 }
@@ -140,7 +165,7 @@ func (t *Tracker) Live(seq uint64, payload []byte) []Action {
 	if restart {
 		// The old publisher's cache went with it: whatever is held or
 		// being replayed is moot.
-		t.started, t.firstWhy = false, ResyncRestart
+		t.started, t.firstWhy, t.resumed = false, ResyncRestart, false
 		t.replaying, t.buffered = false, nil
 	}
 	if t.replaying {
@@ -220,8 +245,10 @@ func (t *Tracker) place(acts []Action, seq uint64, payload []byte, gap ResyncRea
 		acts = append(acts, Action{Kind: Resync, Reason: t.firstWhy, Exact: exact})
 	case seq > t.next:
 		acts = append(acts, Action{Kind: Resync, Reason: gap})
+	case t.resumed:
+		acts = append(acts, Action{Kind: Resync, Reason: ResyncResumed, Exact: t.resumeExact, Keep: true})
 	}
-	t.started, t.next = true, seq+1
+	t.started, t.next, t.resumed = true, seq+1, false
 	return append(acts, Action{Kind: Deliver, Seq: seq, Payload: payload})
 }
 

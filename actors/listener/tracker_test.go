@@ -22,6 +22,9 @@ func trace(acts []Action) string {
 			if a.Exact {
 				s += "!"
 			}
+			if a.Keep {
+				s += "+"
+			}
 			parts = append(parts, s)
 		}
 	}
@@ -274,5 +277,38 @@ func trackerTrial(t *testing.T, seed uint64, lossy bool) {
 	}
 	if !lossy && resyncs != 1 {
 		t.Fatalf("no loss, no restart: want only the start resync, got %d", resyncs)
+	}
+}
+
+// TestTrackerResume covers a stream resumed at a position loaded from a
+// peer's dump (last applied seq 10): "X:resumed+" is a keeping resync.
+func TestTrackerResume(t *testing.T) {
+	replay := TrackerConfig{Replay: true, SeqStartsAtZero: true}
+	noReplay := TrackerConfig{SeqStartsAtZero: true}
+	cases := []struct {
+		name  string
+		cfg   TrackerConfig
+		exact bool
+		steps []step
+		want  string
+	}{
+		{"replay lines up: state kept", replay, true, []step{S, P(11), P(12), E, L(13)}, "R11 X:resumed!+ D11 D12 D13"},
+		{"replay lines up, degraded peer", replay, false, []step{S, P(11), E, L(12)}, "R11 X:resumed+ D11 D12"},
+		{"nothing newer yet: the next live batch continues", replay, true, []step{S, E, L(11)}, "R11 X:resumed!+ D11"},
+		{"buffer moved on: state dropped", replay, true, []step{S, P(15), P(16), E}, "R11 X:history_missing D15 D16"},
+		{"live during the replay is held", replay, true, []step{S, L(13), P(11), P(12), E}, "R11 X:resumed!+ D11 D12 D13"},
+		{"a live seq at or below the position is a restart", replay, true, []step{S, E, L(0), L(1)}, "R11 X:restart! D0 D1"},
+		{"without replay, the next live batch continues", noReplay, true, []step{S, L(11), L(12)}, "X:resumed!+ D11 D12"},
+		{"without replay, a gap drops the state", noReplay, true, []step{S, L(14)}, "X:history_missing D14"},
+		{"a live copy of a replayed batch is dropped", replay, true, []step{S, P(11), P(12), E, L(12), L(13)}, "R11 X:resumed!+ D11 D12 D13"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTracker(tc.cfg)
+			tr.Resume(10, tc.exact)
+			if got := feed(tr, tc.steps...); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
