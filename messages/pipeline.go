@@ -71,9 +71,12 @@ func (b *EngineBatch) Hash() string {
 // NormalizedBatch is what the normalizer made of one EngineBatch: the
 // accepted events in order (rejections are counted, not forwarded).
 type NormalizedBatch struct {
-	Stream     StreamID
-	Seq        uint64
-	Resync     Resync
+	Stream StreamID
+	Seq    uint64
+	Resync Resync
+	// Lost says the batch could not be applied whole (its Resync then drops
+	// the stream's state); the listener may rebuild the stream by replay.
+	Lost       bool
 	Events     []PlacementEvent
 	ReceivedAt int64
 	Listener   *actor.PID
@@ -87,6 +90,9 @@ type Applied struct {
 	Stream StreamID
 	Seq    uint64
 	Count  int
+	// Lost says the batch at Seq could not be applied whole
+	// (NormalizedBatch.Lost).
+	Lost bool
 }
 
 // RouterEventBatch carries one stream's emitted events to the index, in

@@ -61,3 +61,20 @@ func (r Reason) String() string {
 	}
 	return "invalid"
 }
+
+// LosesHistory reports whether rejecting an event for r leaves the index
+// short of what the engine did: the event was meant for this worker's index
+// and could not be applied (bad input, caps, an unknown tier, a block size
+// or hash chain kvrouter cannot use). Such a loss makes the stream's index
+// state untrustworthy — a lost BlockRemoved would leave a phantom block — so
+// the stream is dropped and flagged degraded. Events rejected by design (a
+// tag kvrouter does not index, the group filter, another worker's blocks)
+// lose nothing.
+func (r Reason) LosesHistory() bool {
+	switch r {
+	case ReasonNone, ReasonUnknownTag, ReasonNonMainAttentionKind, ReasonUnknownKind,
+		ReasonNonMainAttentionGroup, ReasonUnlearnedGroupIdx, ReasonRemoteLocality:
+		return false
+	}
+	return true
+}

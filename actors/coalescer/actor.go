@@ -97,6 +97,11 @@ type streamActor struct {
 	ranks  map[messages.DpRank]*Stream
 	status StreamStatus
 	out    []messages.RouterEvent
+	// unknownParents is the ranks' Stats.UnknownParents total; resumed says
+	// the stream continues a loaded dump, whose stores the coalescers never
+	// saw (until a clear), so an unknown parent proves nothing.
+	unknownParents uint64
+	resumed        bool
 }
 
 func (s *streamActor) Receive(ctx actor.Context) {
@@ -114,6 +119,22 @@ func (s *streamActor) Receive(ctx actor.Context) {
 	case *messages.NormalizedBatch:
 		s.batch(ctx, m)
 	}
+}
+
+// checkParents degrades an exact stream whose engine stored a block under
+// a parent the stream never stored: the engine kept blocks from before the
+// history kvrouter holds (a publisher restarted without emptying its
+// cache), so blocks may be missing.
+func (s *streamActor) checkParents(sp tracectx.Span) {
+	var n uint64
+	for _, st := range s.ranks {
+		n += st.Stats().UnknownParents
+	}
+	if n > s.unknownParents && s.status.State == StateExact && !s.resumed {
+		s.status.State = StateDegraded
+		sp.AddEvent(EventUnknownParent)
+	}
+	s.unknownParents = n
 }
 
 // rank returns the coalescer of one dp rank of the stream, created on
@@ -135,7 +156,9 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 		// Resumed from a loaded dump: the index holds the registered rank's
 		// state; remember the rank so a later resync clears it.
 		s.rank(s.stream.DpRank)
+		s.resumed = true
 	} else if m.Resync.Reason != "" {
+		s.resumed = false
 		// Drop the stream's state in the index, in band and in order: a
 		// Cleared event for every rank this stream has carried.
 		for rank, st := range s.ranks {
@@ -158,6 +181,7 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 	for _, ev := range m.Events {
 		st := s.rank(ev.Placement.Worker.DpRank)
 		if ev.Event.Kind == messages.KindCleared {
+			s.resumed = false
 			if s.status.State == StateDegraded {
 				s.status.State = StateExact // the engine emptied its cache: nothing can be missing now
 			}
@@ -165,6 +189,7 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 		}
 		out = st.Push(ev, out)
 	}
+	s.checkParents(sp)
 	for _, st := range s.ranks {
 		out = st.Flush(out)
 	}
@@ -185,7 +210,7 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 		s.status.Lag = time.Duration(time.Now().UnixNano() - m.ReceivedAt)
 	}
 	if m.Listener != nil {
-		ctx.Send(m.Listener, &messages.Applied{Stream: m.Stream, Seq: m.Seq, Count: 1})
+		ctx.Send(m.Listener, &messages.Applied{Stream: m.Stream, Seq: m.Seq, Count: 1, Lost: m.Lost})
 	}
 	ctx.Send(ctx.Parent(), statusUpdate{s.stream, s.status})
 }

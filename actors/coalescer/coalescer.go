@@ -36,6 +36,10 @@ type Stats struct {
 	DroppedEmpty   uint64 // Stored or Removed events without blocks, dropped
 	Invalid        uint64 // events of another stream or of an unknown kind, dropped
 	Untracked      uint64 // stores not counted: table full, count saturated, or unknown tier
+	// UnknownParents counts stores whose parent the stream does not hold
+	// (while every store was counted): the history before them is
+	// incomplete — the engine kept blocks kvrouter never saw stored.
+	UnknownParents uint64
 }
 
 // Stream is the coalescing state of one (worker, dp_rank) event stream: the
@@ -130,6 +134,9 @@ func (s *Stream) Push(ev messages.PlacementEvent, out []messages.RouterEvent) []
 		if len(ev.Event.Blocks) == 0 {
 			s.stats.DroppedEmpty++
 			return out
+		}
+		if ev.Event.HasParent && s.refs[ev.Event.ParentHash] == 0 && s.stats.Untracked == 0 {
+			s.stats.UnknownParents++
 		}
 		for _, b := range ev.Event.Blocks {
 			s.ref(in.tier, b.BlockHash)

@@ -488,3 +488,18 @@ func TestUncountedStoresLetRemovesThrough(t *testing.T) {
 		t.Fatalf("untracked %d (want 4), tracked %d (want 0)", st.Untracked, s.Tracked())
 	}
 }
+
+func TestUnknownParents(t *testing.T) {
+	s := coalescer.New(key, coalescer.Config{})
+	runSteps(t, s, []string{
+		"S a 1 =>",
+		"S a p1 2 =>",
+		"S a p9 3 => 1 S a - [1 2]",
+		"F => 2 S a p9 [3]",
+		"C - => 3 C -",
+		"S a p1 4 =>",
+	})
+	if got := s.Stats().UnknownParents; got != 2 {
+		t.Fatalf("UnknownParents = %d, want 2 (parent 9 never stored; parent 1 gone with the clear)", got)
+	}
+}

@@ -20,6 +20,9 @@ const (
 	// EventEngineCleared: the engine reported its cache emptied
 	// (AllBlocksCleared).
 	EventEngineCleared = "engine_cleared"
+	// EventUnknownParent: an exact stream stored a block under a parent it
+	// never stored; the stream is degraded.
+	EventUnknownParent = "unknown_parent"
 	// SpanRestartClear is a trace of its own: a restarted stream actor
 	// clearing its stream in the index (its coalescing state was lost).
 	SpanRestartClear = "kvrouter.coalescer.restart_clear"

@@ -19,6 +19,7 @@ type Stats struct {
 	Resyncs    map[string]uint64 // by ResyncReason
 	Replays    map[string]uint64 // by result: ok, timeout, error
 	Gaps       uint64            // forward seq gaps seen live (Tracker.Gaps), all streams
+	Recoveries uint64            // rebuilds by replay after a batch the pipeline could not apply
 	InFlight   int
 	Replaying  bool
 	NextSeq    uint64 // of the configured stream (one engine per socket)
@@ -54,10 +55,15 @@ type Actor struct {
 
 	replayGen    uint64
 	replayCancel context.CancelFunc
-	replaySpan   replaySpan
-	inFlight     int
-	stats        Stats
-	log          *slog.Logger
+	// recoveredBelow: batches below it were re-delivered by the last
+	// recovery, so losing them again starts no other; recoveries are the
+	// times of the recent ones (recoverBurst per recoverWindow).
+	recoveredBelow uint64
+	recoveries     []time.Time
+	replaySpan     replaySpan
+	inFlight       int
+	stats          Stats
+	log            *slog.Logger
 }
 
 // Props returns the listener's props; cfg is validated first.
@@ -128,6 +134,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.stats.Subscribed++
 		if a.stats.Subscribed == 1 {
 			a.do(ctx, a.main, a.main.tracker.Start())
+		} else {
+			a.do(ctx, a.main, a.main.tracker.Resubscribed(m.afterError))
 		}
 	case liveBatch:
 		a.stats.Received++
@@ -162,6 +170,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.inFlight = max(0, a.inFlight-m.Count)
 		if a.inFlight < a.cfg.Window/2 {
 			a.gate.set(true)
+		}
+		if m.Lost {
+			a.recover(ctx, m.Seq)
 		}
 	case *StatsRequest:
 		s := a.stats
@@ -200,6 +211,9 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		switch act.Kind {
 		case Resync:
 			a.stats.Resyncs[act.Reason.String()]++
+			if act.Reason == ResyncRestart {
+				a.recoveredBelow = 0 // a new publisher: its seqs start over
+			}
 			st.resync = messages.Resync{Reason: act.Reason.String(), Exact: act.Exact, Keep: act.Keep}
 			if !act.Exact && !act.Keep {
 				a.log.Warn("stream degraded: index state dropped", "worker", st.id.Worker, "reason", act.Reason.String())
@@ -216,6 +230,33 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		a.replayGen++ // late answers of that replay are ignored
 		a.replaySpan.end("abandoned", "")
 	}
+}
+
+// A stream recovers at most recoverBurst times per recoverWindow: a
+// publisher that keeps sending batches kvrouter cannot apply costs a
+// bounded number of full replays (the stream stays degraded in between).
+const (
+	recoverBurst  = 5
+	recoverWindow = time.Minute
+)
+
+// recover rebuilds the main stream from the replay buffer after the
+// pipeline could not apply batch seq (Tracker.Recover) — once per lost
+// batch: a batch lost again when the recovery delivers it, or a loss past
+// the rate bound, leaves the stream degraded.
+func (a *Actor) recover(ctx actor.Context, seq uint64) {
+	now := time.Now()
+	for len(a.recoveries) > 0 && now.Sub(a.recoveries[0]) > recoverWindow {
+		a.recoveries = a.recoveries[1:]
+	}
+	if a.cfg.TopicIdentity || a.cfg.ReplayEndpoint == "" || seq < a.recoveredBelow || len(a.recoveries) >= recoverBurst {
+		return
+	}
+	a.recoveredBelow, _ = a.main.tracker.Next()
+	a.recoveries = append(a.recoveries, now)
+	a.stats.Recoveries++
+	a.log.Warn("a batch could not be applied: rebuilding the stream from the replay buffer", "worker", a.main.id.Worker, "seq", seq)
+	a.do(ctx, a.main, a.main.tracker.Recover())
 }
 
 func (a *Actor) startReplay(ctx actor.Context, from uint64) {

@@ -14,7 +14,9 @@ import (
 
 // Messages from the socket goroutines to their listener actor.
 type (
-	subscribed struct{} // the subscription is in place (again)
+	// subscribed: the subscription is in place (again); afterError: the
+	// previous socket failed (a broken connection, not silence).
+	subscribed struct{ afterError bool }
 	liveBatch  struct {
 		topic   []byte
 		seq     uint64
@@ -77,8 +79,11 @@ func (g *gate) wait(ctx context.Context) bool {
 // an error or, for a dialing socket, after cfg.Silence without a message.
 func subscribe(ctx context.Context, cfg Config, g *gate, send func(any)) {
 	backoff := 50 * time.Millisecond
+	failed := false
 	for ctx.Err() == nil {
-		if err := subscribeOnce(ctx, cfg, g, send); err != nil && ctx.Err() == nil {
+		err := subscribeOnce(ctx, cfg, g, send, failed)
+		failed = err != nil
+		if err != nil && ctx.Err() == nil {
 			send(badFrame{why: "socket: " + err.Error()})
 			select {
 			case <-ctx.Done():
@@ -93,7 +98,7 @@ func subscribe(ctx context.Context, cfg Config, g *gate, send func(any)) {
 
 // subscribeOnce runs one socket incarnation; it returns nil when it was
 // recreated for silence.
-func subscribeOnce(ctx context.Context, cfg Config, g *gate, send func(any)) error {
+func subscribeOnce(ctx context.Context, cfg Config, g *gate, send func(any), afterError bool) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// No zmq4 automatic reconnect: it redials from a library goroutine that
@@ -113,7 +118,7 @@ func subscribeOnce(ctx context.Context, cfg Config, g *gate, send func(any)) err
 	if err := sock.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
 		return err
 	}
-	send(subscribed{})
+	send(subscribed{afterError: afterError})
 	var watchdog *time.Timer
 	var silent atomic.Bool
 	if !cfg.Bind && cfg.Silence > 0 {

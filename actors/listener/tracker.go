@@ -3,6 +3,8 @@ package listener
 import (
 	"cmp"
 	"slices"
+
+	"github.com/zeebo/xxh3"
 )
 
 // ResyncReason says why a stream's index state had to be dropped.
@@ -17,9 +19,10 @@ const (
 	ResyncReplayTimeout                // the replay endpoint did not finish in time
 	ResyncReorderOverflow              // too many live batches arrived during a replay
 	ResyncResumed                      // continues a position loaded from a peer (keeps the state)
+	ResyncRecovery                     // rebuilt from the replay buffer after a batch the pipeline could not apply
 )
 
-var resyncNames = [...]string{"", "start", "restart", "history_missing", "replay_timeout", "reorder_overflow", "resumed"}
+var resyncNames = [...]string{"", "start", "restart", "history_missing", "replay_timeout", "reorder_overflow", "resumed", "recovery"}
 
 // String returns the reason's label.
 func (r ResyncReason) String() string {
@@ -94,6 +97,14 @@ type Tracker struct {
 	// resumed: started at a loaded position (Resume) and nothing delivered
 	// since; resumeExact is that position's state.
 	resumed, resumeExact bool
+	// lastHash is the hash of the last delivered payload (hashKnown: one
+	// was delivered since the start); verifying: the running replay starts
+	// at that batch, to check the publisher still has it.
+	lastHash             uint64
+	hashKnown, verifying bool
+	// suspect: the connection broke and continuity cannot be verified
+	// (no replay): the next delivered batch drops the state.
+	suspect bool
 }
 
 // maxReplayRetries bounds back-to-back replays for gaps that opened while a
@@ -154,6 +165,40 @@ func (t *Tracker) Start() []Action {
 	return t.replay(nil, 0)
 }
 
+// Resubscribed is called when the subscription is in place again (a new
+// socket): batches published meanwhile were missed, and the publisher may
+// have restarted unseen — its new seqs can continue ours by coincidence.
+// With a replay endpoint and a delivered history, it asks for everything
+// after the last delivered batch, verifying that batch first (Replayed).
+// Without one, after a broken connection (afterError; not after mere
+// silence, which an idle engine causes) the next batch drops the stream's
+// state: continuity cannot be checked.
+func (t *Tracker) Resubscribed(afterError bool) []Action {
+	switch {
+	case !t.started || t.replaying:
+		return nil
+	case t.cfg.Replay:
+		return t.replay(nil, t.next)
+	}
+	t.suspect = afterError
+	return nil
+}
+
+// Recover drops the delivered history and asks the replay endpoint for
+// everything it holds, as at start, so the stream is rebuilt from the
+// buffer (exact if it still holds the publisher's first batch). The owner
+// calls it when the pipeline could not apply a delivered batch: a copy
+// damaged on the way is read again. Without a replay endpoint the stream
+// stays as it is (its state was dropped and flagged degraded downstream).
+func (t *Tracker) Recover() []Action {
+	if !t.cfg.Replay {
+		return nil
+	}
+	t.started, t.firstWhy, t.resumed, t.hashKnown = false, ResyncRecovery, false, false
+	t.buffered = nil
+	return t.replay(nil, 0)
+}
+
 // Live handles a batch received on the subscription. Live seqs only grow
 // within one publisher's life, so a seq not above the last live one means
 // the publisher restarted — while a seq below the next expected one but above
@@ -194,6 +239,22 @@ func (t *Tracker) Replayed(seq uint64, payload []byte) []Action {
 	if !t.replaying {
 		return nil // a late answer to an abandoned replay
 	}
+	if t.verifying {
+		t.verifying = false
+		if seq == t.next-1 && xxh3.Hash(payload) == t.lastHash {
+			return nil // the publisher still has the last delivered batch: the history continues
+		}
+		// Another batch under a delivered seq (a publisher restart hidden by
+		// the gap: its new seqs passed ours while the subscription was
+		// down), or the buffer no longer holds it (continuity unknown).
+		// Start over from everything the buffer holds.
+		why := ResyncHistoryMissing
+		if seq == t.next-1 {
+			why = ResyncRestart
+		}
+		t.started, t.firstWhy, t.resumed, t.hashKnown = false, why, false, false
+		return t.replay(nil, 0)
+	}
 	if !t.started || seq >= t.next {
 		t.replayGot++
 	}
@@ -229,8 +290,15 @@ func (t *Tracker) stopReplay(gap ResyncReason) []Action {
 	return t.drain(nil, true, gap)
 }
 
+// replay asks for every batch from seq from on. A replay that continues
+// the delivered history starts one batch earlier, at the last delivered
+// one, to verify that the publisher still has it (Replayed).
 func (t *Tracker) replay(acts []Action, from uint64) []Action {
 	t.replaying, t.replayGot = true, 0
+	t.verifying = t.started && t.hashKnown && from == t.next && from > 0
+	if t.verifying {
+		from--
+	}
 	return append(acts, Action{Kind: RequestReplay, Seq: from})
 }
 
@@ -245,10 +313,15 @@ func (t *Tracker) place(acts []Action, seq uint64, payload []byte, gap ResyncRea
 		acts = append(acts, Action{Kind: Resync, Reason: t.firstWhy, Exact: exact})
 	case seq > t.next:
 		acts = append(acts, Action{Kind: Resync, Reason: gap})
+	case t.suspect:
+		acts = append(acts, Action{Kind: Resync, Reason: ResyncHistoryMissing})
 	case t.resumed:
 		acts = append(acts, Action{Kind: Resync, Reason: ResyncResumed, Exact: t.resumeExact, Keep: true})
 	}
-	t.started, t.next, t.resumed = true, seq+1, false
+	t.started, t.next, t.resumed, t.suspect = true, seq+1, false, false
+	if t.cfg.Replay {
+		t.lastHash, t.hashKnown = xxh3.Hash(payload), true
+	}
 	return append(acts, Action{Kind: Deliver, Seq: seq, Payload: payload})
 }
 

@@ -33,7 +33,7 @@ func trace(acts []Action) string {
 
 // step is one input to a Tracker: live/replayed batch, end, timeout, start.
 type step struct {
-	kind  byte // 'L' live, 'P' replayed, 'E' end, 'T' timeout, 'S' start
+	kind  byte // 'L' live, 'P' replayed, 'E' end, 'T' timeout, 'S' start, 'V' recover, 'U' resubscribed
 	seq   uint64
 	epoch int // publisher incarnation (property test only)
 }
@@ -45,25 +45,41 @@ func feed(t *Tracker, steps ...step) string {
 		case 'S':
 			acts = append(acts, t.Start()...)
 		case 'L':
-			acts = append(acts, t.Live(s.seq, nil)...)
+			acts = append(acts, t.Live(s.seq, seqPayload(s))...)
 		case 'P':
-			acts = append(acts, t.Replayed(s.seq, nil)...)
+			acts = append(acts, t.Replayed(s.seq, seqPayload(s))...)
 		case 'E':
 			acts = append(acts, t.ReplayEnd()...)
 		case 'T':
 			acts = append(acts, t.ReplayTimeout()...)
+		case 'V':
+			acts = append(acts, t.Recover()...)
+		case 'U':
+			acts = append(acts, t.Resubscribed(true)...)
+		case 'u':
+			acts = append(acts, t.Resubscribed(false)...)
 		}
 	}
 	return trace(acts)
 }
 
+// seqPayload is a batch's payload: its publisher incarnation and seq.
+func seqPayload(s step) []byte { return fmt.Appendf(nil, "%d/%d", s.epoch, s.seq) }
+
 func L(s uint64) step { return step{kind: 'L', seq: s} }
 func P(s uint64) step { return step{kind: 'P', seq: s} }
 
+// Le and Pe are L and P of a later publisher incarnation.
+func Le(s uint64, epoch int) step { return step{kind: 'L', seq: s, epoch: epoch} }
+func Pe(s uint64, epoch int) step { return step{kind: 'P', seq: s, epoch: epoch} }
+
 var (
-	E = step{kind: 'E'}
-	T = step{kind: 'T'}
-	S = step{kind: 'S'}
+	E  = step{kind: 'E'}
+	T  = step{kind: 'T'}
+	S  = step{kind: 'S'}
+	V  = step{kind: 'V'}
+	U  = step{kind: 'U'} // resubscribed after a socket error
+	Us = step{kind: 'u'} // resubscribed after silence
 )
 
 func TestTrackerScenarios(t *testing.T) {
@@ -80,8 +96,8 @@ func TestTrackerScenarios(t *testing.T) {
 		{"late start without replay is degraded", noReplay, []step{L(7), L(8)}, "X:start D7 D8"},
 		{"gap without replay", noReplay, []step{L(0), L(1), L(4)}, "X:start! D0 D1 X:history_missing D4"},
 		{"backwards is a restart", noReplay, []step{L(0), L(1), L(2), L(0), L(1)}, "X:start! D0 D1 D2 X:restart! D0 D1"},
-		{"live copy of a replayed batch is no restart", replay, []step{L(0), L(3), P(1), P(2), P(3), P(4), E, L(4), L(5)}, "X:start! D0 R1 D1 D2 D3 D4 D5"},
-		{"restart during a replay abandons it", replay, []step{L(0), L(5), L(0), L(1)}, "X:start! D0 R1 X:restart! D0 D1"},
+		{"live copy of a replayed batch is no restart", replay, []step{L(0), L(3), P(0), P(1), P(2), P(3), P(4), E, L(4), L(5)}, "X:start! D0 R0 D1 D2 D3 D4 D5"},
+		{"restart during a replay abandons it", replay, []step{L(0), L(5), L(0), L(1)}, "X:start! D0 R0 X:restart! D0 D1"},
 		{"restart seen late", noReplay, []step{L(5), L(6), L(2)}, "X:start D5 D6 X:restart D2"},
 		{"timestamp seqs: baseline, then gaps", stamp, []step{L(1e18), L(1e18 + 1), L(1e18 + 3)}, "X:start D1000000000000000000 D1000000000000000001 X:history_missing D1000000000000000003"},
 
@@ -90,17 +106,32 @@ func TestTrackerScenarios(t *testing.T) {
 		{"startup replay empty, then live from 0", replay, []step{S, E, L(0), L(1)}, "R0 X:start! D0 D1"},
 		{"startup: no replay answer (timeout)", replay, []step{S, L(3), L(4), T, L(5)}, "R0 X:start D3 D4 D5"},
 		{"startup: live overlaps the replay", replay, []step{S, L(3), P(1), P(2), P(3), L(4), P(4), E}, "R0 X:start D1 D2 D3 D4"},
-		{"gap filled by replay", replay, []step{L(0), L(1), L(4), P(2), P(3), P(4), E, L(5)}, "X:start! D0 D1 R2 D2 D3 D4 D5"},
-		{"gap: live batches held during replay", replay, []step{L(0), L(3), L(4), L(5), P(1), P(2), E, L(6)}, "X:start! D0 R1 D1 D2 D3 D4 D5 D6"},
-		{"gap: history missing", replay, []step{L(0), L(9), P(5), P(6), E, E}, "X:start! D0 R1 X:history_missing D5 D6 R7 X:history_missing D9"},
-		{"gap opened during a replay is asked for again", replay, []step{L(0), L(2), P(1), L(4), E, P(3), E, L(5)}, "X:start! D0 R1 D1 D2 R3 D3 D4 D5"},
-		{"gap: replay times out", replay, []step{L(0), L(3), L(4), T}, "X:start! D0 R1 X:replay_timeout D3 D4"},
-		{"late answers after a timeout are ignored", replay, []step{L(0), L(3), T, P(1), P(2), E, L(4)}, "X:start! D0 R1 X:replay_timeout D3 D4"},
+		{"gap filled by replay (from the last delivered batch, to verify it)", replay, []step{L(0), L(1), L(4), P(1), P(2), P(3), P(4), E, L(5)}, "X:start! D0 D1 R1 D2 D3 D4 D5"},
+		{"gap: live batches held during replay", replay, []step{L(0), L(3), L(4), L(5), P(0), P(1), P(2), E, L(6)}, "X:start! D0 R0 D1 D2 D3 D4 D5 D6"},
+		{"gap: history missing, rebuilt from the buffer", replay, []step{L(0), L(9), P(5), P(5), P(6), E, P(6), E},
+			"X:start! D0 R0 R0 X:history_missing D5 D6 R6 X:history_missing D9"},
+		{"a restart hidden by a gap is found by the verification", replay,
+			[]step{L(0), L(1), Le(5, 1), Pe(1, 1), Pe(0, 1), Pe(1, 1), Pe(2, 1), Pe(3, 1), Pe(4, 1), Pe(5, 1), E},
+			"X:start! D0 D1 R1 R0 X:restart! D0 D1 D2 D3 D4 D5"},
+		{"recovery rebuilds from the buffer", replay, []step{L(0), L(1), L(2), V, P(0), P(1), P(2), E, L(3)},
+			"X:start! D0 D1 D2 R0 X:recovery! D0 D1 D2 D3"},
+		{"recovery without replay does nothing", noReplay, []step{L(0), L(1), V, L(2)}, "X:start! D0 D1 D2"},
+		{"resubscribed: missed batches are replayed after verifying the last", replay,
+			[]step{L(0), L(1), U, P(1), P(2), P(3), E, L(4)}, "X:start! D0 D1 R1 D2 D3 D4"},
+		{"resubscribed: a restart continuing our seqs by coincidence is found", replay,
+			[]step{L(0), L(1), U, Le(2, 1), Pe(1, 1), Pe(0, 1), Pe(1, 1), Pe(2, 1), E},
+			"X:start! D0 D1 R1 R0 X:restart! D0 D1 D2"},
+		{"resubscribed after an error without replay: continuity unknown", noReplay, []step{L(0), U, L(1), L(2)}, "X:start! D0 X:history_missing D1 D2"},
+		{"resubscribed after an error without replay: a restart is exact", noReplay, []step{L(3), U, L(0)}, "X:start D3 X:restart! D0"},
+		{"resubscribed after silence without replay: an idle engine keeps its state", noReplay, []step{L(0), Us, L(1)}, "X:start! D0 D1"},
+		{"gap opened during a replay is asked for again", replay, []step{L(0), L(2), P(0), P(1), L(4), E, P(2), P(3), E, L(5)}, "X:start! D0 R0 D1 D2 R2 D3 D4 D5"},
+		{"gap: replay times out", replay, []step{L(0), L(3), L(4), T}, "X:start! D0 R0 X:replay_timeout D3 D4"},
+		{"late answers after a timeout are ignored", replay, []step{L(0), L(3), T, P(1), P(2), E, L(4)}, "X:start! D0 R0 X:replay_timeout D3 D4"},
 		{"first live batch after seq 0 asks for the start", replay, []step{L(2), P(0), P(1), P(2), E, L(3)}, "R0 X:start! D0 D1 D2 D3"},
 		{"restart mid-stream with replay", replay, []step{L(0), L(1), L(1), L(2), P(0), P(1), P(2), E}, "X:start! D0 D1 R0 X:restart! D0 D1 D2"},
-		{"duplicate replay answers dropped", replay, []step{L(0), L(3), P(1), P(1), P(2), P(3), E}, "X:start! D0 R1 D1 D2 D3"},
+		{"duplicate replay answers dropped", replay, []step{L(0), L(3), P(0), P(1), P(1), P(2), P(3), E}, "X:start! D0 R0 D1 D2 D3"},
 		{"reorder buffer overflow abandons the replay", TrackerConfig{Replay: true, SeqStartsAtZero: true, ReorderCap: 2},
-			[]step{L(0), L(5), L(6), L(7), P(1)}, "X:start! D0 R1 X:reorder_overflow D5 D6 D7"},
+			[]step{L(0), L(5), L(6), L(7), P(1)}, "X:start! D0 R0 X:reorder_overflow D5 D6 D7"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

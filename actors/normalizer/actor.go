@@ -29,8 +29,13 @@ type PoolStats struct {
 	Batches    uint64
 	BadBatches uint64 // payloads that were not batches (ErrNotBatch)
 	Lost       uint64 // events lost to truncation
-	Events     Stats  // summed over this actor's workers
-	Stream     Stats  // the requested stream's own counters
+	// HistoryLost counts batches after which the stream's index state was
+	// dropped because an event meant for it could not be applied (a bad
+	// payload, a truncation, an event rejected for a reason that
+	// messages.Reason.LosesHistory).
+	HistoryLost uint64
+	Events      Stats // summed over this actor's workers
+	Stream      Stats // the requested stream's own counters
 }
 
 // StatsRequest asks the normalizer that handles Stream for its counters
@@ -80,8 +85,16 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 	sp := tracer.Child(m.Trace, SpanNormalize)
 	out := &messages.NormalizedBatch{Stream: m.Stream, Seq: m.Seq, Resync: m.Resync,
 		ReceivedAt: m.ReceivedAt, Listener: m.Listener, Trace: sp.Context()}
+	lost := true // until the batch is read
 	// Always: the batch must be acknowledged, and a resync applied.
-	defer func() { ctx.Send(a.next, out); sp.End() }()
+	defer func() {
+		if lost {
+			a.stats.HistoryLost++
+			out.Resync, out.Lost = lostHistory(out.Resync), true
+		}
+		ctx.Send(a.next, out)
+		sp.End()
+	}()
 	dec, err := a.decoder(m.Engine)
 	if err != nil {
 		a.warn("unknown engine", "engine", m.Engine)
@@ -100,6 +113,7 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		return
 	}
 	a.stats.Lost += uint64(b.Lost)
+	lost = b.Lost > 0
 	n := a.workers[m.Stream]
 	if n == nil {
 		n = New(Config{Worker: m.Stream.Worker, DpRank: m.Stream.DpRank, BlockSize: m.BlockSize})
@@ -110,6 +124,7 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		if o.Accepted() {
 			out.Events = append(out.Events, o.Event)
 		}
+		lost = lost || o.Reason.LosesHistory()
 	}
 	if sp.Recording() {
 		sp.SetAttributes(tracectx.Worker.Int64(int64(m.Stream.Worker)), tracectx.DpRank.Int64(int64(m.Stream.DpRank)),
@@ -120,6 +135,17 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		a.log.Error("worker sends blocks of another size than configured: its events are rejected",
 			"worker", m.Stream.Worker, "dp_rank", m.Stream.DpRank, "configured", m.BlockSize)
 	}
+}
+
+// lostHistory turns a batch's resync into one that drops the stream's
+// state before the batch and leaves it degraded: part of what the engine
+// did is unknown.
+func lostHistory(r messages.Resync) messages.Resync {
+	if r.Reason == "" || r.Keep {
+		r.Reason = "events_lost"
+	}
+	r.Exact, r.Keep = false, false
+	return r
 }
 
 func (a *Actor) decoder(name string) (*wire.Decoder, error) {

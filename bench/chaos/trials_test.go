@@ -10,11 +10,12 @@ import (
 )
 
 // The randomized trials run two populations: message faults with cuts, and
-// message faults with engine restarts. Cuts and restarts are kept apart,
-// and corrupt payloads and cache-keeping restarts left out, because those
-// combinations diverge today (see the "Fault injection" section of
-// ARCHITECTURE.md); KVROUTER_CHAOS_KINDS=all runs them.
-var populations = []string{"drop,duplicate,reorder,truncate,cut", "drop,duplicate,reorder,truncate,restart_wipe"}
+// message faults with engine restarts. Cuts and restarts together pass
+// except on an engine without a replay endpoint whose restart hides behind
+// a silent reconnection, and cache-keeping restarts are only caught when a
+// later store names a kept parent: both are documented limits (the "Fault
+// injection" section of ARCHITECTURE.md); KVROUTER_CHAOS_KINDS=all runs them.
+var populations = []string{"drop,duplicate,reorder,truncate,corrupt,cut", "drop,duplicate,reorder,truncate,corrupt,restart_wipe"}
 
 // chaosConfig is the config of TestTrials and TestChaosSeed for a list of
 // fault kinds, its repro command naming them.
