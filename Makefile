@@ -24,10 +24,13 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# Unit tests (with -race), the fuzz seed corpora (they run as ordinary
-# tests), then a short fuzzing run of each target.
+# Unit tests (with -race), the cluster's multi-member tests (without -race:
+# several members in one process race inside protoactor-go, see
+# cluster/README.md), the fuzz seed corpora (they run as ordinary tests),
+# then a short fuzzing run of each target.
 test: vet fmt-check
 	$(GO) test -race -count=1 $(RACE_PKGS)
+	$(GO) test -count=1 ./cluster/...
 	$(MAKE) fuzz-smoke
 
 fuzz-smoke:
@@ -45,3 +48,15 @@ bench: build
 
 clean:
 	rm -rf bin
+
+# Regenerates the cluster's protobuf code (committed: a normal build needs
+# no generator; versions in cluster/README.md). Installs protoc from
+# Debian's protobuf-compiler when missing (needs root) and protoc-gen-go at
+# the pinned version into bin/tools.
+PROTOC_GEN_GO_VERSION ?= v1.36.12
+PROTO_TOOLS := $(CURDIR)/bin/tools
+.PHONY: generate
+generate:
+	@command -v protoc >/dev/null || { apt-get update && apt-get install -y protobuf-compiler; }
+	GOBIN=$(PROTO_TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	PATH="$(PROTO_TOOLS):$$PATH" protoc -I. --go_out=. --go_opt=paths=source_relative cluster/clusterpb/kvrouter.proto

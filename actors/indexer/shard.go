@@ -3,6 +3,18 @@ package indexer
 import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/tracectx"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// SpanApply is a shard's span of one applied batch, a child of the
+// coalescer's span the batch carries: the last span of an engine batch's
+// trace.
+const SpanApply = "kvrouter.index.apply"
+
+var (
+	tracer    = tracectx.NewTracer("github.com/kvrouter/kvrouter/actors/indexer")
+	clearsKey = attribute.Key("kvrouter.clears")
 )
 
 // shardActor owns one Shard: the streams of the workers placed on it. It
@@ -16,7 +28,13 @@ func shardProps() *actor.Props {
 func (a *shardActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.RouterEventBatch:
+		sp := tracer.Child(m.Trace, SpanApply)
 		a.shard.Apply(m)
+		if sp.Recording() {
+			sp.SetAttributes(tracectx.Worker.Int64(int64(m.Position.Stream.Worker)),
+				tracectx.Events.Int(len(m.Events)), clearsKey.Int(len(m.Clear)))
+		}
+		sp.End()
 	case *QueryRequest:
 		ctx.Respond(a.shard.Query(m))
 	case *RemoveWorker:

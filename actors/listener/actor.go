@@ -49,9 +49,17 @@ type Actor struct {
 	adapter engine.Adapter
 	main    *stream            // the configured stream
 	byPod   map[string]*stream // TopicIdentity: one stream per topic pod
-	gate    *gate
-	cancel  context.CancelFunc
-	ctx     context.Context
+	// liveCredits and replayCredits bound what the subscription and the
+	// replay goroutine hand over (the window each); liveTaken/replayTaken
+	// count the credits the actor holds for batches it has not seen through.
+	liveCredits, replayCredits *credits
+	liveTaken, replayTaken     int
+	// origins says, for each batch in flight (delivered, not yet
+	// acknowledged), oldest first, whether it came from the subscription.
+	origins      []bool
+	liveInFlight int // of origins, those from the subscription
+	cancel       context.CancelFunc
+	ctx          context.Context
 
 	replayGen    uint64
 	replayCancel context.CancelFunc
@@ -61,7 +69,6 @@ type Actor struct {
 	recoveredBelow uint64
 	recoveries     []time.Time
 	replaySpan     replaySpan
-	inFlight       int
 	stats          Stats
 	log            *slog.Logger
 }
@@ -78,10 +85,11 @@ func Props(cfg Config) (*actor.Props, error) {
 	resume.Store(cfg.Resume)
 	return actor.PropsFromProducer(func() actor.Actor {
 		a := &Actor{
-			cfg:     cfg,
-			adapter: adapter,
-			byPod:   map[string]*stream{},
-			gate:    newGate(),
+			cfg:           cfg,
+			adapter:       adapter,
+			byPod:         map[string]*stream{},
+			liveCredits:   newCredits(cfg.Window),
+			replayCredits: newCredits(cfg.Window),
 			stats: Stats{BadFrames: map[string]uint64{}, Resyncs: map[string]uint64{},
 				Replays: map[string]uint64{}},
 		}
@@ -139,13 +147,19 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case liveBatch:
 		a.stats.Received++
+		a.liveTaken++
 		if st := a.streamOf(m.topic); st != nil {
 			st.topic = m.topic
 			a.do(ctx, st, st.tracker.Live(m.seq, m.payload))
+		} else {
+			a.settle() // dropped: its credit goes back
 		}
 	case replayBatch:
+		a.replayTaken++
 		if m.gen == a.replayGen {
 			a.do(ctx, a.main, a.main.tracker.Replayed(m.seq, m.payload))
+		} else {
+			a.settle() // a batch of an abandoned replay: its credit goes back
 		}
 	case replayDone:
 		if m.gen != a.replayGen {
@@ -167,16 +181,21 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.Applied:
 		// max: acknowledgements of a previous incarnation's batches (after a
 		// restart) must not widen the window.
-		a.inFlight = max(0, a.inFlight-m.Count)
-		if a.inFlight < a.cfg.Window/2 {
-			a.gate.set(true)
+		// min: acknowledgements of a previous incarnation's batches (after a
+		// restart) are not this one's.
+		for _, live := range a.origins[:min(m.Count, len(a.origins))] {
+			if live {
+				a.liveInFlight--
+			}
 		}
+		a.origins = a.origins[min(m.Count, len(a.origins)):]
+		a.settle()
 		if m.Lost {
 			a.recover(ctx, m.Seq)
 		}
 	case *StatsRequest:
 		s := a.stats
-		s.InFlight, s.Replaying = a.inFlight, a.main.tracker.Replaying()
+		s.InFlight, s.Replaying = len(a.origins), a.main.tracker.Replaying()
 		s.NextSeq, _ = a.main.tracker.Next()
 		s.Gaps = a.main.tracker.Gaps()
 		s.BadFrames, s.Resyncs, s.Replays = copyMap(s.BadFrames), copyMap(s.Resyncs), copyMap(s.Replays)
@@ -202,7 +221,7 @@ func (a *Actor) start(ctx actor.Context) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	send := func(m any) { root.Send(self, m) }
-	go subscribe(a.ctx, a.cfg, a.gate, send)
+	go subscribe(a.ctx, a.cfg, a.liveCredits, send)
 }
 
 // do carries out a stream's tracker actions in order.
@@ -221,9 +240,10 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		case RequestReplay:
 			a.startReplay(ctx, act.Seq)
 		case Deliver:
-			a.deliver(ctx, st, act.Seq, act.Payload)
+			a.deliver(ctx, st, act.Seq, act.Payload, act.Live)
 		}
 	}
+	a.settle()
 	if st == a.main && !st.tracker.Replaying() && a.replayCancel != nil {
 		a.replayCancel()
 		a.replayCancel = nil
@@ -269,10 +289,10 @@ func (a *Actor) startReplay(ctx actor.Context, from uint64) {
 	rctx, cancel := context.WithCancel(a.ctx)
 	a.replayCancel = cancel
 	self, root, gen := ctx.Self(), ctx.ActorSystem().Root, a.replayGen
-	go replay(rctx, a.cfg, a.adapter, gen, from, func(m any) { root.Send(self, m) })
+	go replay(rctx, a.cfg, a.replayCredits, a.adapter, gen, from, func(m any) { root.Send(self, m) })
 }
 
-func (a *Actor) deliver(ctx actor.Context, st *stream, seq uint64, payload []byte) {
+func (a *Actor) deliver(ctx actor.Context, st *stream, seq uint64, payload []byte, live bool) {
 	sp := batchSpan(st, seq, payload)
 	ctx.Send(a.cfg.Next, &messages.EngineBatch{
 		Stream:     st.id,
@@ -288,9 +308,28 @@ func (a *Actor) deliver(ctx actor.Context, st *stream, seq uint64, payload []byt
 	sp.End()
 	st.resync = messages.Resync{}
 	a.stats.Delivered++
-	a.inFlight++
-	if a.inFlight >= a.cfg.Window {
-		a.gate.set(false)
+	a.origins = append(a.origins, live)
+	if live {
+		a.liveInFlight++
+	}
+}
+
+// settle gives back the credits of batches the listener is done with:
+// the subscription's credits cover the batches in flight that came from it
+// and those the Tracker holds during a replay; the replay's cover its
+// batches in flight. Held live batches never stall the replay that
+// releases them. So at most two windows of batches are in flight (a
+// replay's end delivers the held ones at once), however fast the sockets.
+func (a *Actor) settle() {
+	live := a.main.tracker.Held() + a.liveInFlight
+	replay := len(a.origins) - a.liveInFlight
+	if a.liveTaken > live {
+		a.liveCredits.give(a.liveTaken - live)
+		a.liveTaken = live
+	}
+	if a.replayTaken > replay {
+		a.replayCredits.give(a.replayTaken - replay)
+		a.replayTaken = replay
 	}
 }
 

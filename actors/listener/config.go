@@ -30,7 +30,9 @@ type Config struct {
 	BlockSize int
 	// Window bounds batches in flight (default 256).
 	Window int
-	// ReplayTimeout bounds one replay (default 2 s).
+	// ReplayTimeout bounds the replay endpoint's silence: the wait for its
+	// first answer and between answers, not the time its batches wait for
+	// the window (default 2 s).
 	ReplayTimeout time.Duration
 	// Silence recreates a dialing socket after this long without a message
 	// (default 10 s; 0 keeps the default, negative disables). zmq4 dialers

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,53 +34,14 @@ type (
 	}
 )
 
-// gate pauses the socket goroutine while the listener's window is full.
-type gate struct {
-	mu   sync.Mutex
-	open chan struct{} // closed while the gate is open
-}
-
-func newGate() *gate {
-	g := &gate{open: make(chan struct{})}
-	close(g.open)
-	return g
-}
-
-func (g *gate) set(open bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	select {
-	case <-g.open:
-		if !open {
-			g.open = make(chan struct{})
-		}
-	default:
-		if open {
-			close(g.open)
-		}
-	}
-}
-
-func (g *gate) wait(ctx context.Context) bool {
-	g.mu.Lock()
-	ch := g.open
-	g.mu.Unlock()
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // subscribe runs the SUB socket until ctx ends: connect (or bind), subscribe,
 // receive, validate frames, hand batches to send; recreate the socket after
 // an error or, for a dialing socket, after cfg.Silence without a message.
-func subscribe(ctx context.Context, cfg Config, g *gate, send func(any)) {
+func subscribe(ctx context.Context, cfg Config, c *credits, send func(any)) {
 	backoff := 50 * time.Millisecond
 	failed := false
 	for ctx.Err() == nil {
-		err := subscribeOnce(ctx, cfg, g, send, failed)
+		err := subscribeOnce(ctx, cfg, c, send, failed)
 		failed = err != nil
 		if err != nil && ctx.Err() == nil {
 			send(badFrame{why: "socket: " + err.Error()})
@@ -98,7 +58,7 @@ func subscribe(ctx context.Context, cfg Config, g *gate, send func(any)) {
 
 // subscribeOnce runs one socket incarnation; it returns nil when it was
 // recreated for silence.
-func subscribeOnce(ctx context.Context, cfg Config, g *gate, send func(any), afterError bool) error {
+func subscribeOnce(ctx context.Context, cfg Config, c *credits, send func(any), afterError bool) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// No zmq4 automatic reconnect: it redials from a library goroutine that
@@ -149,7 +109,7 @@ func subscribeOnce(ctx context.Context, cfg Config, g *gate, send func(any), aft
 			send(badFrame{why: "topic"})
 			continue
 		}
-		if !g.wait(ctx) {
+		if !c.take(ctx) {
 			return nil
 		}
 		send(liveBatch{topic: msg.Frames[0], seq: binary.BigEndian.Uint64(msg.Frames[1]), payload: msg.Frames[2]})
@@ -159,9 +119,15 @@ func subscribeOnce(ctx context.Context, cfg Config, g *gate, send func(any), aft
 // replay asks the engine's replay endpoint for every batch with seq ≥ from
 // and hands the answers to send, then a replayDone. A fresh DEALER per
 // replay: cancelling ctx discards whatever an abandoned replay still sends.
-func replay(ctx context.Context, cfg Config, adapter engine.Adapter, gen, from uint64, send func(any)) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.ReplayTimeout)
+// Like the subscription it takes a credit before handing a batch over, so
+// a long replay stays within the listener's window; the timeout bounds the
+// engine's silence, not the time spent waiting for credits.
+func replay(ctx context.Context, cfg Config, c *credits, adapter engine.Adapter, gen, from uint64, send func(any)) {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var timedOut atomic.Bool
+	watchdog := time.AfterFunc(cfg.ReplayTimeout, func() { timedOut.Store(true); cancel() })
+	defer watchdog.Stop()
 	sock := zmq4.NewDealer(ctx, zmq4.WithDialerRetry(100*time.Millisecond))
 	defer sock.Close()
 	done := func(timeout bool, err string) { send(replayDone{gen: gen, timeout: timeout, err: err}) }
@@ -170,13 +136,13 @@ func replay(ctx context.Context, cfg Config, adapter engine.Adapter, gen, from u
 		return
 	}
 	if err := sock.SendMulti(zmq4.NewMsgFrom(engine.ReplayRequest(from)...)); err != nil {
-		done(ctx.Err() != nil, "send: "+err.Error())
+		done(timedOut.Load(), "send: "+err.Error())
 		return
 	}
 	for {
 		msg, err := sock.Recv()
 		if err != nil {
-			done(ctx.Err() == context.DeadlineExceeded, "")
+			done(timedOut.Load(), "")
 			return
 		}
 		r, err := adapter.ParseReplay(msg.Frames)
@@ -188,6 +154,12 @@ func replay(ctx context.Context, cfg Config, adapter engine.Adapter, gen, from u
 			done(false, "")
 			return
 		}
+		watchdog.Stop()
+		if !c.take(ctx) {
+			done(timedOut.Load(), "") // a timeout, or abandoned: then ignored
+			return
+		}
 		send(replayBatch{gen: gen, seq: r.Seq, payload: r.Payload})
+		watchdog.Reset(cfg.ReplayTimeout)
 	}
 }

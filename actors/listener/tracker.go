@@ -59,6 +59,9 @@ type Action struct {
 	Reason  ResyncReason
 	Exact   bool
 	Keep    bool
+	// Live says a delivered batch came from the subscription (Live, or
+	// held during a replay), not from the replay endpoint.
+	Live bool
 }
 
 // TrackerConfig configures one stream's Tracker.
@@ -131,6 +134,9 @@ func (t *Tracker) Replaying() bool { return t.replaying }
 
 // Next returns the next seq the Tracker expects, and whether it knows it.
 func (t *Tracker) Next() (uint64, bool) { return t.next, t.started }
+
+// Held is the number of live batches held while a replay runs.
+func (t *Tracker) Held() int { return len(t.buffered) }
 
 // Gaps counts live batches, outside a replay, that skipped ahead of the
 // next expected seq (for a fresh stream of an engine whose seqs start at 0:
@@ -230,7 +236,7 @@ func (t *Tracker) Live(seq uint64, payload []byte) []Action {
 		}
 		return t.hold(seq, payload, t.replay(nil, from)...)
 	}
-	return t.place(nil, seq, payload, ResyncHistoryMissing)
+	return t.place(nil, seq, payload, ResyncHistoryMissing, true)
 }
 
 // Replayed handles one batch from the replay endpoint. An answer later than
@@ -258,7 +264,7 @@ func (t *Tracker) Replayed(seq uint64, payload []byte) []Action {
 	if !t.started || seq >= t.next {
 		t.replayGot++
 	}
-	acts := t.place(nil, seq, payload, ResyncHistoryMissing)
+	acts := t.place(nil, seq, payload, ResyncHistoryMissing, false)
 	return t.drain(acts, false, 0)
 }
 
@@ -304,7 +310,7 @@ func (t *Tracker) replay(acts []Action, from uint64) []Action {
 
 // place delivers seq, preceded by a Resync when it does not continue the
 // delivered history (gap names the reason for a forward gap).
-func (t *Tracker) place(acts []Action, seq uint64, payload []byte, gap ResyncReason) []Action {
+func (t *Tracker) place(acts []Action, seq uint64, payload []byte, gap ResyncReason, live bool) []Action {
 	switch {
 	case t.started && seq < t.next:
 		return acts // a duplicate
@@ -322,7 +328,7 @@ func (t *Tracker) place(acts []Action, seq uint64, payload []byte, gap ResyncRea
 	if t.cfg.Replay {
 		t.lastHash, t.hashKnown = xxh3.Hash(payload), true
 	}
-	return append(acts, Action{Kind: Deliver, Seq: seq, Payload: payload})
+	return append(acts, Action{Kind: Deliver, Seq: seq, Payload: payload, Live: live})
 }
 
 // hold buffers a live batch during a replay; past the cap the replay is
@@ -351,7 +357,7 @@ func (t *Tracker) drain(acts []Action, final bool, gap ResyncReason) []Action {
 		if !final && (!t.started || p.seq > t.next) {
 			break
 		}
-		acts = t.place(acts, p.seq, p.payload, gap)
+		acts = t.place(acts, p.seq, p.payload, gap, true)
 		n++
 	}
 	clear(t.buffered[:n])
