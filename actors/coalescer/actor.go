@@ -160,7 +160,10 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 	} else if m.Resync.Reason != "" {
 		s.resumed = false
 		// Drop the stream's state in the index, in band and in order: a
-		// Cleared event for every rank this stream has carried.
+		// Cleared event for every rank this stream has carried, and for its
+		// registered rank even if it has carried nothing yet (the index may
+		// hold state loaded from a peer's dump for it).
+		s.rank(s.stream.DpRank)
 		for rank, st := range s.ranks {
 			out = st.Push(messages.PlacementEvent{
 				Placement: messages.Placement{Worker: messages.WorkerKey{Worker: s.stream.Worker, DpRank: rank}},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/sessions"
@@ -38,8 +39,15 @@ gives the worker holding the session's newest blocks up to --session-credit
 physical overlap stays the primary signal, and a session with no lineage
 routes as without one.
 
-Workers are registered over HTTP (POST /register) or given as flags:
+Workers are registered over HTTP (POST /register), in a file of /register
+bodies (--workers-file), or given as flags:
   --worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT]   (repeatable; model --model, tenant --tenant)
+
+A router started late can warm up from a running one: --bootstrap-from
+http://peer:8090 loads the peer's index (GET /dump) and registers its
+engine streams, each resuming where the dump stands — nothing is dropped
+when the engine's replay buffer still holds what followed; otherwise the
+stream resyncs and is flagged degraded, as any stream would.
 
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
@@ -70,6 +78,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sessionIdle := fs.Duration("session-idle", sessions.DefaultIdleTTL, "drop a session's lineage after this long without a store")
 	tokenFlag := fs.String("api-token", "", "bearer token for mutating endpoints (prefer KVROUTER_API_TOKEN or --api-token-file)")
 	tokenFile := fs.String("api-token-file", "", "file holding the bearer token")
+	shards := fs.Int("shards", 1, "index shard actors per (model, tenant), 1-64: more parallel ingest for a little more route latency")
+	st := startup{}
+	fs.StringVar(&st.bootstrapFrom, "bootstrap-from", "", "warm up from a peer router (http://host:port): load its GET /dump and follow its streams from where the dump stands")
+	fs.StringVar(&st.workersFile, "workers-file", "", "JSON file of workers to register at start: an array of POST /register bodies")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -86,7 +98,12 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: --max-sessions and --session-idle must be positive\n")
 		return 2
 	}
-	pc := pipeline.Config{Sessions: sessions.ActorConfig{Index: sessions.Config{MaxSessions: *maxSessions, IdleTTL: *sessionIdle}}}
+	if *shards < 1 || *shards > 64 {
+		fmt.Fprintf(stderr, "kvrouter serve: --shards %d: want 1 to 64\n", *shards)
+		return 2
+	}
+	pc := pipeline.Config{Index: indexer.Config{Shards: *shards},
+		Sessions: sessions.ActorConfig{Index: sessions.Config{MaxSessions: *maxSessions, IdleTTL: *sessionIdle}}}
 	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
 		Pipeline: pc, SessionCredit: *sessionCredit})
 	if err != nil {
@@ -94,13 +111,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer svc.Close()
-	for _, w := range workers {
-		err := svc.Register(context.Background(), httpapi.Registration{InstanceID: w.Stream.Worker, DpRank: w.Stream.DpRank,
-			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ModelName: *model, TenantID: *tenant})
-		if err != nil {
-			fmt.Fprintf(stderr, "kvrouter serve: --worker %d: %v\n", w.Stream.Worker, err)
-			return 2
-		}
+	st.token, st.workers, st.model, st.tenant = token, workers, *model, *tenant
+	if err := st.run(svc, logger); err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
 	}
 	h := httpapi.New(svc, httpapi.Options{APIToken: token, Logger: logger})
 	srv := httpapi.NewServer(*addr, h, httpapi.Options{})

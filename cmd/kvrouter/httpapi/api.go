@@ -310,6 +310,9 @@ type DumpNamespace struct {
 	ModelName string
 	TenantID  string
 	BlockSize uint32
+	// Streams are the namespace's registered engine streams and where the
+	// dumped state of each stands (kvrouter's addition; see DumpStream).
+	Streams []DumpStream
 }
 
 // DumpSink receives a dump (Backend.Dump, ReadDump): Namespace once per

@@ -19,7 +19,8 @@ import (
 // shape, an object keyed "<model_name>:<tenant_id>":
 //
 //	{
-//	"llama:default":{"model_name":"llama","tenant_id":"default","block_size":16,"events":[
+//	"llama:default":{"model_name":"llama","tenant_id":"default","block_size":16,
+//	"streams":[{"worker_id":1,"dp_rank":0,"endpoint":"tcp://10.0.0.5:5557","seq":41,"exact":true}],"events":[
 //	{"worker_id":1,"storage_tier":"device","event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":11,"tokens_hash":22}]}},"dp_rank":0}},
 //	{"worker_id":1,"storage_tier":"device","event":{"event_id":2,"data":{"removed":{"block_hashes":[11]}},"dp_rank":0},"session_id":"s1"},
 //	{"worker_id":2,"storage_tier":"host_pinned","event":{"event_id":1,"data":"cleared","dp_rank":1}}
@@ -30,7 +31,8 @@ import (
 // by Dynamo's names, "cleared" as a bare string, session_id only when set),
 // one per line so that the document also greps and diffs well. model_name
 // and tenant_id are kvrouter's additions: the key alone is ambiguous when a
-// name holds ':' (a reader of the reference ignores them). It is written
+// name holds ':' (a reader of the reference ignores them); so is streams
+// (DumpStream: registrations and positions, for --bootstrap-from). It is written
 // while the Backend produces it, through a 64 KiB buffer, so memory stays
 // flat however large the index; the price is that a failure after the first
 // bytes can only cut the connection (the document is then invalid, never
@@ -104,6 +106,10 @@ func (d *dumpWriter) Namespace(ns DumpNamespace) error {
 	b = appendJSONString(b, ns.TenantID)
 	b = append(b, `,"block_size":`...)
 	b = strconv.AppendUint(b, uint64(ns.BlockSize), 10)
+	b, err := appendStreams(b, ns.Streams)
+	if err != nil {
+		return d.fail("%v", err)
+	}
 	b = append(b, `,"events":[`...)
 	d.buf = b
 	d.inNS, d.events = true, 0
@@ -297,6 +303,13 @@ func readNamespace(dec *json.Decoder, key string, sink DumpSink) error {
 			}
 			if err := dec.Decode(dst); err != nil {
 				return fmt.Errorf("%s: %w", field, err)
+			}
+		case "streams":
+			if started {
+				return errors.New("streams after events")
+			}
+			if ns.Streams, err = readStreams(dec); err != nil {
+				return err
 			}
 		case "error":
 			var msg string

@@ -72,7 +72,7 @@ func TestReadDumpReference(t *testing.T) {
 	if err := ReadDump(strings.NewReader(doc), &got); err != nil {
 		t.Fatal(err)
 	}
-	wantNS := []DumpNamespace{{"m:v1", "default", 16}, {"nokey", "default", 8}}
+	wantNS := []DumpNamespace{{ModelName: "m:v1", TenantID: "default", BlockSize: 16}, {ModelName: "nokey", TenantID: "default", BlockSize: 8}}
 	wantEv := [][]messages.RouterEvent{{
 		{WorkerID: 5, Event: messages.KvCacheEvent{EventID: 1, Kind: messages.KindStored,
 			Blocks: []messages.StoredBlock{{BlockHash: 1, TokensHash: 2}}}},
@@ -88,29 +88,33 @@ func TestReadDumpReference(t *testing.T) {
 func TestReadDumpErrors(t *testing.T) {
 	ev := `{"worker_id":1,"event":{"event_id":1,"data":"cleared","dp_rank":0}}`
 	for name, doc := range map[string]string{
-		"empty":                 ``,
-		"array":                 `[]`,
-		"truncated":             `{"m:t":{"block_size":16,"events":[` + ev,
-		"peer error":            `{"m:t":{"error":"index actor timed out"}}`,
-		"no block_size":         `{"m:t":{"events":[]}}`,
-		"block_size 0":          `{"m:t":{"block_size":0,"events":[]}}`,
-		"no events":             `{"m:t":{"block_size":16}}`,
-		"events twice":          `{"m:t":{"block_size":16,"events":[],"events":[]}}`,
-		"model after events":    `{"m:t":{"block_size":16,"events":[],"model_name":"x"}}`,
-		"trailing data":         `{} {}`,
-		"events not an array":   `{"m:t":{"block_size":16,"events":{}}}`,
-		"missing worker_id":     `{"m:t":{"block_size":16,"events":[{"event":{"event_id":1,"data":"cleared"}}]}}`,
-		"missing event":         `{"m:t":{"block_size":16,"events":[{"worker_id":1}]}}`,
-		"unknown tier":          `{"m:t":{"block_size":16,"events":[{"worker_id":1,"storage_tier":"gpu","event":{"event_id":1,"data":"cleared"}}]}}`,
-		"unknown data string":   `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":"flushed"}}]}}`,
-		"unknown data variant":  `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":{"moved":{}}}}]}}`,
-		"two data variants":     `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":{"stored":{"blocks":[]},"removed":{"block_hashes":[]}}}}]}}`,
-		"block without hash":    `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":{"stored":{"blocks":[{"block_hash":1}]}}}}]}}`,
-		"negative worker":       `{"m:t":{"block_size":16,"events":[{"worker_id":-1,"event":{"event_id":1,"data":"cleared"}}]}}`,
-		"float hash":            `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":{"removed":{"block_hashes":[1.5]}}}}]}}`,
-		"key not a string":      `{1:{}}`,
-		"namespace not object":  `{"m:t":[]}`,
-		"block_size wrong type": `{"m:t":{"block_size":"16","events":[]}}`,
+		"empty":                   ``,
+		"array":                   `[]`,
+		"truncated":               `{"m:t":{"block_size":16,"events":[` + ev,
+		"peer error":              `{"m:t":{"error":"index actor timed out"}}`,
+		"no block_size":           `{"m:t":{"events":[]}}`,
+		"block_size 0":            `{"m:t":{"block_size":0,"events":[]}}`,
+		"no events":               `{"m:t":{"block_size":16}}`,
+		"events twice":            `{"m:t":{"block_size":16,"events":[],"events":[]}}`,
+		"model after events":      `{"m:t":{"block_size":16,"events":[],"model_name":"x"}}`,
+		"streams after events":    `{"m:t":{"block_size":16,"events":[],"streams":[]}}`,
+		"stream without endpoint": `{"m:t":{"block_size":16,"streams":[{"worker_id":1}],"events":[]}}`,
+		"stream listed twice":     `{"m:t":{"block_size":16,"streams":[{"worker_id":1,"endpoint":"tcp://h:1"},{"worker_id":1,"endpoint":"tcp://h:2"}],"events":[]}}`,
+		"stream seq not a number": `{"m:t":{"block_size":16,"streams":[{"worker_id":1,"endpoint":"tcp://h:1","seq":"x"}],"events":[]}}`,
+		"trailing data":           `{} {}`,
+		"events not an array":     `{"m:t":{"block_size":16,"events":{}}}`,
+		"missing worker_id":       `{"m:t":{"block_size":16,"events":[{"event":{"event_id":1,"data":"cleared"}}]}}`,
+		"missing event":           `{"m:t":{"block_size":16,"events":[{"worker_id":1}]}}`,
+		"unknown tier":            `{"m:t":{"block_size":16,"events":[{"worker_id":1,"storage_tier":"gpu","event":{"event_id":1,"data":"cleared"}}]}}`,
+		"unknown data string":     `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":"flushed"}}]}}`,
+		"unknown data variant":    `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":{"moved":{}}}}]}}`,
+		"two data variants":       `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":{"stored":{"blocks":[]},"removed":{"block_hashes":[]}}}}]}}`,
+		"block without hash":      `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":{"stored":{"blocks":[{"block_hash":1}]}}}}]}}`,
+		"negative worker":         `{"m:t":{"block_size":16,"events":[{"worker_id":-1,"event":{"event_id":1,"data":"cleared"}}]}}`,
+		"float hash":              `{"m:t":{"block_size":16,"events":[{"worker_id":1,"event":{"event_id":1,"data":{"removed":{"block_hashes":[1.5]}}}}]}}`,
+		"key not a string":        `{1:{}}`,
+		"namespace not object":    `{"m:t":[]}`,
+		"block_size wrong type":   `{"m:t":{"block_size":"16","events":[]}}`,
 	} {
 		if err := ReadDump(strings.NewReader(doc), &recordSink{}); err == nil {
 			t.Errorf("%s: no error for %s", name, doc)

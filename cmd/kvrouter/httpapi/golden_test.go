@@ -33,7 +33,10 @@ func fixtureWorkers() []WorkerInfo {
 
 func fixtureDump() ([]DumpNamespace, [][]messages.RouterEvent) {
 	ns := []DumpNamespace{
-		{ModelName: "llama", TenantID: "default", BlockSize: 16},
+		{ModelName: "llama", TenantID: "default", BlockSize: 16, Streams: []DumpStream{
+			{WorkerID: 1, Endpoint: "tcp://10.0.0.5:5557", ReplayEndpoint: "tcp://10.0.0.5:5558", Seq: ptr[uint64](41), Exact: true},
+			{WorkerID: 18446744073709551615, DpRank: 3, Endpoint: "tcp://h:1", LoraName: "ad"},
+		}},
 		{ModelName: "llama:v2", TenantID: "acme", BlockSize: 32},
 		{ModelName: "empty", TenantID: "t", BlockSize: 16},
 	}
@@ -56,7 +59,7 @@ func fixtureDump() ([]DumpNamespace, [][]messages.RouterEvent) {
 }
 
 const goldenDump = `{
-"llama:default":{"model_name":"llama","tenant_id":"default","block_size":16,"events":[
+"llama:default":{"model_name":"llama","tenant_id":"default","block_size":16,"streams":[{"worker_id":1,"dp_rank":0,"endpoint":"tcp://10.0.0.5:5557","replay_endpoint":"tcp://10.0.0.5:5558","seq":41,"exact":true},{"worker_id":18446744073709551615,"dp_rank":3,"endpoint":"tcp://h:1","lora_name":"ad"}],"events":[
 {"worker_id":1,"storage_tier":"device","event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":11,"tokens_hash":22}]}},"dp_rank":0}},
 {"worker_id":18446744073709551615,"storage_tier":"host_pinned","event":{"event_id":2,"data":{"stored":{"parent_hash":11,"blocks":[{"block_hash":18446744073709551615,"tokens_hash":9223372036854775808},{"block_hash":5,"tokens_hash":6}]}},"dp_rank":3},"session_id":"s\"1\n✓"},
 {"worker_id":1,"storage_tier":"disk","event":{"event_id":3,"data":{"removed":{"block_hashes":[11,12]}},"dp_rank":0}}

@@ -250,25 +250,6 @@ func (s *Service) rankInfo(k messages.WorkerKey, w *worker) httpapi.RankInfo {
 	return ri
 }
 
-// Dump implements httpapi.Backend.
-func (s *Service) Dump(_ context.Context, sink httpapi.DumpSink) error {
-	for _, ns := range s.sortedSpaces() {
-		d, err := ns.pipe.Dump(10 * time.Second)
-		if err != nil {
-			return s.errTimeout("index dump", err)
-		}
-		if err := sink.Namespace(httpapi.DumpNamespace{ModelName: ns.key.model, TenantID: ns.key.tenant, BlockSize: uint32(ns.blockSize)}); err != nil {
-			return err
-		}
-		for _, ev := range d.Events {
-			if err := sink.Event(ev); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // request sends msg to an actor and waits at most the service timeout.
 func request[T any](s *Service, pid *actor.PID, msg any) (T, error) {
 	var zero T

@@ -177,6 +177,12 @@ func (s *Service) space(model, tenant string, blockSize int, create bool) (*name
 
 // Register implements httpapi.Backend: it spawns the worker's listener.
 func (s *Service) Register(_ context.Context, reg httpapi.Registration) error {
+	return s.register(reg, nil)
+}
+
+// register spawns a worker's listener; resume, when set, continues the
+// stream at a position whose state the index holds (Bootstrap).
+func (s *Service) register(reg httpapi.Registration, resume *messages.Position) error {
 	bs := int(reg.BlockSize)
 	if bs == 0 {
 		bs = s.cfg.BlockSize
@@ -202,6 +208,7 @@ func (s *Service) Register(_ context.Context, reg httpapi.Registration) error {
 		Endpoint:       reg.Endpoint,
 		ReplayEndpoint: reg.ReplayEndpoint,
 		BlockSize:      bs,
+		Resume:         resume,
 	})
 	if err != nil {
 		return httpapi.Errorf(httpapi.ErrInvalid, "invalid_endpoint", "%v", err)
