@@ -6,10 +6,13 @@ import (
 )
 
 // QueryRequest asks for the overlap of a query's local block hashes
-// (answered with *QueryResult).
+// (answered with *QueryResult). Trace is the route request's span: each
+// shard that answers records its lookup as a child of it (zero: not
+// traced).
 type QueryRequest struct {
 	Hashes  []messages.LocalHash
 	Options radix.MatchOptions
+	Trace   messages.TraceContext
 }
 
 // QueryResult is a query's answer: scores deepest first, frequencies when

@@ -12,9 +12,15 @@ import (
 // trace.
 const SpanApply = "kvrouter.index.apply"
 
+// SpanLookup is a shard's span of one query, a child of the route
+// request's span the query carries: one per shard a route touches.
+const SpanLookup = "kvrouter.index.lookup"
+
 var (
 	tracer    = tracectx.NewTracer("github.com/kvrouter/kvrouter/actors/indexer")
 	clearsKey = attribute.Key("kvrouter.clears")
+	hashesKey = attribute.Key("kvrouter.hashes")  // query length, in blocks
+	matchKey  = attribute.Key("kvrouter.matched") // streams with an overlap on this shard
 )
 
 // shardActor owns one Shard: the streams of the workers placed on it. It
@@ -36,7 +42,13 @@ func (a *shardActor) Receive(ctx actor.Context) {
 		}
 		sp.End()
 	case *QueryRequest:
-		ctx.Respond(a.shard.Query(m))
+		sp := tracer.Child(m.Trace, SpanLookup)
+		res := a.shard.Query(m)
+		if sp.Recording() {
+			sp.SetAttributes(hashesKey.Int(len(m.Hashes)), matchKey.Int(len(res.Scores)))
+		}
+		sp.End()
+		ctx.Respond(res)
 	case *RemoveWorker:
 		a.shard.RemoveWorker(m.Worker)
 	case *DumpRequest:

@@ -36,3 +36,34 @@ func TestApplySpanJoinsTheBatchTrace(t *testing.T) {
 		t.Fatalf("apply span's parent %v, want the batch's span %x/%x", got, pc.TraceID, pc.SpanID)
 	}
 }
+
+// TestLookupSpanPerShard checks that a traced query records one lookup span
+// per shard, each a child of the span the query carries, and that an
+// untraced query records none.
+func TestLookupSpanPerShard(t *testing.T) {
+	exp := spantest.Install(t, nil)
+	system := actor.NewActorSystem()
+	x := Spawn(system.Root, Config{Shards: 3})
+	defer x.Stop()
+	if _, err := x.Query(&QueryRequest{Hashes: []messages.LocalHash{1, 2}}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(spantest.ByName(exp, SpanLookup)); n != 0 {
+		t.Fatalf("an untraced query recorded %d lookup spans", n)
+	}
+	parent := tracectx.NewTracer("test").Root("POST /route")
+	if _, err := x.Query(&QueryRequest{Hashes: []messages.LocalHash{1, 2}, Trace: parent.Context()}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+	spans := spantest.ByName(exp, SpanLookup)
+	if len(spans) != 3 {
+		t.Fatalf("%d lookup spans, want one per shard (3)", len(spans))
+	}
+	pc := parent.Context()
+	for _, s := range spans {
+		if s.Parent.TraceID() != pc.TraceID || s.Parent.SpanID() != pc.SpanID {
+			t.Errorf("lookup span's parent %v, want the query's span", s.Parent)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/tracectx"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // The route actor owns one namespace's Router (its load bookkeeping is
@@ -19,11 +21,27 @@ type SetCandidates struct{ Candidates []Candidate }
 type DropWorker struct{ Worker messages.WorkerID }
 
 // RouteRequest asks for a decision and books the request (answered with
-// *RouteReply).
+// *RouteReply). Trace is the route request's span: the decision is
+// recorded as its child (zero: not traced).
 type RouteRequest struct {
 	Request  Request
 	Overlaps []Overlap
+	Trace    messages.TraceContext
 }
+
+// SpanDecide is the route actor's span of one decision.
+const SpanDecide = "kvrouter.route.decide"
+
+// Attributes of the decision span. Request and session ids are never
+// attributes.
+var (
+	tracer        = tracectx.NewTracer("github.com/kvrouter/kvrouter/actors/routing")
+	overlapKey    = attribute.Key("kvrouter.overlap_blocks")   // the chosen worker's (with session credit)
+	candidatesKey = attribute.Key("kvrouter.candidates")       // candidates considered
+	degradedKey   = attribute.Key("kvrouter.degraded_workers") // degraded candidates among them
+	chosenDegKey  = attribute.Key("kvrouter.chosen_degraded")
+	tiedKey       = attribute.Key("kvrouter.tied")
+)
 
 // RouteReply is a decision, or why there is none.
 type RouteReply struct {
@@ -62,8 +80,18 @@ func (a *routeActor) Receive(ctx actor.Context) {
 	case *DropWorker:
 		a.router.Load().DropWorker(m.Worker)
 	case *RouteRequest:
+		sp := tracer.Child(m.Trace, SpanDecide)
 		d, err := a.router.Route(m.Request, m.Overlaps, a.cands, time.Now())
 		d.Scores = slices.Clone(d.Scores) // the Router's buffer is reused
+		if sp.Recording() {
+			sp.SetAttributes(candidatesKey.Int(len(a.cands)))
+			if err == nil {
+				sp.SetAttributes(tracectx.Worker.Int64(int64(d.Worker.Worker)), tracectx.DpRank.Int64(int64(d.Worker.DpRank)),
+					overlapKey.Int64(int64(d.OverlapBlocks)), degradedKey.Int(d.DegradedCandidates),
+					chosenDegKey.Bool(d.Degraded), tiedKey.Int(d.Tied))
+			}
+		}
+		sp.End()
 		ctx.Respond(&RouteReply{Decision: d, Err: err})
 	case *Bookkeeping:
 		var err error

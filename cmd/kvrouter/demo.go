@@ -52,6 +52,11 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stopTracing, ok := startTracing("demo", stderr)
+	if !ok {
+		return 2
+	}
+	defer stopTracing()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/sessions"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/telemetry"
 )
 
 const serveHelp = `Usage: kvrouter serve [flags]
@@ -91,6 +92,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	stopTracing, ok := startTracing("serve", stderr)
+	if !ok {
+		return 2
+	}
+	defer stopTracing()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	rc := routing.DefaultConfig()
 	rc.OverlapWeight, rc.Temperature = *weight, *temperature
@@ -116,7 +122,13 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	h := httpapi.New(svc, httpapi.Options{APIToken: token, Logger: logger})
+	metrics, err := telemetry.NewMetrics(svc, 0)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	defer metrics.Shutdown(context.Background())
+	h := svc.Handler(metrics, httpapi.Options{APIToken: token, Logger: logger})
 	srv := httpapi.NewServer(*addr, h, httpapi.Options{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

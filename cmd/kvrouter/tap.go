@@ -69,6 +69,11 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stopTracing, ok := startTracing("tap", stderr)
+	if !ok {
+		return 2
+	}
+	defer stopTracing()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	p, err := pipeline.Start(system, pipeline.Config{PublishRouterEvents: *publish})
 	if err != nil {

@@ -124,6 +124,7 @@ type Handler struct {
 	opts     Options
 	limits   limits
 	mux      *http.ServeMux
+	traced   http.Handler      // mux inside the HTTP server span (traced)
 	tokenSum [sha256.Size]byte // of Options.APIToken
 	metrics  metrics
 }
@@ -202,11 +203,16 @@ func New(backend Backend, opts Options) *Handler {
 	h.mux.Handle("/", h.wrap("other", func(w *responseWriter, r *http.Request) error {
 		return &apiError{status: http.StatusNotFound, reason: reasonNotFound, msg: "no such endpoint: " + clip(r.URL.Path)}
 	}))
+	h.traced = traced(h.mux)
 	return h
 }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if tracing() {
+		h.traced.ServeHTTP(w, r)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 

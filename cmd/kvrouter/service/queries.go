@@ -17,6 +17,7 @@ import (
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/blockhash"
+	"github.com/kvrouter/kvrouter/messages/tracectx"
 )
 
 // lookup returns a namespace under the lock.
@@ -85,32 +86,47 @@ func put(m map[messages.WorkerID]map[messages.DpRank]uint64, k messages.WorkerKe
 
 // Route implements httpapi.Backend: hash, ask the index, add the session
 // credit, decide and book.
-func (s *Service) Route(_ context.Context, req httpapi.RouteRequest) (httpapi.RouteResult, error) {
+func (s *Service) Route(ctx context.Context, req httpapi.RouteRequest) (httpapi.RouteResult, error) {
+	out, _, err := s.route(ctx, req)
+	return out, err
+}
+
+// route is Route; it also returns the request's input length in tokens
+// (for the metrics). The span in ctx (the HTTP server's) is the parent of
+// the route path's spans: hashing, one lookup per index shard, the session
+// credit and the decision.
+func (s *Service) route(ctx context.Context, req httpapi.RouteRequest) (httpapi.RouteResult, int, error) {
 	if req.SessionID != "" {
 		if err := s.checkSessionID(req.SessionID); err != nil {
-			return httpapi.RouteResult{}, err
+			return httpapi.RouteResult{}, 0, err
 		}
 	}
 	ns, err := s.lookup(req.ModelName, req.TenantID)
 	if err != nil {
-		return httpapi.RouteResult{}, err
+		return httpapi.RouteResult{}, 0, err
 	}
+	tc := tracectx.FromContext(ctx)
 	hashes, isl := req.BlockHashes, len(req.BlockHashes)*ns.blockSize
 	if len(req.TokenIDs) > 0 {
+		sp := tracer.Child(tc, SpanHash)
 		hashes, isl = localHashes(req.TokenIDs, ns.blockSize, req.LoraName, req.CacheSalt), len(req.TokenIDs)
+		if sp.Recording() {
+			sp.SetAttributes(tokensKey.Int(isl), blocksKey.Int(len(hashes)))
+		}
+		sp.End()
 	}
-	res, err := ns.pipe.Query(&indexer.QueryRequest{Hashes: hashes, Options: radix.MatchOptions{Tiers: true}}, s.cfg.Timeout)
+	res, err := ns.pipe.Query(&indexer.QueryRequest{Hashes: hashes, Options: radix.MatchOptions{Tiers: true}, Trace: tc}, s.cfg.Timeout)
 	if err != nil {
-		return httpapi.RouteResult{}, s.errTimeout("index query", err)
+		return httpapi.RouteResult{}, 0, s.errTimeout("index query", err)
 	}
 	overlaps := make([]routing.Overlap, len(res.Scores))
 	for i, sc := range res.Scores {
 		overlaps[i] = routing.Overlap{Key: sc.Key, Blocks: sc.Blocks}
 	}
 	requestBlocks := uint32(min((isl+ns.blockSize-1)/ns.blockSize, math.MaxUint32))
-	scored, err := s.sessionCredit(ns, req.SessionID, overlaps, requestBlocks)
+	scored, err := s.tracedSessionCredit(tc, ns, req.SessionID, overlaps, requestBlocks)
 	if err != nil {
-		return httpapi.RouteResult{}, err
+		return httpapi.RouteResult{}, 0, err
 	}
 	var hash uint64
 	if n := len(hashes); n > 0 {
@@ -119,28 +135,49 @@ func (s *Service) Route(_ context.Context, req httpapi.RouteRequest) (httpapi.Ro
 	reply, err := request[*routing.RouteReply](s, ns.route, &routing.RouteRequest{
 		Request:  routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores},
 		Overlaps: scored,
+		Trace:    tc,
 	})
 	if err != nil {
-		return httpapi.RouteResult{}, err
+		return httpapi.RouteResult{}, 0, err
 	}
 	if reply.Err != nil {
-		switch {
-		case errors.Is(reply.Err, routing.ErrNoCandidates):
-			return httpapi.RouteResult{}, httpapi.Errorf(httpapi.ErrUnavailable, "no_workers", "no worker is registered for this model")
-		case errors.Is(reply.Err, routing.ErrDuplicateRequest):
-			return httpapi.RouteResult{}, httpapi.Errorf(httpapi.ErrConflict, "duplicate_request", "request id %q is already routed", req.RequestID)
-		case errors.Is(reply.Err, routing.ErrInvalidRequestID), errors.Is(reply.Err, routing.ErrInvalidRequest):
-			return httpapi.RouteResult{}, httpapi.Errorf(httpapi.ErrInvalid, "invalid_request", "%v", reply.Err)
-		case errors.Is(reply.Err, routing.ErrFull):
-			return httpapi.RouteResult{}, httpapi.Errorf(httpapi.ErrUnavailable, "too_many_requests", "%v", reply.Err)
-		}
-		return httpapi.RouteResult{}, reply.Err
+		return httpapi.RouteResult{}, 0, decisionError(reply.Err, req.RequestID)
 	}
-	d := reply.Decision
+	return answer(ns, req.RequestID, isl, overlaps, res.Scores, reply.Decision), isl, nil
+}
+
+// tracedSessionCredit is sessionCredit under its own span when it asks the
+// session index (the session id is not an attribute).
+func (s *Service) tracedSessionCredit(tc messages.TraceContext, ns *namespace, id string, overlaps []routing.Overlap, requestBlocks uint32) ([]routing.Overlap, error) {
+	if id == "" || s.cfg.SessionCredit == 0 {
+		return overlaps, nil
+	}
+	sp := tracer.Child(tc, SpanSessionCredit)
+	defer sp.End()
+	return s.sessionCredit(ns, id, overlaps, requestBlocks)
+}
+
+// decisionError maps the route actor's refusal to the API's errors.
+func decisionError(err error, requestID string) error {
+	switch {
+	case errors.Is(err, routing.ErrNoCandidates):
+		return httpapi.Errorf(httpapi.ErrUnavailable, "no_workers", "no worker is registered for this model")
+	case errors.Is(err, routing.ErrDuplicateRequest):
+		return httpapi.Errorf(httpapi.ErrConflict, "duplicate_request", "request id %q is already routed", requestID)
+	case errors.Is(err, routing.ErrInvalidRequestID), errors.Is(err, routing.ErrInvalidRequest):
+		return httpapi.Errorf(httpapi.ErrInvalid, "invalid_request", "%v", err)
+	case errors.Is(err, routing.ErrFull):
+		return httpapi.Errorf(httpapi.ErrUnavailable, "too_many_requests", "%v", err)
+	}
+	return err
+}
+
+// answer is the /route answer for decision d. It reports the physical
+// overlap; what the session added to it (the router scored the sum) is
+// session_credit_blocks.
+func answer(ns *namespace, requestID string, isl int, overlaps []routing.Overlap, scores []radix.Score, d routing.Decision) httpapi.RouteResult {
 	out := httpapi.RouteResult{WorkerID: d.Worker.Worker, DpRank: d.Worker.DpRank, OverlapBlocks: d.OverlapBlocks,
-		CachedTokens: uint64(d.CachedTokens), Degraded: d.Degraded, RequestID: req.RequestID}
-	// The answer reports the physical overlap; what the session added to
-	// it (the router scored the sum) is session_credit_blocks.
+		CachedTokens: uint64(d.CachedTokens), Degraded: d.Degraded, RequestID: requestID}
 	physical := uint32(0)
 	for _, o := range overlaps {
 		if o.Key == d.Worker {
@@ -152,7 +189,7 @@ func (s *Service) Route(_ context.Context, req httpapi.RouteRequest) (httpapi.Ro
 		out.OverlapBlocks = physical
 		out.CachedTokens = uint64(min(int(physical)*ns.blockSize, isl))
 	}
-	for _, sc := range res.Scores {
+	for _, sc := range scores {
 		if sc.Key == d.Worker && sc.Blocks > 0 {
 			out.OverlapByTier = map[string]uint32{}
 			for t, n := range sc.Tiers {
@@ -167,7 +204,7 @@ func (s *Service) Route(_ context.Context, req httpapi.RouteRequest) (httpapi.Ro
 			OverlapBlocks: sc.OverlapBlocks, ActivePrefillTokens: uint64(sc.ActivePrefillTokens),
 			ActiveDecodeBlocks: uint64(sc.DecodeBlocks), Logit: sc.Logit, Degraded: sc.Degraded})
 	}
-	return out, nil
+	return out
 }
 
 // PrefillDone implements httpapi.Backend.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -37,15 +38,25 @@ var ratioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 //	kvrouter_seq_gaps_total{worker,dp_rank}                    forward seq gaps seen live
 //	kvrouter_replays_total{worker,dp_rank,result}              replays: ok, timeout, error
 //	kvrouter_resyncs_total{worker,dp_rank,reason}              index state dropped, by why
+//	kvrouter_recoveries_total{worker,dp_rank}                  rebuilds from the replay buffer after a lost batch
 //	kvrouter_stream_lag_seconds{worker,dp_rank}                listener → coalescer, last batch
 //	kvrouter_worker_state{worker,dp_rank,state}                1 for the current state, else 0
 //	kvrouter_index_blocks{shard}                               tree blocks per index shard
 //	kvrouter_route_duration_seconds                            histogram
 //	kvrouter_route_cached_tokens_ratio                         histogram: cached / prompt tokens
+//	kvrouter_sessions                                          sessions whose lineage is held
+//	kvrouter_session_lineages, kvrouter_session_blocks         (stream, session) lineages; their blocks
+//	kvrouter_session_events_total{reason}                      stored events the session index flagged
+//	kvrouter_sessions_dropped_total{reason}                    evicted, expired
+//	kvrouter_session_lineages_dropped_total{reason}            holder_dropped, cleared
+//	kvrouter_session_blocks_dropped_total{reason}              depth_dropped, pruned
 //	kvrouter_telemetry_read_errors_total                       scrape requests that failed
+//
+// Session figures are summed over namespaces; reasons are
+// sessions.Reason's labels.
 type Metrics struct {
 	provider      *sdkmetric.MeterProvider
-	handler       http.Handler
+	registry      *prometheus.Registry
 	src           Source
 	timeout       time.Duration
 	readErrors    atomic.Int64
@@ -67,7 +78,7 @@ func NewMetrics(src Source, timeout time.Duration) (*Metrics, error) {
 	}
 	m := &Metrics{
 		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
-		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		registry: reg,
 		src:      src,
 		timeout:  timeout,
 	}
@@ -77,8 +88,18 @@ func NewMetrics(src Source, timeout time.Duration) (*Metrics, error) {
 	return m, nil
 }
 
-// Handler serves the metrics in the Prometheus text format (for /metrics).
-func (m *Metrics) Handler() http.Handler { return m.handler }
+// Handler serves the metrics in the Prometheus exposition formats (for
+// /metrics). Each of text, when given, writes more metrics in the text
+// format — httpapi's WriteMetrics, the HTTP server's own counters — which
+// are parsed at each scrape and served with these. A writer that fails (or
+// defines a name twice) costs its own metrics, not the scrape.
+func (m *Metrics) Handler(text ...func(io.Writer) error) http.Handler {
+	g := prometheus.Gatherers{m.registry}
+	for _, t := range text {
+		g = append(g, textGatherer(t))
+	}
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
 
 // RecordRoute records one answered route request: its duration and the
 // share of its prompt tokens the chosen worker had cached.
@@ -94,9 +115,10 @@ func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdo
 
 // observed are the asynchronous instruments fed by one read of the Source.
 type observed struct {
-	events, batches, gaps, replays, resyncs, readErrors metric.Int64ObservableCounter
-	state, blocks                                       metric.Int64ObservableGauge
-	lag                                                 metric.Float64ObservableGauge
+	events, batches, gaps, replays, resyncs, recoveries, readErrors metric.Int64ObservableCounter
+	sessionReasons                                                  [unitCount]metric.Int64ObservableCounter
+	state, blocks, sessions, lineages, sessionBlocks                metric.Int64ObservableGauge
+	lag                                                             metric.Float64ObservableGauge
 }
 
 func (m *Metrics) instruments(meter metric.Meter) error {
@@ -118,6 +140,27 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	keep()
 	o.resyncs, err = meter.Int64ObservableCounter("kvrouter.resyncs",
 		metric.WithDescription("Times a stream's index state was dropped, by reason."))
+	keep()
+	o.recoveries, err = meter.Int64ObservableCounter("kvrouter.recoveries",
+		metric.WithDescription("Streams rebuilt from the engine's replay buffer after a batch the pipeline could not apply."))
+	keep()
+	for u, c := range [unitCount]struct{ name, desc string }{
+		unitEvents:   {"kvrouter.session.events", "Stored events the session index flagged, by reason."},
+		unitSessions: {"kvrouter.sessions.dropped", "Sessions the session index dropped, by reason."},
+		unitLineages: {"kvrouter.session.lineages.dropped", "Session lineages dropped, by reason."},
+		unitBlocks:   {"kvrouter.session.blocks.dropped", "Session lineage blocks dropped, by reason."},
+	} {
+		o.sessionReasons[u], err = meter.Int64ObservableCounter(c.name, metric.WithDescription(c.desc))
+		keep()
+	}
+	o.sessions, err = meter.Int64ObservableGauge("kvrouter.sessions",
+		metric.WithDescription("Sessions whose lineage the session indexes hold."))
+	keep()
+	o.lineages, err = meter.Int64ObservableGauge("kvrouter.session.lineages",
+		metric.WithDescription("(worker, dp_rank, session) lineages the session indexes hold."))
+	keep()
+	o.sessionBlocks, err = meter.Int64ObservableGauge("kvrouter.session.blocks",
+		metric.WithDescription("Blocks of the lineages the session indexes hold."))
 	keep()
 	o.readErrors, err = meter.Int64ObservableCounter("kvrouter.telemetry.read_errors",
 		metric.WithDescription("Actor requests of a scrape that failed (their figures were left out)."))
@@ -141,7 +184,9 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	_, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		m.observe(obs, &o)
 		return nil
-	}, o.events, o.batches, o.gaps, o.replays, o.resyncs, o.readErrors, o.state, o.blocks, o.lag)
+	}, o.events, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.readErrors, o.state, o.blocks, o.lag,
+		o.sessionReasons[unitEvents], o.sessionReasons[unitSessions], o.sessionReasons[unitLineages],
+		o.sessionReasons[unitBlocks], o.sessions, o.lineages, o.sessionBlocks)
 	keep()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -163,6 +208,13 @@ func (m *Metrics) observe(obs metric.Observer, o *observed) {
 	ints(o.gaps, r.gaps)
 	ints(o.replays, r.replays)
 	ints(o.resyncs, r.resyncs)
+	ints(o.recoveries, r.recoveries)
+	for u, s := range r.sessions.reasons {
+		ints(o.sessionReasons[u], s)
+	}
+	obs.ObserveInt64(o.sessions, int64(r.sessions.held))
+	obs.ObserveInt64(o.lineages, int64(r.sessions.lineages))
+	obs.ObserveInt64(o.sessionBlocks, int64(r.sessions.blocks))
 	ints(o.state, r.state)
 	ints(o.blocks, r.blocks)
 	for _, p := range r.lag {

@@ -3,6 +3,8 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/normalizer"
+	"github.com/kvrouter/kvrouter/actors/sessions"
 	"github.com/kvrouter/kvrouter/messages"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -26,6 +29,7 @@ type fakePipeline struct {
 	listeners map[messages.StreamID]*listener.Stats
 	norm      map[messages.StreamID]normalizer.Stats
 	index     indexer.Stats
+	sessions  sessions.Stats
 	down      bool // every request fails
 }
 
@@ -60,17 +64,27 @@ func (f *fakePipeline) IndexStats(time.Duration) (*indexer.Stats, error) {
 	return &f.index, nil
 }
 
+func (f *fakePipeline) SessionStats(time.Duration) (*sessions.Stats, error) {
+	if f.down {
+		return nil, errDown
+	}
+	return &f.sessions, nil
+}
+
 var w7 = messages.StreamID{Worker: 7, DpRank: 1}
 
 func newFake() *fakePipeline {
 	f := &fakePipeline{
 		status: coalescer.Status{Streams: map[messages.StreamID]coalescer.StreamStatus{
 			w7: {State: coalescer.StateExact, Lag: 3 * time.Millisecond}}},
-		listeners: map[messages.StreamID]*listener.Stats{w7: {Delivered: 5, Gaps: 1,
+		listeners: map[messages.StreamID]*listener.Stats{w7: {Delivered: 5, Gaps: 1, Recoveries: 2,
 			Replays: map[string]uint64{"ok": 2}, Resyncs: map[string]uint64{"start": 1}}},
-		norm:  map[messages.StreamID]normalizer.Stats{w7: {}},
-		index: indexer.Stats{Shards: []radix.Size{{Blocks: 10}, {Blocks: 4}}},
+		norm:     map[messages.StreamID]normalizer.Stats{w7: {}},
+		index:    indexer.Stats{Shards: []radix.Size{{Blocks: 10}, {Blocks: 4}}},
+		sessions: sessions.Stats{Sessions: 3, Lineages: 4, Blocks: 40},
 	}
+	f.sessions.Reasons[sessions.ReasonEvicted] = 6
+	f.sessions.Reasons[sessions.ReasonUnknownParent] = 2
 	n := f.norm[w7]
 	n.Accepted[messages.KindStored] = 8
 	n.Rejected[messages.ReasonUnknownTag] = 3
@@ -78,11 +92,17 @@ func newFake() *fakePipeline {
 	return f
 }
 
-// scrape GETs the handler and parses the Prometheus text it serves.
+// scrape GETs the metrics' handler and parses the Prometheus text it serves.
 func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
 	t.Helper()
+	return scrapeHandler(t, m.Handler())
+}
+
+// scrapeHandler GETs h and parses the Prometheus text it serves.
+func scrapeHandler(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+	t.Helper()
 	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != 200 {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
@@ -138,17 +158,25 @@ func TestMetricNames(t *testing.T) {
 	m.RecordRoute(context.Background(), 300*time.Microsecond, 32, 64)
 	fams := scrape(t, m)
 	want := map[string]dto.MetricType{
-		"kvrouter_events_total":                dto.MetricType_COUNTER,
-		"kvrouter_batches_total":               dto.MetricType_COUNTER,
-		"kvrouter_seq_gaps_total":              dto.MetricType_COUNTER,
-		"kvrouter_replays_total":               dto.MetricType_COUNTER,
-		"kvrouter_resyncs_total":               dto.MetricType_COUNTER,
-		"kvrouter_telemetry_read_errors_total": dto.MetricType_COUNTER,
-		"kvrouter_stream_lag_seconds":          dto.MetricType_GAUGE,
-		"kvrouter_worker_state":                dto.MetricType_GAUGE,
-		"kvrouter_index_blocks":                dto.MetricType_GAUGE,
-		"kvrouter_route_duration_seconds":      dto.MetricType_HISTOGRAM,
-		"kvrouter_route_cached_tokens_ratio":   dto.MetricType_HISTOGRAM,
+		"kvrouter_events_total":                   dto.MetricType_COUNTER,
+		"kvrouter_batches_total":                  dto.MetricType_COUNTER,
+		"kvrouter_seq_gaps_total":                 dto.MetricType_COUNTER,
+		"kvrouter_replays_total":                  dto.MetricType_COUNTER,
+		"kvrouter_resyncs_total":                  dto.MetricType_COUNTER,
+		"kvrouter_recoveries_total":               dto.MetricType_COUNTER,
+		"kvrouter_session_events_total":           dto.MetricType_COUNTER,
+		"kvrouter_sessions_dropped_total":         dto.MetricType_COUNTER,
+		"kvrouter_session_lineages_dropped_total": dto.MetricType_COUNTER,
+		"kvrouter_session_blocks_dropped_total":   dto.MetricType_COUNTER,
+		"kvrouter_sessions":                       dto.MetricType_GAUGE,
+		"kvrouter_session_lineages":               dto.MetricType_GAUGE,
+		"kvrouter_session_blocks":                 dto.MetricType_GAUGE,
+		"kvrouter_telemetry_read_errors_total":    dto.MetricType_COUNTER,
+		"kvrouter_stream_lag_seconds":             dto.MetricType_GAUGE,
+		"kvrouter_worker_state":                   dto.MetricType_GAUGE,
+		"kvrouter_index_blocks":                   dto.MetricType_GAUGE,
+		"kvrouter_route_duration_seconds":         dto.MetricType_HISTOGRAM,
+		"kvrouter_route_cached_tokens_ratio":      dto.MetricType_HISTOGRAM,
 	}
 	var got []string
 	for name, fam := range fams {
@@ -186,6 +214,14 @@ func TestCountersFollowThePipeline(t *testing.T) {
 		{"kvrouter_seq_gaps_total", stream, 1},
 		{"kvrouter_replays_total", with("result", "ok"), 2},
 		{"kvrouter_resyncs_total", with("reason", "start"), 1},
+		{"kvrouter_recoveries_total", stream, 2},
+		{"kvrouter_sessions", nil, 3},
+		{"kvrouter_session_lineages", nil, 4},
+		{"kvrouter_session_blocks", nil, 40},
+		{"kvrouter_sessions_dropped_total", map[string]string{"reason": "evicted"}, 6},
+		{"kvrouter_sessions_dropped_total", map[string]string{"reason": "expired"}, 0},
+		{"kvrouter_session_events_total", map[string]string{"reason": "unknown_parent"}, 2},
+		{"kvrouter_session_events_total", map[string]string{"reason": "cycle"}, 0},
 		{"kvrouter_stream_lag_seconds", stream, 0.003},
 		{"kvrouter_worker_state", with("state", "exact"), 1},
 		{"kvrouter_worker_state", with("state", "degraded"), 0},
@@ -245,9 +281,10 @@ func TestPipelinesAreSummedAndFailuresCounted(t *testing.T) {
 	if got := value(t, fams, "kvrouter_batches_total", map[string]string{"worker": "7"}); got != 10 {
 		t.Errorf("batches over two pipelines = %v, want 10", got)
 	}
-	// The pipeline that does not answer costs its Status and IndexStats.
-	if got := value(t, fams, "kvrouter_telemetry_read_errors_total", nil); got != 2 {
-		t.Errorf("read errors = %v, want 2", got)
+	// The pipeline that does not answer costs its Status, IndexStats and
+	// SessionStats.
+	if got := value(t, fams, "kvrouter_telemetry_read_errors_total", nil); got != 3 {
+		t.Errorf("read errors = %v, want 3", got)
 	}
 }
 
@@ -270,5 +307,38 @@ func TestRouteHistograms(t *testing.T) {
 	r := fams["kvrouter_route_cached_tokens_ratio"].Metric[0].Histogram
 	if r.GetSampleCount() != 2 || r.GetSampleSum() != 0.75 {
 		t.Errorf("cached ratio count %d sum %v, want 2 and 0.75", r.GetSampleCount(), r.GetSampleSum())
+	}
+}
+
+// TestEverySessionReasonHasAUnit fails when the session index gains a
+// reason the metrics do not map to a counter family.
+func TestEverySessionReasonHasAUnit(t *testing.T) {
+	for r := sessions.ReasonNone + 1; r < sessions.ReasonCount; r++ {
+		if _, ok := sessionUnits[r]; !ok {
+			t.Errorf("session reason %s has no metric family", r)
+		}
+	}
+}
+
+// TestHandlerServesExtraText checks that text-format metrics handed to
+// Handler (the HTTP server's counters) are served with the OTel ones, and
+// that a writer that fails does not take the others down.
+func TestHandlerServesExtraText(t *testing.T) {
+	m := newMetrics(t, newFake())
+	httpText := func(w io.Writer) error {
+		_, err := io.WriteString(w, "# HELP kvrouter_http_requests_total HTTP requests.\n"+
+			"# TYPE kvrouter_http_requests_total counter\n"+
+			`kvrouter_http_requests_total{path="/route",code="200"} 7`+"\n")
+		return err
+	}
+	broken := func(io.Writer) error { return errors.New("no counters") }
+	for _, h := range []http.Handler{m.Handler(httpText), m.Handler(httpText, broken)} {
+		fams := scrapeHandler(t, h)
+		if got := value(t, fams, "kvrouter_http_requests_total", map[string]string{"path": "/route", "code": "200"}); got != 7 {
+			t.Errorf("http requests = %v, want 7", got)
+		}
+		if got := value(t, fams, "kvrouter_batches_total", map[string]string{"worker": "7"}); got != 5 {
+			t.Errorf("batches = %v, want 5", got)
+		}
 	}
 }

@@ -54,15 +54,16 @@ func (s series) add(v float64, kv ...attribute.KeyValue) {
 
 // readings are one scrape's ingest figures.
 type readings struct {
-	events, batches, gaps, replays, resyncs, lag, state, blocks series
-	errors                                                      int // requests that failed (figures left out)
+	events, batches, gaps, replays, resyncs, recoveries, lag, state, blocks series
+	sessions                                                                sessionReadings
+	errors                                                                  int // requests that failed (figures left out)
 }
 
 // read asks every pipeline for its counters, each request bounded by
 // timeout; what does not answer is left out and counted in errors.
 func read(pipes []Pipeline, timeout time.Duration) *readings {
 	r := &readings{events: series{}, batches: series{}, gaps: series{}, replays: series{}, resyncs: series{},
-		lag: series{}, state: series{}, blocks: series{}}
+		recoveries: series{}, lag: series{}, state: series{}, blocks: series{}, sessions: newSessionReadings()}
 	for _, p := range pipes {
 		if st, err := p.Status(timeout); err != nil {
 			r.errors++
@@ -79,6 +80,11 @@ func read(pipes []Pipeline, timeout time.Duration) *readings {
 			for i, sz := range ix.Shards {
 				r.blocks.add(float64(sz.Blocks), labelShard.String(strconv.Itoa(i)))
 			}
+		}
+		if ss, err := p.SessionStats(timeout); err != nil {
+			r.errors++
+		} else {
+			r.sessions.add(ss)
 		}
 	}
 	return r
@@ -113,6 +119,7 @@ func (r *readings) stream(p Pipeline, id messages.StreamID, ss coalescer.StreamS
 func (r *readings) listener(ls *listener.Stats, w, d attribute.KeyValue) {
 	r.batches.add(float64(ls.Delivered), w, d)
 	r.gaps.add(float64(ls.Gaps), w, d)
+	r.recoveries.add(float64(ls.Recoveries), w, d)
 	for result, n := range ls.Replays {
 		r.replays.add(float64(n), w, d, labelResult.String(result))
 	}

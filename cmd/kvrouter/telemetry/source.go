@@ -7,6 +7,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/normalizer"
+	"github.com/kvrouter/kvrouter/actors/sessions"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
@@ -18,6 +19,7 @@ type Pipeline interface {
 	ListenerStats(s messages.StreamID, timeout time.Duration) (*listener.Stats, error)
 	NormalizerStats(s messages.StreamID, timeout time.Duration) (*normalizer.PoolStats, error)
 	IndexStats(timeout time.Duration) (*indexer.Stats, error)
+	SessionStats(timeout time.Duration) (*sessions.Stats, error)
 }
 
 // Source lists the pipelines to read at each scrape (kvrouter serve: one
