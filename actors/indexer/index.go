@@ -30,7 +30,7 @@ func Spawn(root *actor.RootContext, cfg Config, followers ...*actor.PID) *Index 
 	n := max(cfg.Shards, 1)
 	x := &Index{root: root, shards: make([]*actor.PID, n)}
 	for i := range x.shards {
-		x.shards[i] = root.Spawn(shardProps())
+		x.shards[i] = root.Spawn(shardProps(i))
 	}
 	front := &frontActor{shards: x.shards}
 	for _, f := range followers {

@@ -21,14 +21,18 @@ var (
 	clearsKey = attribute.Key("kvrouter.clears")
 	hashesKey = attribute.Key("kvrouter.hashes")  // query length, in blocks
 	matchKey  = attribute.Key("kvrouter.matched") // streams with an overlap on this shard
+	shardKey  = attribute.Key("kvrouter.shard")
 )
 
 // shardActor owns one Shard: the streams of the workers placed on it. It
 // applies their batches in arrival order and answers queries for them.
-type shardActor struct{ shard *Shard }
+type shardActor struct {
+	shard *Shard
+	n     int // the shard's number (span attribute)
+}
 
-func shardProps() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &shardActor{shard: NewShard()} })
+func shardProps(n int) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &shardActor{shard: NewShard(), n: n} })
 }
 
 func (a *shardActor) Receive(ctx actor.Context) {
@@ -37,7 +41,7 @@ func (a *shardActor) Receive(ctx actor.Context) {
 		sp := tracer.Child(m.Trace, SpanApply)
 		a.shard.Apply(m)
 		if sp.Recording() {
-			sp.SetAttributes(tracectx.Worker.Int64(int64(m.Position.Stream.Worker)),
+			sp.SetAttributes(shardKey.Int(a.n), tracectx.Worker.Int64(int64(m.Position.Stream.Worker)),
 				tracectx.Events.Int(len(m.Events)), clearsKey.Int(len(m.Clear)))
 		}
 		sp.End()
@@ -45,7 +49,7 @@ func (a *shardActor) Receive(ctx actor.Context) {
 		sp := tracer.Child(m.Trace, SpanLookup)
 		res := a.shard.Query(m)
 		if sp.Recording() {
-			sp.SetAttributes(hashesKey.Int(len(m.Hashes)), matchKey.Int(len(res.Scores)))
+			sp.SetAttributes(shardKey.Int(a.n), hashesKey.Int(len(m.Hashes)), matchKey.Int(len(res.Scores)))
 		}
 		sp.End()
 		ctx.Respond(res)

@@ -19,7 +19,7 @@ import (
 // its NormalizedBatches to next.
 func PoolProps(size int, next *actor.PID, lim wire.Limits) *actor.Props {
 	return router.NewConsistentHashPool(size, actor.WithProducer(func() actor.Actor {
-		return &Actor{next: next, lim: lim, workers: map[messages.StreamID]*Normalizer{},
+		return &Actor{next: next, lim: lim, workers: map[messages.StreamID]*Normalizer{}, lost: map[messages.StreamID]uint64{},
 			decoders: map[string]*wire.Decoder{}}
 	}))
 }
@@ -32,10 +32,11 @@ type PoolStats struct {
 	// HistoryLost counts batches after which the stream's index state was
 	// dropped because an event meant for it could not be applied (a bad
 	// payload, a truncation, an event rejected for a reason that
-	// messages.Reason.LosesHistory).
-	HistoryLost uint64
-	Events      Stats // summed over this actor's workers
-	Stream      Stats // the requested stream's own counters
+	// messages.Reason.LosesHistory); StreamHistoryLost is the requested
+	// stream's share.
+	HistoryLost, StreamHistoryLost uint64
+	Events                         Stats // summed over this actor's workers
+	Stream                         Stats // the requested stream's own counters
 }
 
 // StatsRequest asks the normalizer that handles Stream for its counters
@@ -55,6 +56,7 @@ type Actor struct {
 	next     *actor.PID
 	lim      wire.Limits
 	workers  map[messages.StreamID]*Normalizer
+	lost     map[messages.StreamID]uint64 // PoolStats.HistoryLost by stream
 	decoders map[string]*wire.Decoder
 	stats    PoolStats
 	log      *slog.Logger
@@ -76,6 +78,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		if n := a.workers[m.Stream]; n != nil {
 			s.Stream = n.Stats()
 		}
+		s.StreamHistoryLost = a.lost[m.Stream]
 		ctx.Respond(&s)
 	}
 }
@@ -90,6 +93,7 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 	defer func() {
 		if lost {
 			a.stats.HistoryLost++
+			a.lost[m.Stream]++
 			out.Resync, out.Lost = lostHistory(out.Resync), true
 		}
 		ctx.Send(a.next, out)

@@ -15,9 +15,10 @@ import (
 // context per span.
 var unconfigured = otel.GetTracerProvider()
 
-// enabled reports whether a TracerProvider has been installed. The compare
-// cannot panic: unconfigured's dynamic type is a pointer.
-func enabled() bool { return otel.GetTracerProvider() != unconfigured }
+// Enabled reports whether a TracerProvider has been installed: until one
+// is, nothing is traced and callers can skip instrumentation altogether.
+// The compare cannot panic: unconfigured's dynamic type is a pointer.
+func Enabled() bool { return otel.GetTracerProvider() != unconfigured }
 
 // Tracer starts the spans of one instrumentation scope (a package path).
 type Tracer struct{ scope string }
@@ -29,7 +30,7 @@ func NewTracer(scope string) Tracer { return Tracer{scope: scope} }
 // returns the zero Span when no provider is installed. Whether it is sampled
 // is the provider's sampler's decision; an unsampled root's Context is zero.
 func (t Tracer) Root(name string) Span {
-	if !enabled() {
+	if !Enabled() {
 		return Span{}
 	}
 	_, s := otel.Tracer(t.scope).Start(context.Background(), name)
@@ -40,7 +41,7 @@ func (t Tracer) Root(name string) Span {
 // handled, or returns the zero Span when parent is not sampled (or no
 // provider is installed).
 func (t Tracer) Child(parent messages.TraceContext, name string) Span {
-	if !parent.Sampled() || !enabled() {
+	if !parent.Sampled() || !Enabled() {
 		return Span{}
 	}
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), SpanContext(parent))

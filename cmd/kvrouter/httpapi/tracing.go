@@ -4,17 +4,8 @@ import (
 	"net/http"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric/noop"
 )
-
-// untraced is the global TracerProvider before any was installed (as in
-// messages/tracectx): while it is the global one, requests skip otelhttp,
-// which would cost ~35 allocations per request for spans nobody records.
-var untraced = otel.GetTracerProvider()
-
-// tracing reports whether a TracerProvider has been installed.
-func tracing() bool { return otel.GetTracerProvider() != untraced }
 
 // traced wraps the API in OpenTelemetry's HTTP server span (otelhttp): a
 // request continues the trace of its W3C traceparent header (through the

@@ -39,6 +39,7 @@ var ratioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 //	kvrouter_replays_total{worker,dp_rank,result}              replays: ok, timeout, error
 //	kvrouter_resyncs_total{worker,dp_rank,reason}              index state dropped, by why
 //	kvrouter_recoveries_total{worker,dp_rank}                  rebuilds from the replay buffer after a lost batch
+//	kvrouter_history_lost_batches_total{worker,dp_rank}        batches not applied whole (state dropped, degraded)
 //	kvrouter_stream_lag_seconds{worker,dp_rank}                listener → coalescer, last batch
 //	kvrouter_worker_state{worker,dp_rank,state}                1 for the current state, else 0
 //	kvrouter_index_blocks{shard}                               tree blocks per index shard
@@ -115,10 +116,10 @@ func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdo
 
 // observed are the asynchronous instruments fed by one read of the Source.
 type observed struct {
-	events, batches, gaps, replays, resyncs, recoveries, readErrors metric.Int64ObservableCounter
-	sessionReasons                                                  [unitCount]metric.Int64ObservableCounter
-	state, blocks, sessions, lineages, sessionBlocks                metric.Int64ObservableGauge
-	lag                                                             metric.Float64ObservableGauge
+	events, batches, gaps, replays, resyncs, recoveries, lost, readErrors metric.Int64ObservableCounter
+	sessionReasons                                                        [unitCount]metric.Int64ObservableCounter
+	state, blocks, sessions, lineages, sessionBlocks                      metric.Int64ObservableGauge
+	lag                                                                   metric.Float64ObservableGauge
 }
 
 func (m *Metrics) instruments(meter metric.Meter) error {
@@ -143,6 +144,9 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	keep()
 	o.recoveries, err = meter.Int64ObservableCounter("kvrouter.recoveries",
 		metric.WithDescription("Streams rebuilt from the engine's replay buffer after a batch the pipeline could not apply."))
+	keep()
+	o.lost, err = meter.Int64ObservableCounter("kvrouter.history_lost_batches",
+		metric.WithDescription("Batches the pipeline could not apply whole: the stream's state was dropped and flagged degraded."))
 	keep()
 	for u, c := range [unitCount]struct{ name, desc string }{
 		unitEvents:   {"kvrouter.session.events", "Stored events the session index flagged, by reason."},
@@ -184,7 +188,7 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	_, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		m.observe(obs, &o)
 		return nil
-	}, o.events, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.readErrors, o.state, o.blocks, o.lag,
+	}, o.events, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.readErrors, o.state, o.blocks, o.lag,
 		o.sessionReasons[unitEvents], o.sessionReasons[unitSessions], o.sessionReasons[unitLineages],
 		o.sessionReasons[unitBlocks], o.sessions, o.lineages, o.sessionBlocks)
 	keep()
@@ -209,6 +213,7 @@ func (m *Metrics) observe(obs metric.Observer, o *observed) {
 	ints(o.replays, r.replays)
 	ints(o.resyncs, r.resyncs)
 	ints(o.recoveries, r.recoveries)
+	ints(o.lost, r.lost)
 	for u, s := range r.sessions.reasons {
 		ints(o.sessionReasons[u], s)
 	}

@@ -28,6 +28,7 @@ type fakePipeline struct {
 	status    coalescer.Status
 	listeners map[messages.StreamID]*listener.Stats
 	norm      map[messages.StreamID]normalizer.Stats
+	lost      map[messages.StreamID]uint64
 	index     indexer.Stats
 	sessions  sessions.Stats
 	down      bool // every request fails
@@ -54,7 +55,7 @@ func (f *fakePipeline) NormalizerStats(s messages.StreamID, _ time.Duration) (*n
 	if f.down {
 		return nil, errDown
 	}
-	return &normalizer.PoolStats{Stream: f.norm[s]}, nil
+	return &normalizer.PoolStats{Stream: f.norm[s], StreamHistoryLost: f.lost[s]}, nil
 }
 
 func (f *fakePipeline) IndexStats(time.Duration) (*indexer.Stats, error) {
@@ -80,6 +81,7 @@ func newFake() *fakePipeline {
 		listeners: map[messages.StreamID]*listener.Stats{w7: {Delivered: 5, Gaps: 1, Recoveries: 2,
 			Replays: map[string]uint64{"ok": 2}, Resyncs: map[string]uint64{"start": 1}}},
 		norm:     map[messages.StreamID]normalizer.Stats{w7: {}},
+		lost:     map[messages.StreamID]uint64{w7: 4},
 		index:    indexer.Stats{Shards: []radix.Size{{Blocks: 10}, {Blocks: 4}}},
 		sessions: sessions.Stats{Sessions: 3, Lineages: 4, Blocks: 40},
 	}
@@ -164,6 +166,7 @@ func TestMetricNames(t *testing.T) {
 		"kvrouter_replays_total":                  dto.MetricType_COUNTER,
 		"kvrouter_resyncs_total":                  dto.MetricType_COUNTER,
 		"kvrouter_recoveries_total":               dto.MetricType_COUNTER,
+		"kvrouter_history_lost_batches_total":     dto.MetricType_COUNTER,
 		"kvrouter_session_events_total":           dto.MetricType_COUNTER,
 		"kvrouter_sessions_dropped_total":         dto.MetricType_COUNTER,
 		"kvrouter_session_lineages_dropped_total": dto.MetricType_COUNTER,
@@ -215,6 +218,7 @@ func TestCountersFollowThePipeline(t *testing.T) {
 		{"kvrouter_replays_total", with("result", "ok"), 2},
 		{"kvrouter_resyncs_total", with("reason", "start"), 1},
 		{"kvrouter_recoveries_total", stream, 2},
+		{"kvrouter_history_lost_batches_total", stream, 4},
 		{"kvrouter_sessions", nil, 3},
 		{"kvrouter_session_lineages", nil, 4},
 		{"kvrouter_session_blocks", nil, 40},

@@ -54,16 +54,16 @@ func (s series) add(v float64, kv ...attribute.KeyValue) {
 
 // readings are one scrape's ingest figures.
 type readings struct {
-	events, batches, gaps, replays, resyncs, recoveries, lag, state, blocks series
-	sessions                                                                sessionReadings
-	errors                                                                  int // requests that failed (figures left out)
+	events, batches, gaps, replays, resyncs, recoveries, lost, lag, state, blocks series
+	sessions                                                                      sessionReadings
+	errors                                                                        int // requests that failed (figures left out)
 }
 
 // read asks every pipeline for its counters, each request bounded by
 // timeout; what does not answer is left out and counted in errors.
 func read(pipes []Pipeline, timeout time.Duration) *readings {
 	r := &readings{events: series{}, batches: series{}, gaps: series{}, replays: series{}, resyncs: series{},
-		recoveries: series{}, lag: series{}, state: series{}, blocks: series{}, sessions: newSessionReadings()}
+		recoveries: series{}, lost: series{}, lag: series{}, state: series{}, blocks: series{}, sessions: newSessionReadings()}
 	for _, p := range pipes {
 		if st, err := p.Status(timeout); err != nil {
 			r.errors++
@@ -113,6 +113,7 @@ func (r *readings) stream(p Pipeline, id messages.StreamID, ss coalescer.StreamS
 		r.errors++
 	} else {
 		r.normalizer(&ns.Stream, w, d)
+		r.lost.add(float64(ns.StreamHistoryLost), w, d)
 	}
 }
 
