@@ -20,6 +20,7 @@ type Stats struct {
 	Replays    map[string]uint64 // by result: ok, timeout, error
 	Gaps       uint64            // forward seq gaps seen live (Tracker.Gaps), all streams
 	Recoveries uint64            // rebuilds by replay after a batch the pipeline could not apply
+	Rebuilds   uint64            // rebuilds by replay asked by the index (Rebuild)
 	InFlight   int
 	Replaying  bool
 	NextSeq    uint64 // of the configured stream (one engine per socket)
@@ -69,6 +70,7 @@ type Actor struct {
 	recoveredBelow uint64
 	recoveries     []time.Time
 	replaySpan     replaySpan
+	rebuild        rebuildState
 	stats          Stats
 	log            *slog.Logger
 }
@@ -183,16 +185,20 @@ func (a *Actor) Receive(ctx actor.Context) {
 		// restart) must not widen the window.
 		// min: acknowledgements of a previous incarnation's batches (after a
 		// restart) are not this one's.
-		for _, live := range a.origins[:min(m.Count, len(a.origins))] {
+		acked := min(m.Count, len(a.origins))
+		for _, live := range a.origins[:acked] {
 			if live {
 				a.liveInFlight--
 			}
 		}
-		a.origins = a.origins[min(m.Count, len(a.origins)):]
+		a.origins = a.origins[acked:]
 		a.settle()
+		a.rebuildProgress(ctx, acked)
 		if m.Lost {
 			a.recover(ctx, m.Seq)
 		}
+	case *Rebuild:
+		a.startRebuild(ctx, m)
 	case *StatsRequest:
 		s := a.stats
 		s.InFlight, s.Replaying = len(a.origins), a.main.tracker.Replaying()
@@ -213,6 +219,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		// resyncs the stream).
 		a.cancel()
 		a.replaySpan.end("abandoned", "")
+		a.answerRebuilds(ctx, false)
 	}
 }
 
@@ -234,6 +241,9 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 				a.recoveredBelow = 0 // a new publisher: its seqs start over
 			}
 			st.resync = messages.Resync{Reason: act.Reason.String(), Exact: act.Exact, Keep: act.Keep}
+			if st == a.main {
+				a.rebuildResync(act.Exact)
+			}
 			if !act.Exact && !act.Keep {
 				a.log.Warn("stream degraded: index state dropped", "worker", st.id.Worker, "reason", act.Reason.String())
 			}
@@ -249,6 +259,9 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		a.replayCancel = nil
 		a.replayGen++ // late answers of that replay are ignored
 		a.replaySpan.end("abandoned", "")
+	}
+	if st == a.main {
+		a.rebuildProgress(ctx, 0)
 	}
 }
 

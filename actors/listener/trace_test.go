@@ -24,6 +24,7 @@ type ingest struct {
 	eng      *simengine.Engine
 	system   *actor.ActorSystem
 	listener *actor.PID
+	indexPID *actor.PID
 	index    chan *messages.RouterEventBatch
 }
 
@@ -42,6 +43,7 @@ func startIngest(t *testing.T, seqStart uint64) *ingest {
 			in.index <- m
 		}
 	}))
+	in.indexPID = index
 	hub := root.Spawn(coalescer.HubProps(index, coalescer.Config{}))
 	pool := root.Spawn(normalizer.PoolProps(1, hub, wire.Limits{}))
 	props, err := listener.Props(listener.Config{Stream: messages.StreamID{Worker: 7, DpRank: 0},

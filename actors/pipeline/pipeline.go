@@ -6,6 +6,8 @@ package pipeline
 
 import (
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -28,8 +30,15 @@ type Config struct {
 	Limits wire.Limits
 	// Coalescer configures every stream's coalescer.
 	Coalescer coalescer.Config
-	// Index sizes the index (shard actors).
+	// Index sizes the one-process index (shard actors) when NewIndex is
+	// nil.
 	Index indexer.Config
+	// NewIndex, when set, starts the namespace's index instead of
+	// indexer.Spawn (the cluster index: clusterindex.Node.NewIndex).
+	NewIndex func(IndexEnv) Index
+	// Namespace names the pipeline's namespace for NewIndex (a cluster
+	// index's grain identities); "" is one default namespace.
+	Namespace string
 	// PublishRouterEvents, when set, binds a ZeroMQ PUB there and
 	// republishes every applied RouterEvent (package publisher).
 	PublishRouterEvents string
@@ -41,12 +50,14 @@ type Config struct {
 // Pipeline is a running ingest pipeline.
 type Pipeline struct {
 	system     *actor.ActorSystem
-	index      *indexer.Index
+	index      Index
 	hub        *actor.PID
 	normalizer *actor.PID
 	publisher  *actor.PID // nil unless router events are republished
 	sessions   *actor.PID
-	listeners  map[messages.StreamID]*actor.PID
+
+	mu        sync.Mutex // listeners: the index's rebuild reads them from its own goroutine
+	listeners map[messages.StreamID]*actor.PID
 }
 
 // Start spawns the session index, the index (which forwards every applied
@@ -66,7 +77,15 @@ func Start(system *actor.ActorSystem, cfg Config) (*Pipeline, error) {
 		p.publisher = root.Spawn(props)
 	}
 	p.sessions = root.Spawn(sessions.Props(cfg.Sessions))
-	p.index = indexer.Spawn(root, cfg.Index, p.publisher, p.sessions)
+	newIndex := cfg.NewIndex
+	if newIndex == nil {
+		newIndex = localIndex(cfg.Index)
+	}
+	env := IndexEnv{Root: root, Namespace: cfg.Namespace, Followers: []*actor.PID{p.sessions}, Listeners: p.listenerPIDs}
+	if p.publisher != nil {
+		env.Followers = append([]*actor.PID{p.publisher}, env.Followers...)
+	}
+	p.index = newIndex(env)
 	p.hub = root.Spawn(coalescer.HubProps(p.index.PID(), cfg.Coalescer))
 	p.normalizer = root.Spawn(normalizer.PoolProps(cfg.Normalizers, p.hub, cfg.Limits))
 	return p, nil
@@ -75,6 +94,8 @@ func Start(system *actor.ActorSystem, cfg Config) (*Pipeline, error) {
 // AddListener starts a listener for one engine endpoint; its batches go to
 // the normalizer pool.
 func (p *Pipeline) AddListener(cfg listener.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if _, dup := p.listeners[cfg.Stream]; dup {
 		return fmt.Errorf("worker %d rank %d already has a listener", cfg.Stream.Worker, cfg.Stream.DpRank)
 	}
@@ -90,11 +111,13 @@ func (p *Pipeline) AddListener(cfg listener.Config) error {
 // RemoveListener stops the listener of one endpoint. The index keeps the
 // stream's blocks until RemoveWorker.
 func (p *Pipeline) RemoveListener(s messages.StreamID) error {
+	p.mu.Lock()
 	pid, ok := p.listeners[s]
+	delete(p.listeners, s)
+	p.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("no listener for worker %d rank %d", s.Worker, s.DpRank)
 	}
-	delete(p.listeners, s)
 	return p.system.Root.StopFuture(pid).Wait()
 }
 
@@ -147,6 +170,18 @@ func (p *Pipeline) Query(q *indexer.QueryRequest, timeout time.Duration) (*index
 	return p.index.Query(q, timeout)
 }
 
+// QueryCoverage is Query plus which part of the index the answer covers:
+// a cluster index answers from the shards that answered in time and flags
+// the rest (Coverage.MissingWorker, RecoveringWorker); the one-process
+// index always answers whole.
+func (p *Pipeline) QueryCoverage(q *indexer.QueryRequest, timeout time.Duration) (*indexer.QueryResult, Coverage, error) {
+	if c, ok := p.index.(CoveringIndex); ok {
+		return c.QueryCoverage(q, timeout)
+	}
+	res, err := p.index.Query(q, timeout)
+	return res, Coverage{}, err
+}
+
 // Dump returns replayable events rebuilding the index.
 func (p *Pipeline) Dump(timeout time.Duration) (*indexer.DumpResult, error) {
 	return p.index.Dump(timeout)
@@ -179,7 +214,9 @@ func (p *Pipeline) Status(timeout time.Duration) (*coalescer.Status, error) {
 
 // ListenerStats returns one listener's counters.
 func (p *Pipeline) ListenerStats(s messages.StreamID, timeout time.Duration) (*listener.Stats, error) {
+	p.mu.Lock()
 	pid, ok := p.listeners[s]
+	p.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("no listener for worker %d rank %d", s.Worker, s.DpRank)
 	}
@@ -188,7 +225,7 @@ func (p *Pipeline) ListenerStats(s messages.StreamID, timeout time.Duration) (*l
 
 // Stop stops every actor of the pipeline, listeners first.
 func (p *Pipeline) Stop() {
-	for _, pid := range p.listeners {
+	for _, pid := range p.listenerPIDs() {
 		_ = p.system.Root.StopFuture(pid).Wait()
 	}
 	for _, pid := range []*actor.PID{p.normalizer, p.hub} {
@@ -200,6 +237,13 @@ func (p *Pipeline) Stop() {
 			_ = p.system.Root.StopFuture(pid).Wait()
 		}
 	}
+}
+
+// listenerPIDs returns a copy of the listeners by stream.
+func (p *Pipeline) listenerPIDs() map[messages.StreamID]*actor.PID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.listeners)
 }
 
 func request[T any](system *actor.ActorSystem, pid *actor.PID, msg any, timeout time.Duration) (T, error) {

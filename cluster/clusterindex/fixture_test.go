@@ -25,21 +25,32 @@ const (
 	wait      = 5 * time.Second // generous: -race, gRPC on loopback, 2 cores
 )
 
-// startMembers starts one in-memory cluster member per kinds entry, in
+// joiner starts one member in system: Node.Join, or a bare kind (kind).
+type joiner func(system *actor.ActorSystem, cfg member.Config) (*member.Member, error)
+
+// kind joins a member hosting k alone (no rebuild agent).
+func kind(k *cluster.Kind) joiner {
+	return func(system *actor.ActorSystem, cfg member.Config) (*member.Member, error) {
+		cfg.Kinds = []*cluster.Kind{k}
+		return member.Start(system, cfg)
+	}
+}
+
+// startMembers starts one in-memory cluster member per joiner, in
 // parallel, and waits until every member sees all of them. They leave
 // (gracefully, in parallel) when the test ends, unless already shut down.
-func startMembers(t *testing.T, name string, kinds ...*cluster.Kind) []*member.Member {
+func startMembers(t *testing.T, name string, joiners ...joiner) []*member.Member {
 	t.Helper()
 	agent := test.NewInMemAgent()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ms := make([]*member.Member, len(kinds))
-	errs := make([]error, len(kinds))
+	ms := make([]*member.Member, len(joiners))
+	errs := make([]error, len(joiners))
 	var wg sync.WaitGroup
-	for i, k := range kinds {
+	for i, join := range joiners {
 		wg.Go(func() {
 			system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-			ms[i], errs[i] = member.Start(system, member.Config{Name: name, Provider: member.ProviderTest, TestAgent: agent,
-				Kinds: []*cluster.Kind{k}, GossipInterval: time.Hour}) // see GossipInterval's doc
+			ms[i], errs[i] = join(system, member.Config{Name: name, Provider: member.ProviderTest, TestAgent: agent,
+				GossipInterval: time.Hour}) // see GossipInterval's doc
 		})
 	}
 	wg.Wait()

@@ -11,7 +11,8 @@ import (
 )
 
 // frontActor is where this member's coalescers send: it converts each
-// batch to its proto form and sends it to the grain of its worker's shard.
+// batch to its proto form and sends it to the grain of its worker's shard,
+// then hands the batch to the followers.
 // Everything for one shard leaves in arrival order: while the shard's PID
 // is being looked up, its messages wait in a FIFO (at most maxPending;
 // beyond, they are dropped and counted — the stream then shows an event-id
@@ -23,6 +24,7 @@ type frontActor struct {
 	maxPending int
 	retry      time.Duration
 	dropped    *atomic.Uint64
+	followers  []*actor.PID
 }
 
 type outgoing struct {
@@ -47,6 +49,9 @@ func (a *frontActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.deliver(ctx, indexer.ShardOf(indexer.BatchWorker(m), len(a.pending)), outgoing{msg: clusterpb.FromBatch(m)})
+		for _, f := range a.followers {
+			ctx.Send(f, m)
+		}
 	case *indexer.RemoveWorker:
 		a.deliver(ctx, indexer.ShardOf(m.Worker, len(a.pending)), outgoing{msg: &clusterpb.RemoveWorker{Worker: uint64(m.Worker)}})
 	case *viaFront:

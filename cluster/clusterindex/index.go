@@ -48,7 +48,9 @@ type Index struct {
 
 // Spawn starts the member's front actor for namespace. The shard grains
 // are activated on their owners by the first message that reaches them.
-func Spawn(m *member.Member, namespace string, cfg Config) *Index {
+// Each batch is also forwarded, in order, to every follower (the session
+// index, the router-event publisher; nil ones skipped).
+func Spawn(m *member.Member, namespace string, cfg Config, followers ...*actor.PID) *Index {
 	n := cfg.Shards
 	if n <= 0 {
 		n = DefaultShards
@@ -62,6 +64,11 @@ func Spawn(m *member.Member, namespace string, cfg Config) *Index {
 	}
 	front := &frontActor{res: x.res, pending: make([][]outgoing, n), waiting: make([]bool, n),
 		maxPending: maxPending, retry: 100 * time.Millisecond, dropped: &x.dropped}
+	for _, f := range followers {
+		if f != nil {
+			front.followers = append(front.followers, f)
+		}
+	}
 	x.front = x.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return front }))
 	return x
 }

@@ -26,11 +26,10 @@ import (
 
 // TestClusterIndex runs three members with the in-memory provider: events
 // sent through any member land on their worker's grain; every member
-// answers like one radix.Tree fed the same events; when a member leaves,
-// its shards re-activate on the survivors and answers flag them
-// recovering (never wrong) until they are seeded back.
+// answers like one radix.Tree fed the same events. (A member leaving:
+// rebuild_test.go.)
 func TestClusterIndex(t *testing.T) {
-	ms := startMembers(t, "ci-three", ShardKind(), ShardKind(), ShardKind())
+	ms := startMembers(t, "ci-three", NewNode(Config{}).Join, NewNode(Config{}).Join, NewNode(Config{}).Join)
 	cfg := Config{Shards: 6, QueryDeadline: wait}
 	idx := make([]*Index, len(ms))
 	for i, m := range ms {
@@ -95,65 +94,6 @@ func TestClusterIndex(t *testing.T) {
 			}
 		}
 	})
-
-	t.Run("a member leaving leaves its shards recovering until seeded", func(t *testing.T) {
-		gone := ms[2].Address()
-		var lost []int
-		for shard := range cfg.Shards {
-			if idx[0].Owner(shard) == gone {
-				lost = append(lost, shard)
-			}
-		}
-		if len(lost) == 0 || len(lost) == cfg.Shards {
-			t.Fatalf("member %s owns shards %v of %d: the test needs some, not all", gone, lost, cfg.Shards)
-		}
-		shutdown(ms[2])
-		survivors := idx[:2]
-		waitFor(t, "the lost shards answer again, flagged recovering", func() bool {
-			q := g.query()
-			for i, x := range survivors {
-				ans := x.Query(&indexer.QueryRequest{Hashes: q, Options: allOptions}, time.Second)
-				checkAnswer(t, ms[i].Address(), ans, plain, q, cfg.Shards) // never wrong, at any moment
-				if len(ans.Missing) > 0 || !slices.Equal(ans.Recovering, lost) {
-					return false
-				}
-			}
-			return true
-		})
-		for _, shard := range lost {
-			if owner := idx[1].Owner(shard); owner == gone || owner == "" {
-				t.Fatalf("shard %d placed on %q after %s left", shard, owner, gone)
-			}
-		}
-		// The rebuild (next step: the streams' listeners re-send their
-		// block sets) — here from the plain tree's dump of each slice.
-		dump := plain.Dump()
-		for _, shard := range lost {
-			var keys []messages.WorkerKey
-			for _, k := range plain.Workers() {
-				if indexer.ShardOf(k.Worker, cfg.Shards) == shard {
-					keys = append(keys, k)
-				}
-			}
-			evs := slices.DeleteFunc(slices.Clone(dump), func(ev messages.RouterEvent) bool {
-				return indexer.ShardOf(ev.WorkerID, cfg.Shards) != shard
-			})
-			st, err := idx[1].Seed(shard, keys, evs, true, wait)
-			if err != nil || st.Recovering {
-				t.Fatalf("seed shard %d: %+v, %v", shard, st, err)
-			}
-		}
-		for range 20 {
-			q := g.query()
-			for i, x := range survivors {
-				ans := x.Query(&indexer.QueryRequest{Hashes: q, Options: allOptions}, 0)
-				if ans.Partial() {
-					t.Fatalf("member %d after the rebuild: partial %+v", i, ans)
-				}
-				checkAnswer(t, ms[i].Address(), ans, plain, q, cfg.Shards)
-			}
-		}
-	})
 }
 
 // TestSilentShardMakesAnswerPartial: the shards placed on a member whose
@@ -161,7 +101,7 @@ func TestClusterIndex(t *testing.T) {
 // the answer from the others comes back.
 func TestSilentShardMakesAnswerPartial(t *testing.T) {
 	silent := cluster.NewKind(Kind, actor.PropsFromFunc(func(actor.Context) {}))
-	ms := startMembers(t, "ci-silent", ShardKind(), silent)
+	ms := startMembers(t, "ci-silent", NewNode(Config{}).Join, kind(silent))
 	x := Spawn(ms[0], namespace, Config{Shards: 8})
 	ev := messages.RouterEvent{WorkerID: 0, Event: messages.KvCacheEvent{EventID: 1, Kind: messages.KindStored,
 		Blocks: []messages.StoredBlock{{BlockHash: 11, TokensHash: 22}}}}

@@ -126,3 +126,15 @@ func fromPosition(p messages.Position) *Position {
 func toPosition(p *Position) messages.Position {
 	return messages.Position{Stream: messages.StreamID(toKey(p.GetStream())), Seq: p.GetSeq(), Exact: p.GetExact(), Known: p.GetKnown()}
 }
+
+// FromKey converts a stream key for another host.
+func FromKey(k messages.WorkerKey) *WorkerKey { return fromKey(k) }
+
+// ToKey converts a stream key from another host (nil: the zero key).
+func ToKey(p *WorkerKey) messages.WorkerKey { return toKey(p) }
+
+// FromKeys converts stream keys for another host.
+func FromKeys(ks []messages.WorkerKey) []*WorkerKey { return fromKeys(ks) }
+
+// ToKeys converts stream keys from another host.
+func ToKeys(ps []*WorkerKey) []messages.WorkerKey { return toKeys(ps) }

@@ -583,7 +583,14 @@ type ShardStatus struct {
 	// the engines evicted) until a Seed with complete = true.
 	Recovering bool `protobuf:"varint,2,opt,name=recovering,proto3" json:"recovering,omitempty"`
 	// rejected counts messages the shard could not convert (malformed).
-	Rejected      uint64 `protobuf:"varint,3,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	Rejected uint64 `protobuf:"varint,3,opt,name=rejected,proto3" json:"rejected,omitempty"`
+	// degraded counts the streams this activation rebuilt without their
+	// whole history (the replay buffer had lost some, or there was none):
+	// their blocks may be missing, never extra.
+	Degraded uint32 `protobuf:"varint,4,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// orphaned counts the streams this activation dropped because no live
+	// member's listener feeds them any more (their host left).
+	Orphaned      uint32 `protobuf:"varint,5,opt,name=orphaned,proto3" json:"orphaned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -635,6 +642,20 @@ func (x *ShardStatus) GetRecovering() bool {
 func (x *ShardStatus) GetRejected() uint64 {
 	if x != nil {
 		return x.Rejected
+	}
+	return 0
+}
+
+func (x *ShardStatus) GetDegraded() uint32 {
+	if x != nil {
+		return x.Degraded
+	}
+	return 0
+}
+
+func (x *ShardStatus) GetOrphaned() uint32 {
+	if x != nil {
+		return x.Orphaned
 	}
 	return 0
 }
@@ -1548,6 +1569,232 @@ func (x *Seed) GetComplete() bool {
 	return false
 }
 
+// RebuildRequest: a shard grain asks one member's rebuild agent (the
+// actor named "kvrouter-rebuild" on every member) which streams that
+// member's listeners feed into the shard. With recover (a fresh
+// activation: the slice is lost), the agent also makes each of those
+// listeners rebuild its stream from the engine's replay buffer and, once
+// a stream is re-fed, sends Refed through the member's index front, after
+// the replayed batches. Answered with Claim.
+type RebuildRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Namespace  string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Shard      uint32                 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	Activation uint64                 `protobuf:"varint,3,opt,name=activation,proto3" json:"activation,omitempty"`
+	// round numbers the grain's censuses of one activation: answers of an
+	// older round are ignored.
+	Round         uint64 `protobuf:"varint,4,opt,name=round,proto3" json:"round,omitempty"`
+	Recover       bool   `protobuf:"varint,5,opt,name=recover,proto3" json:"recover,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildRequest) Reset() {
+	*x = RebuildRequest{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildRequest) ProtoMessage() {}
+
+func (x *RebuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildRequest.ProtoReflect.Descriptor instead.
+func (*RebuildRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RebuildRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RebuildRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *RebuildRequest) GetActivation() uint64 {
+	if x != nil {
+		return x.Activation
+	}
+	return 0
+}
+
+func (x *RebuildRequest) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *RebuildRequest) GetRecover() bool {
+	if x != nil {
+		return x.Recover
+	}
+	return false
+}
+
+// Claim lists the streams one member's listeners feed into a shard.
+type Claim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Activation    uint64                 `protobuf:"varint,2,opt,name=activation,proto3" json:"activation,omitempty"`
+	Round         uint64                 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	Streams       []*WorkerKey           `protobuf:"bytes,4,rep,name=streams,proto3" json:"streams,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Claim) Reset() {
+	*x = Claim{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Claim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Claim) ProtoMessage() {}
+
+func (x *Claim) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Claim.ProtoReflect.Descriptor instead.
+func (*Claim) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Claim) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *Claim) GetActivation() uint64 {
+	if x != nil {
+		return x.Activation
+	}
+	return 0
+}
+
+func (x *Claim) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *Claim) GetStreams() []*WorkerKey {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+// Refed: a claimed stream was rebuilt from its engine's replay buffer;
+// every batch of the rebuild reached the shard before this message.
+// exact = false: the buffer no longer held the stream's whole history (or
+// the engine has none): the stream may miss blocks.
+type Refed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Activation    uint64                 `protobuf:"varint,1,opt,name=activation,proto3" json:"activation,omitempty"`
+	Round         uint64                 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
+	Stream        *WorkerKey             `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	Exact         bool                   `protobuf:"varint,4,opt,name=exact,proto3" json:"exact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refed) Reset() {
+	*x = Refed{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refed) ProtoMessage() {}
+
+func (x *Refed) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refed.ProtoReflect.Descriptor instead.
+func (*Refed) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Refed) GetActivation() uint64 {
+	if x != nil {
+		return x.Activation
+	}
+	return 0
+}
+
+func (x *Refed) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *Refed) GetStream() *WorkerKey {
+	if x != nil {
+		return x.Stream
+	}
+	return nil
+}
+
+func (x *Refed) GetExact() bool {
+	if x != nil {
+		return x.Exact
+	}
+	return false
+}
+
 var File_cluster_clusterpb_kvrouter_proto protoreflect.FileDescriptor
 
 const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
@@ -1587,7 +1834,7 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x05clear\x18\x01 \x03(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x05clear\x128\n" +
 	"\x06events\x18\x02 \x03(\v2 .kvrouter.cluster.v1.RouterEventR\x06events\x127\n" +
 	"\x05trace\x18\x03 \x01(\v2!.kvrouter.cluster.v1.TraceContextR\x05trace\x129\n" +
-	"\bposition\x18\x04 \x01(\v2\x1d.kvrouter.cluster.v1.PositionR\bposition\"i\n" +
+	"\bposition\x18\x04 \x01(\v2\x1d.kvrouter.cluster.v1.PositionR\bposition\"\xa1\x01\n" +
 	"\vShardStatus\x12\x1e\n" +
 	"\n" +
 	"activation\x18\x01 \x01(\x04R\n" +
@@ -1595,7 +1842,9 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\n" +
 	"recovering\x18\x02 \x01(\bR\n" +
 	"recovering\x12\x1a\n" +
-	"\brejected\x18\x03 \x01(\x04R\brejected\"\x84\x01\n" +
+	"\brejected\x18\x03 \x01(\x04R\brejected\x12\x1a\n" +
+	"\bdegraded\x18\x04 \x01(\rR\bdegraded\x12\x1a\n" +
+	"\borphaned\x18\x05 \x01(\rR\borphaned\"\x84\x01\n" +
 	"\fMatchOptions\x12\x1d\n" +
 	"\n" +
 	"early_exit\x18\x01 \x01(\bR\tearlyExit\x12 \n" +
@@ -1656,7 +1905,29 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x04Seed\x124\n" +
 	"\x05clear\x18\x01 \x03(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x05clear\x128\n" +
 	"\x06events\x18\x02 \x03(\v2 .kvrouter.cluster.v1.RouterEventR\x06events\x12\x1a\n" +
-	"\bcomplete\x18\x03 \x01(\bR\bcomplete*\x88\x01\n" +
+	"\bcomplete\x18\x03 \x01(\bR\bcomplete\"\x94\x01\n" +
+	"\x0eRebuildRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\rR\x05shard\x12\x1e\n" +
+	"\n" +
+	"activation\x18\x03 \x01(\x04R\n" +
+	"activation\x12\x14\n" +
+	"\x05round\x18\x04 \x01(\x04R\x05round\x12\x18\n" +
+	"\arecover\x18\x05 \x01(\bR\arecover\"\x8f\x01\n" +
+	"\x05Claim\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x1e\n" +
+	"\n" +
+	"activation\x18\x02 \x01(\x04R\n" +
+	"activation\x12\x14\n" +
+	"\x05round\x18\x03 \x01(\x04R\x05round\x128\n" +
+	"\astreams\x18\x04 \x03(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\astreams\"\x8b\x01\n" +
+	"\x05Refed\x12\x1e\n" +
+	"\n" +
+	"activation\x18\x01 \x01(\x04R\n" +
+	"activation\x12\x14\n" +
+	"\x05round\x18\x02 \x01(\x04R\x05round\x126\n" +
+	"\x06stream\x18\x03 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x06stream\x12\x14\n" +
+	"\x05exact\x18\x04 \x01(\bR\x05exact*\x88\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11EVENT_KIND_STORED\x10\x01\x12\x16\n" +
@@ -1682,7 +1953,7 @@ func file_cluster_clusterpb_kvrouter_proto_rawDescGZIP() []byte {
 }
 
 var file_cluster_clusterpb_kvrouter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(EventKind)(0),           // 0: kvrouter.cluster.v1.EventKind
 	(StorageTier)(0),         // 1: kvrouter.cluster.v1.StorageTier
@@ -1709,6 +1980,9 @@ var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(*SnapshotRequest)(nil),  // 22: kvrouter.cluster.v1.SnapshotRequest
 	(*Snapshot)(nil),         // 23: kvrouter.cluster.v1.Snapshot
 	(*Seed)(nil),             // 24: kvrouter.cluster.v1.Seed
+	(*RebuildRequest)(nil),   // 25: kvrouter.cluster.v1.RebuildRequest
+	(*Claim)(nil),            // 26: kvrouter.cluster.v1.Claim
+	(*Refed)(nil),            // 27: kvrouter.cluster.v1.Refed
 }
 var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	0,  // 0: kvrouter.cluster.v1.KvCacheEvent.kind:type_name -> kvrouter.cluster.v1.EventKind
@@ -1739,11 +2013,13 @@ var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	8,  // 25: kvrouter.cluster.v1.Snapshot.status:type_name -> kvrouter.cluster.v1.ShardStatus
 	2,  // 26: kvrouter.cluster.v1.Seed.clear:type_name -> kvrouter.cluster.v1.WorkerKey
 	4,  // 27: kvrouter.cluster.v1.Seed.events:type_name -> kvrouter.cluster.v1.RouterEvent
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	2,  // 28: kvrouter.cluster.v1.Claim.streams:type_name -> kvrouter.cluster.v1.WorkerKey
+	2,  // 29: kvrouter.cluster.v1.Refed.stream:type_name -> kvrouter.cluster.v1.WorkerKey
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_cluster_clusterpb_kvrouter_proto_init() }
@@ -1757,7 +2033,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_clusterpb_kvrouter_proto_rawDesc), len(file_cluster_clusterpb_kvrouter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

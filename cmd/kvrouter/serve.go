@@ -81,6 +81,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("api-token-file", "", "file holding the bearer token")
 	shards := fs.Int("shards", 1, "index shard actors per (model, tenant), 1-64: more parallel ingest for a little more route latency")
 	st := startup{}
+	cf := addClusterFlags(fs)
 	fs.StringVar(&st.bootstrapFrom, "bootstrap-from", "", "warm up from a peer router (http://host:port): load its GET /dump and follow its streams from where the dump stands")
 	fs.StringVar(&st.workersFile, "workers-file", "", "JSON file of workers to register at start: an array of POST /register bodies")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -110,6 +111,13 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	pc := pipeline.Config{Index: indexer.Config{Shards: *shards},
 		Sessions: sessions.ActorConfig{Index: sessions.Config{MaxSessions: *maxSessions, IdleTTL: *sessionIdle}}}
+	newIndex, leave, err := cf.start(system)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	defer leave()          // after svc.Close: the member leaves the cluster last
+	pc.NewIndex = newIndex // nil without --cluster: this host's own index
 	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
 		Pipeline: pc, SessionCredit: *sessionCredit})
 	if err != nil {

@@ -160,7 +160,11 @@ func (s *Service) space(model, tenant string, blockSize int, create bool) (*name
 	if !create {
 		return nil, httpapi.Errorf(httpapi.ErrNotFound, "unknown_namespace", "no worker is registered for model %q, tenant %q", k.model, k.tenant)
 	}
-	pipe, err := pipeline.Start(s.system, s.cfg.Pipeline)
+	pc := s.cfg.Pipeline
+	// The cluster's shard grains are per namespace; the length prefix keeps
+	// ("a/b", "c") and ("a", "b/c") apart.
+	pc.Namespace = fmt.Sprintf("%d:%s/%s", len(k.model), k.model, k.tenant)
+	pipe, err := pipeline.Start(s.system, pc)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,44 @@
+package clusterindex
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// TestCensus: a round is done when every member claimed and, when
+// recovering, every claimed stream was re-fed (a re-feed may arrive before
+// its claim); held workers nobody claims are orphans; inexact re-feeds
+// count degraded; a member absent from a later topology is noticed.
+func TestCensus(t *testing.T) {
+	k := func(w messages.WorkerID) messages.WorkerKey { return messages.WorkerKey{Worker: w} }
+	c := newCensus(1, true, []string{"b:1", "a:1"}, []messages.WorkerID{7, 3, 3, 9})
+	if got := c.asking(); !slices.Equal(got, []string{"a:1", "b:1"}) || c.done() {
+		t.Fatalf("asking %v done %v", got, c.done())
+	}
+	c.fed(k(5), true) // before b's claim
+	c.claim("a:1", []messages.WorkerKey{k(3), k(4)})
+	c.claim("a:1", []messages.WorkerKey{k(8)}) // a repeated claim is ignored
+	c.claim("z:1", []messages.WorkerKey{k(7)}) // not asked
+	c.claim("b:1", []messages.WorkerKey{k(5)})
+	if c.done() {
+		t.Fatal("done with streams 3 and 4 not re-fed")
+	}
+	c.fed(k(3), false)
+	c.fed(k(4), true)
+	if !c.done() || c.degraded() != 1 {
+		t.Fatalf("done %v degraded %d, want done, 1", c.done(), c.degraded())
+	}
+	if got := c.orphans(); !slices.Equal(got, []messages.WorkerID{7, 9}) {
+		t.Fatalf("orphans %v, want [7 9]", got)
+	}
+	if c.lost([]string{"a:1", "b:1", "c:1"}) || !c.lost([]string{"a:1"}) {
+		t.Fatal("lost: a joining member is no loss; a missing one is")
+	}
+	check := newCensus(2, false, []string{"a:1"}, nil)
+	check.claim("a:1", []messages.WorkerKey{k(1)})
+	if !check.done() {
+		t.Fatal("a round that is not recovering waits for claims only")
+	}
+}

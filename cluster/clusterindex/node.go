@@ -1,0 +1,147 @@
+package clusterindex
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/kvrouter/kvrouter/actors/indexer"
+	"github.com/kvrouter/kvrouter/actors/pipeline"
+	"github.com/kvrouter/kvrouter/cluster/member"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// AgentName is the name of every member's rebuild agent, which shard
+// grains ask for the streams the member's listeners feed them.
+const AgentName = "kvrouter-rebuild"
+
+// DefaultNamespace names the grains of a pipeline started without a
+// namespace (pipeline.Config.Namespace "").
+const DefaultNamespace = "default"
+
+// Node is one process's part of the cluster index: the shard kind it
+// hosts, its rebuild agent, and the indexes of its pipelines (with their
+// listeners, which the agent asks to rebuild a lost slice). One per
+// member.
+type Node struct {
+	cfg    Config
+	member atomic.Pointer[member.Member]
+
+	mu   sync.Mutex
+	regs []*registration
+}
+
+// registration is one pipeline's index on this member.
+type registration struct {
+	namespace string
+	index     *Index
+	listeners func() map[messages.StreamID]*actor.PID
+}
+
+// feed is one local listener feeding a shard.
+type feed struct {
+	index  *Index
+	stream messages.StreamID
+	pid    *actor.PID
+}
+
+// NewNode returns a node whose indexes are sized by cfg (Shards must be
+// the same on every member).
+func NewNode(cfg Config) *Node { return &Node{cfg: cfg} }
+
+// Kind is the shard kind this node's member hosts.
+func (n *Node) Kind() *cluster.Kind {
+	return cluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{node: n} }))
+}
+
+// Join starts the rebuild agent in system and joins the cluster cfg
+// describes, hosting this node's shard kind besides cfg.Kinds.
+func (n *Node) Join(system *actor.ActorSystem, cfg member.Config) (*member.Member, error) {
+	agent, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newAgent(n) }), AgentName)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Kinds = append(slices.Clone(cfg.Kinds), n.Kind())
+	m, err := member.Start(system, cfg)
+	if err != nil {
+		_ = system.Root.StopFuture(agent).Wait()
+		return nil, err
+	}
+	n.member.Store(m)
+	return m, nil
+}
+
+// Member is the joined member (nil before Join).
+func (n *Node) Member() *member.Member { return n.member.Load() }
+
+// errNotJoined: NewIndex before Join.
+var errNotJoined = errors.New("clusterindex: Node.NewIndex before Node.Join")
+
+// NewIndex is a pipeline.Config.NewIndex: the namespace's cluster index
+// on this member (call after Join), with env's followers fed every batch
+// and env's listeners offered to rebuild lost slices.
+func (n *Node) NewIndex(env pipeline.IndexEnv) pipeline.Index {
+	m := n.member.Load()
+	if m == nil {
+		panic(errNotJoined)
+	}
+	ns := env.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	reg := &registration{namespace: ns, index: Spawn(m, ns, n.cfg, env.Followers...), listeners: env.Listeners}
+	n.mu.Lock()
+	n.regs = append(n.regs, reg)
+	n.mu.Unlock()
+	return &PipelineIndex{index: reg.index, node: n, reg: reg}
+}
+
+func (n *Node) unregister(reg *registration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.regs = slices.DeleteFunc(n.regs, func(r *registration) bool { return r == reg })
+}
+
+// members lists the addresses of the members of the latest topology (nil
+// before the first).
+func (n *Node) members() []string {
+	m := n.member.Load()
+	if m == nil {
+		return nil
+	}
+	tp := m.Topology()
+	if tp == nil {
+		return nil
+	}
+	return addresses(tp.Members)
+}
+
+// address is this member's address ("" before Join).
+func (n *Node) address() string {
+	if m := n.member.Load(); m != nil {
+		return m.Address()
+	}
+	return ""
+}
+
+// feeds lists the local listeners whose streams a namespace's shard holds.
+func (n *Node) feeds(namespace string, shard int) []feed {
+	n.mu.Lock()
+	regs := slices.Clone(n.regs)
+	n.mu.Unlock()
+	var out []feed
+	for _, r := range regs {
+		if r.namespace != namespace || r.listeners == nil {
+			continue
+		}
+		for s, pid := range r.listeners() {
+			if indexer.ShardOf(s.Worker, r.index.Shards()) == shard {
+				out = append(out, feed{index: r.index, stream: s, pid: pid})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/kvrouter/kvrouter/actors/pipeline"
+	"github.com/kvrouter/kvrouter/cluster/clusterindex"
+	"github.com/kvrouter/kvrouter/cluster/member"
+)
+
+// clusterFlags are kvrouter serve's cluster flags (issue 5). With
+// --cluster set, the process joins a protoactor cluster and every
+// namespace's index is the cluster index: shard grains spread over the
+// members, answers within --route-deadline, slices rebuilt from the
+// engines' replay buffers when a host is lost (ARCHITECTURE.md, "Cluster").
+type clusterFlags struct {
+	name             string
+	provider         string
+	etcdEndpoints    string
+	advertise        string
+	bind             string
+	automanagedPort  int
+	automanagedPeers string
+	shards           int
+	routeDeadline    time.Duration
+}
+
+// addClusterFlags registers the cluster flags on serve's flag set.
+func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
+	c := &clusterFlags{}
+	fs.StringVar(&c.name, "cluster", "", "join the router cluster NAME (empty: one host, no cluster)")
+	fs.StringVar(&c.provider, "cluster-provider", string(member.ProviderEtcd),
+		"membership provider: etcd (production), automanaged (members poll each other over HTTP; development), test (in-process, one member)")
+	fs.StringVar(&c.etcdEndpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated (--cluster-provider etcd)")
+	fs.StringVar(&c.advertise, "advertise", "", "HOST:PORT other members dial to reach this one (default: the --cluster-bind address)")
+	fs.StringVar(&c.bind, "cluster-bind", member.DefaultBind, "HOST:PORT the cluster transport (gRPC) listens on; port 0 picks one")
+	fs.IntVar(&c.automanagedPort, "automanaged-port", 0, "this member's automanaged HTTP port (--cluster-provider automanaged)")
+	fs.StringVar(&c.automanagedPeers, "automanaged-peers", "", "every member's automanaged HOST:PORT, comma-separated, this one included")
+	fs.IntVar(&c.shards, "cluster-shards", clusterindex.DefaultShards, "shard grains per namespace; must be equal on every member")
+	fs.DurationVar(&c.routeDeadline, "route-deadline", clusterindex.DefaultQueryDeadline,
+		"longest a query waits for the shard grains; shards that miss it are left out and the answer is flagged partial")
+	return c
+}
+
+// start joins the cluster when --cluster is set. It returns the
+// pipeline.Config.NewIndex for every namespace (nil without --cluster: the
+// one-host index) and a func that leaves the cluster (call it after the
+// service is closed).
+func (c *clusterFlags) start(system *actor.ActorSystem) (newIndex func(pipeline.IndexEnv) pipeline.Index, leave func(), err error) {
+	if c.name == "" {
+		return nil, func() {}, nil
+	}
+	if c.routeDeadline <= 0 || c.shards <= 0 {
+		return nil, nil, errors.New("--route-deadline and --cluster-shards must be positive")
+	}
+	cfg := member.Config{Name: c.name, Provider: member.Provider(c.provider), Bind: c.bind, Advertise: c.advertise,
+		EtcdEndpoints: list(c.etcdEndpoints), AutomanagedPort: c.automanagedPort, AutomanagedPeers: list(c.automanagedPeers)}
+	if cfg.Provider == member.ProviderTest {
+		cfg.TestAgent = test.NewInMemAgent()
+	}
+	node := clusterindex.NewNode(clusterindex.Config{Shards: c.shards, QueryDeadline: c.routeDeadline})
+	m, err := node.Join(system, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster %s: %w", c.name, err)
+	}
+	return node.NewIndex, m.Shutdown, nil
+}
+
+// list splits a comma-separated flag value, dropping empty entries.
+func list(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
