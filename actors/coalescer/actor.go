@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 )
@@ -47,7 +48,7 @@ func HubProps(index *actor.PID, cfg Config) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &hub{index: index, cfg: cfg, children: map[messages.StreamID]*actor.PID{},
 			status: map[messages.StreamID]StreamStatus{}}
-	}, actor.WithSupervisor(actor.NewExponentialBackoffStrategy(time.Minute, 100*time.Millisecond)))
+	}, actor.WithSupervisor(actor.NewExponentialBackoffStrategy(time.Minute, 100*time.Millisecond)), mailbox.Counted(mailbox.Coalescer))
 }
 
 type hub struct {
@@ -70,7 +71,7 @@ func (h *hub) Receive(ctx actor.Context) {
 		if !ok {
 			props := actor.PropsFromProducer(func() actor.Actor {
 				return &streamActor{stream: m.Stream, index: h.index, cfg: h.cfg, ranks: map[messages.DpRank]*Stream{}}
-			})
+			}, mailbox.Counted(mailbox.Coalescer))
 			name := fmt.Sprintf("w%d-r%d", m.Stream.Worker, m.Stream.DpRank)
 			child = ctx.SpawnPrefix(props, name)
 			h.children[m.Stream] = child

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
@@ -38,7 +39,7 @@ func Spawn(root *actor.RootContext, cfg Config, followers ...*actor.PID) *Index 
 			front.followers = append(front.followers, f)
 		}
 	}
-	x.front = root.Spawn(actor.PropsFromProducer(func() actor.Actor { return front }))
+	x.front = root.Spawn(actor.PropsFromProducer(func() actor.Actor { return front }, mailbox.Counted(mailbox.Index)))
 	return x
 }
 

@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel/attribute"
@@ -32,7 +33,7 @@ type shardActor struct {
 }
 
 func shardProps(n int) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &shardActor{shard: NewShard(), n: n} })
+	return actor.PropsFromProducer(func() actor.Actor { return &shardActor{shard: NewShard(), n: n} }, mailbox.Counted(mailbox.Index))
 }
 
 func (a *shardActor) Receive(ctx actor.Context) {

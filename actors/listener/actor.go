@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
 )
@@ -100,7 +101,7 @@ func Props(cfg Config) (*actor.Props, error) {
 			a.main.tracker.Resume(pos.Seq, pos.Exact)
 		}
 		return a
-	}), nil
+	}, mailbox.Counted(mailbox.Listener)), nil
 }
 
 func (a *Actor) newStream(id messages.StreamID, replay bool) *stream {

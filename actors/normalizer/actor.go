@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/router"
+	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
@@ -21,7 +22,7 @@ func PoolProps(size int, next *actor.PID, lim wire.Limits) *actor.Props {
 	return router.NewConsistentHashPool(size, actor.WithProducer(func() actor.Actor {
 		return &Actor{next: next, lim: lim, workers: map[messages.StreamID]*Normalizer{}, lost: map[messages.StreamID]uint64{},
 			decoders: map[string]*wire.Decoder{}}
-	}))
+	}), mailbox.Counted(mailbox.Normalizer))
 }
 
 // PoolStats are one normalizer actor's counters.

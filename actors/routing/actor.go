@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel/attribute"
@@ -65,7 +66,7 @@ func Props(cfg Config) (*actor.Props, error) {
 	if err != nil {
 		return nil, err
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r} }), nil
+	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r} }, mailbox.Counted(mailbox.Route)), nil
 }
 
 type routeActor struct {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/messages"
 )
@@ -80,7 +81,7 @@ func Props(cfg ActorConfig) *actor.Props {
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &sessionActor{cfg: cfg, index: New(cfg.Index)}
-	})
+	}, mailbox.Counted(mailbox.Sessions))
 }
 
 type sessionActor struct {

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/coalescer"
@@ -22,6 +23,7 @@ const (
 	labelReason  = attribute.Key("reason")
 	labelResult  = attribute.Key("result")
 	labelState   = attribute.Key("state")
+	labelActor   = attribute.Key("actor")
 	labelShard   = attribute.Key("shard")
 )
 
@@ -54,16 +56,16 @@ func (s series) add(v float64, kv ...attribute.KeyValue) {
 
 // readings are one scrape's ingest figures.
 type readings struct {
-	events, batches, gaps, replays, resyncs, recoveries, lost, lag, state, blocks series
-	sessions                                                                      sessionReadings
-	errors                                                                        int // requests that failed (figures left out)
+	events, batches, gaps, replays, resyncs, recoveries, lost, dropped, lag, state, blocks series
+	sessions                                                                               sessionReadings
+	errors                                                                                 int // requests that failed (figures left out)
 }
 
 // read asks every pipeline for its counters, each request bounded by
 // timeout; what does not answer is left out and counted in errors.
 func read(pipes []Pipeline, timeout time.Duration) *readings {
 	r := &readings{events: series{}, batches: series{}, gaps: series{}, replays: series{}, resyncs: series{},
-		recoveries: series{}, lost: series{}, lag: series{}, state: series{}, blocks: series{}, sessions: newSessionReadings()}
+		recoveries: series{}, lost: series{}, dropped: series{}, lag: series{}, state: series{}, blocks: series{}, sessions: newSessionReadings()}
 	for _, p := range pipes {
 		if st, err := p.Status(timeout); err != nil {
 			r.errors++
@@ -121,6 +123,12 @@ func (r *readings) listener(ls *listener.Stats, w, d attribute.KeyValue) {
 	r.batches.add(float64(ls.Delivered), w, d)
 	r.gaps.add(float64(ls.Gaps), w, d)
 	r.recoveries.add(float64(ls.Recoveries), w, d)
+	for why, n := range ls.BadFrames {
+		if strings.HasPrefix(why, "socket:") {
+			why = "socket_error" // the error text varies: not a label
+		}
+		r.dropped.add(float64(n), w, d, labelReason.String(why))
+	}
 	for result, n := range ls.Replays {
 		r.replays.add(float64(n), w, d, labelResult.String(result))
 	}
