@@ -31,6 +31,7 @@ fmt-check:
 test: vet fmt-check
 	$(GO) test -race -count=1 $(RACE_PKGS)
 	$(GO) test -count=1 ./cluster/...
+	$(MAKE) test-cluster
 	$(MAKE) fuzz-smoke
 
 fuzz-smoke:
@@ -61,3 +62,11 @@ generate:
 	@command -v protoc >/dev/null || { apt-get update && apt-get install -y protobuf-compiler; }
 	GOBIN=$(PROTO_TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	PATH="$(PROTO_TOOLS):$$PATH" protoc -I. --go_out=. --go_opt=paths=source_relative cluster/clusterpb/kvrouter.proto
+
+# Multi-process cluster tests (issue 5): a real etcd (Debian's etcd-server;
+# .ci/run installs it), `kvrouter serve --cluster` processes built from the
+# repository, a host killed with SIGKILL, a host joining (~30 s).
+.PHONY: test-cluster
+test-cluster:
+	@command -v etcd >/dev/null || { apt-get update -qq && apt-get install -y -qq etcd-server; }
+	KVROUTER_CLUSTER_E2E=1 $(GO) test -count=1 -run '^TestClusterHost(Loss|Joins)$$' ./cmd/kvrouter/

@@ -31,6 +31,16 @@ type CoveringIndex interface {
 	QueryCoverage(q *indexer.QueryRequest, timeout time.Duration) (*indexer.QueryResult, Coverage, error)
 }
 
+// FencedIndex is an Index that listeners on several hosts may feed for
+// a moment (the cluster's, during a stream's hand-over between hosts):
+// the pipeline announces each listener it starts, before starting it, and
+// the index then follows the newest listener of each stream, dropping an
+// older one's late batches.
+type FencedIndex interface {
+	Index
+	StartFeed(s messages.StreamID)
+}
+
 // IndexEnv is what the pipeline gives Config.NewIndex.
 type IndexEnv struct {
 	Root *actor.RootContext

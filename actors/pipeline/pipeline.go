@@ -104,6 +104,9 @@ func (p *Pipeline) AddListener(cfg listener.Config) error {
 	if err != nil {
 		return err
 	}
+	if f, ok := p.index.(FencedIndex); ok {
+		f.StartFeed(cfg.Stream)
+	}
 	p.listeners[cfg.Stream] = p.system.Root.WithGuardian(listenerSupervision).Spawn(props)
 	return nil
 }

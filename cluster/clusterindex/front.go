@@ -1,6 +1,7 @@
 package clusterindex
 
 import (
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +26,15 @@ type frontActor struct {
 	retry      time.Duration
 	dropped    *atomic.Uint64
 	followers  []*actor.PID
+	// feeds stamps each stream's batches with the feed of the listener
+	// this member started for it (startFeed); see fences.
+	feeds map[messages.WorkerKey]uint64
+	clock feedClock
 }
+
+// startFeed announces a listener this member starts for a stream: its
+// batches, which reach the front after this message, carry a new feed id.
+type startFeed struct{ stream messages.StreamID }
 
 type outgoing struct {
 	msg    any
@@ -48,11 +57,16 @@ func (a *frontActor) Receive(ctx actor.Context) {
 		if len(m.Events) == 0 && len(m.Clear) == 0 {
 			return
 		}
-		a.deliver(ctx, indexer.ShardOf(indexer.BatchWorker(m), len(a.pending)), outgoing{msg: clusterpb.FromBatch(m)})
+		pb := clusterpb.FromBatch(m)
+		pb.Feed = a.feeds[batchKey(m)]
+		a.deliver(ctx, indexer.ShardOf(indexer.BatchWorker(m), len(a.pending)), outgoing{msg: pb})
 		for _, f := range a.followers {
 			ctx.Send(f, m)
 		}
+	case *startFeed:
+		a.feeds[messages.WorkerKey{Worker: m.stream.Worker, DpRank: m.stream.DpRank}] = a.clock.next(uint64(time.Now().UnixNano()))
 	case *indexer.RemoveWorker:
+		maps.DeleteFunc(a.feeds, func(k messages.WorkerKey, _ uint64) bool { return k.Worker == m.Worker })
 		a.deliver(ctx, indexer.ShardOf(m.Worker, len(a.pending)), outgoing{msg: &clusterpb.RemoveWorker{Worker: uint64(m.Worker)}})
 	case *viaFront:
 		a.deliver(ctx, m.shard, outgoing{msg: m.msg, sender: ctx.Sender()})

@@ -32,6 +32,7 @@ type grain struct {
 	status    clusterpb.ShardStatus
 	census    *census
 	rounds    uint64
+	fences    fences
 	sub       *eventstream.Subscription
 }
 
@@ -45,6 +46,7 @@ func (g *grain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		g.state = indexer.NewShard()
+		g.fences = fences{}
 		g.status = clusterpb.ShardStatus{Activation: rand.Uint64(), Recovering: true}
 	case *cluster.ClusterInit:
 		g.init(ctx, m)
@@ -53,14 +55,10 @@ func (g *grain) Receive(ctx actor.Context) {
 			ctx.ActorSystem().EventStream.Unsubscribe(g.sub)
 		}
 	case *clusterpb.RouterEventBatch:
-		b, err := clusterpb.ToBatch(m)
-		if err != nil {
-			g.reject(ctx, err)
-			return
-		}
-		g.state.Apply(b)
+		g.apply(ctx, m)
 	case *clusterpb.RemoveWorker:
 		g.state.RemoveWorker(messages.WorkerID(m.Worker))
+		g.fences.close(messages.WorkerID(m.Worker))
 	case *clusterpb.QueryRequest:
 		r := clusterpb.FromQueryResult(g.state.Query(clusterpb.ToQuery(m)))
 		r.Status = g.statusCopy()
@@ -170,6 +168,26 @@ func (g *grain) settle(ctx actor.Context) {
 	g.census = &census{round: c.round, members: c.members} // done; kept to notice members leaving
 }
 
+// apply applies a batch if its feed is the one the shard follows for its
+// stream (see fences).
+func (g *grain) apply(ctx actor.Context, m *clusterpb.RouterEventBatch) {
+	b, err := clusterpb.ToBatch(m)
+	if err != nil {
+		g.reject(ctx, err)
+		return
+	}
+	k := batchKey(b)
+	ok, reset := g.fences.admit(k, m.Feed)
+	if !ok {
+		g.status.Stale++
+		return
+	}
+	if reset {
+		g.state.Apply(&messages.RouterEventBatch{Clear: []messages.WorkerKey{k}})
+	}
+	g.state.Apply(b)
+}
+
 // seed resets the listed streams, applies the dump events and, when the
 // seed completes the slice, stops reporting recovering.
 func (g *grain) seed(ctx actor.Context, m *clusterpb.Seed) {
@@ -198,7 +216,7 @@ func (g *grain) reject(ctx actor.Context, err error) {
 
 func (g *grain) statusCopy() *clusterpb.ShardStatus {
 	return &clusterpb.ShardStatus{Activation: g.status.Activation, Recovering: g.status.Recovering, Rejected: g.status.Rejected,
-		Degraded: g.status.Degraded, Orphaned: g.status.Orphaned}
+		Degraded: g.status.Degraded, Orphaned: g.status.Orphaned, Stale: g.status.Stale}
 }
 
 // addresses lists the members' host:port.

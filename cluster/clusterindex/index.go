@@ -11,6 +11,7 @@ import (
 	"github.com/kvrouter/kvrouter/cluster/clusterpb"
 	"github.com/kvrouter/kvrouter/cluster/member"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/zeebo/xxh3"
 )
 
 // Defaults for Config's zero values.
@@ -63,7 +64,8 @@ func Spawn(m *member.Member, namespace string, cfg Config, followers ...*actor.P
 		maxPending = DefaultMaxPending
 	}
 	front := &frontActor{res: x.res, pending: make([][]outgoing, n), waiting: make([]bool, n),
-		maxPending: maxPending, retry: 100 * time.Millisecond, dropped: &x.dropped}
+		maxPending: maxPending, retry: 100 * time.Millisecond, dropped: &x.dropped,
+		feeds: map[messages.WorkerKey]uint64{}, clock: feedClock{tag: xxh3.HashString(m.Address()) & 0xffff}}
 	for _, f := range followers {
 		if f != nil {
 			front.followers = append(front.followers, f)
@@ -99,6 +101,12 @@ func (x *Index) Dropped() uint64 { return x.dropped.Load() }
 func (x *Index) RemoveWorker(w messages.WorkerID) {
 	x.root.Send(x.front, &indexer.RemoveWorker{Worker: w})
 }
+
+// StartFeed announces that this member starts a listener for stream s:
+// the batches it produces carry a feed id newer than any listener's
+// before, so the shard follows them and drops another member's late ones
+// (see fences). Call it before starting the listener.
+func (x *Index) StartFeed(s messages.StreamID) { x.root.Send(x.front, &startFeed{stream: s}) }
 
 // Stop stops the member's front (the grains live on).
 func (x *Index) Stop() { _ = x.root.StopFuture(x.front).Wait() }

@@ -11,6 +11,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/cluster/member"
+	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
@@ -27,8 +28,9 @@ const DefaultNamespace = "default"
 // listeners, which the agent asks to rebuild a lost slice). One per
 // member.
 type Node struct {
-	cfg    Config
-	member atomic.Pointer[member.Member]
+	cfg      Config
+	member   atomic.Pointer[member.Member]
+	registry atomic.Pointer[registry.Replica]
 
 	mu   sync.Mutex
 	regs []*registration
@@ -57,21 +59,45 @@ func (n *Node) Kind() *cluster.Kind {
 	return cluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{node: n} }))
 }
 
-// Join starts the rebuild agent in system and joins the cluster cfg
-// describes, hosting this node's shard kind besides cfg.Kinds.
+// Join starts the rebuild agent and the worker registry's replica in
+// system and joins the cluster cfg describes, hosting this node's shard
+// kind besides cfg.Kinds; the replica then copies the other members'
+// registry.
 func (n *Node) Join(system *actor.ActorSystem, cfg member.Config) (*member.Member, error) {
 	agent, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newAgent(n) }), AgentName)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Kinds = append(slices.Clone(cfg.Kinds), n.Kind())
-	m, err := member.Start(system, cfg)
+	reg, err := registry.Start(system, registry.Config{})
 	if err != nil {
 		_ = system.Root.StopFuture(agent).Wait()
 		return nil, err
 	}
+	cfg.Kinds = append(slices.Clone(cfg.Kinds), n.Kind())
+	m, err := member.Start(system, cfg)
+	if err != nil {
+		reg.Stop()
+		_ = system.Root.StopFuture(agent).Wait()
+		return nil, err
+	}
 	n.member.Store(m)
+	reg.Join(m)
+	n.registry.Store(reg)
 	return m, nil
+}
+
+// Registry is this member's replica of the cluster's worker registry (nil
+// before Join).
+func (n *Node) Registry() *registry.Replica { return n.registry.Load() }
+
+// Leave stops the registry replica and leaves the cluster gracefully.
+func (n *Node) Leave() {
+	if r := n.registry.Load(); r != nil {
+		r.Stop()
+	}
+	if m := n.member.Load(); m != nil {
+		m.Shutdown()
+	}
 }
 
 // Member is the joined member (nil before Join).

@@ -19,7 +19,13 @@ type PipelineIndex struct {
 	reg   *registration
 }
 
-var _ pipeline.CoveringIndex = (*PipelineIndex)(nil)
+var (
+	_ pipeline.CoveringIndex = (*PipelineIndex)(nil)
+	_ pipeline.FencedIndex   = (*PipelineIndex)(nil)
+)
+
+// StartFeed announces a listener this member starts (Index.StartFeed).
+func (p *PipelineIndex) StartFeed(s messages.StreamID) { p.index.StartFeed(s) }
 
 // PID is where the pipeline's coalescers send.
 func (p *PipelineIndex) PID() *actor.PID { return p.index.PID() }

@@ -505,11 +505,17 @@ func (x *Position) GetKnown() bool {
 // RouterEventBatch is messages.RouterEventBatch: one stream's events for
 // the shard of its worker, clears first; position absent when zero.
 type RouterEventBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Clear         []*WorkerKey           `protobuf:"bytes,1,rep,name=clear,proto3" json:"clear,omitempty"`
-	Events        []*RouterEvent         `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
-	Trace         *TraceContext          `protobuf:"bytes,3,opt,name=trace,proto3" json:"trace,omitempty"`
-	Position      *Position              `protobuf:"bytes,4,opt,name=position,proto3" json:"position,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Clear    []*WorkerKey           `protobuf:"bytes,1,rep,name=clear,proto3" json:"clear,omitempty"`
+	Events   []*RouterEvent         `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	Trace    *TraceContext          `protobuf:"bytes,3,opt,name=trace,proto3" json:"trace,omitempty"`
+	Position *Position              `protobuf:"bytes,4,opt,name=position,proto3" json:"position,omitempty"`
+	// feed names the listener that produced the batch (set by the sending
+	// member's index front when that member started the stream's listener;
+	// 0: none). A shard follows the newest feed of each stream: a batch of
+	// an older feed (a previous owner's late batch) is dropped, one of a
+	// newer feed clears the stream first. Cluster-only: no plain field.
+	Feed          uint64 `protobuf:"varint,5,opt,name=feed,proto3" json:"feed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -572,6 +578,13 @@ func (x *RouterEventBatch) GetPosition() *Position {
 	return nil
 }
 
+func (x *RouterEventBatch) GetFeed() uint64 {
+	if x != nil {
+		return x.Feed
+	}
+	return 0
+}
+
 // ShardStatus rides on every shard answer: which activation answered and
 // whether its slice is complete.
 type ShardStatus struct {
@@ -590,7 +603,10 @@ type ShardStatus struct {
 	Degraded uint32 `protobuf:"varint,4,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	// orphaned counts the streams this activation dropped because no live
 	// member's listener feeds them any more (their host left).
-	Orphaned      uint32 `protobuf:"varint,5,opt,name=orphaned,proto3" json:"orphaned,omitempty"`
+	Orphaned uint32 `protobuf:"varint,5,opt,name=orphaned,proto3" json:"orphaned,omitempty"`
+	// stale counts batches dropped because a newer listener (feed) follows
+	// their stream: a previous owner's batches during a hand-over.
+	Stale         uint64 `protobuf:"varint,6,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -656,6 +672,13 @@ func (x *ShardStatus) GetDegraded() uint32 {
 func (x *ShardStatus) GetOrphaned() uint32 {
 	if x != nil {
 		return x.Orphaned
+	}
+	return 0
+}
+
+func (x *ShardStatus) GetStale() uint64 {
+	if x != nil {
+		return x.Stale
 	}
 	return 0
 }
@@ -1795,6 +1818,466 @@ func (x *Refed) GetExact() bool {
 	return false
 }
 
+// RegistryEntry is one (worker, dp_rank) registration in the cluster's
+// replicated worker registry (cluster/registry): what POST /register
+// said, its version, and whether it was unregistered since (a tombstone,
+// kept so an older copy never brings it back).
+type RegistryEntry struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Key            *WorkerKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Model          string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Tenant         string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	BlockSize      uint32                 `protobuf:"varint,4,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	Endpoint       string                 `protobuf:"bytes,5,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	ReplayEndpoint string                 `protobuf:"bytes,6,opt,name=replay_endpoint,json=replayEndpoint,proto3" json:"replay_endpoint,omitempty"`
+	Lora           string                 `protobuf:"bytes,7,opt,name=lora,proto3" json:"lora,omitempty"`
+	// clock and origin order versions: the higher clock wins, ties by
+	// origin (the member address that wrote it).
+	Clock         uint64 `protobuf:"varint,8,opt,name=clock,proto3" json:"clock,omitempty"`
+	Origin        string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
+	Deleted       bool   `protobuf:"varint,10,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryEntry) Reset() {
+	*x = RegistryEntry{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryEntry) ProtoMessage() {}
+
+func (x *RegistryEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryEntry.ProtoReflect.Descriptor instead.
+func (*RegistryEntry) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RegistryEntry) GetKey() *WorkerKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RegistryEntry) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetBlockSize() uint32 {
+	if x != nil {
+		return x.BlockSize
+	}
+	return 0
+}
+
+func (x *RegistryEntry) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetReplayEndpoint() string {
+	if x != nil {
+		return x.ReplayEndpoint
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetLora() string {
+	if x != nil {
+		return x.Lora
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetClock() uint64 {
+	if x != nil {
+		return x.Clock
+	}
+	return 0
+}
+
+func (x *RegistryEntry) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// RegistryPut: a member sends its new entries to every member's registry
+// replica (actor "kvrouter-registry"); each keeps, per key, the entry of
+// the highest version. Answered with RegistryAck.
+type RegistryPut struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*RegistryEntry       `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryPut) Reset() {
+	*x = RegistryPut{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryPut) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryPut) ProtoMessage() {}
+
+func (x *RegistryPut) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryPut.ProtoReflect.Descriptor instead.
+func (*RegistryPut) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RegistryPut) GetEntries() []*RegistryEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// RegistryAck acknowledges a RegistryPut.
+type RegistryAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryAck) Reset() {
+	*x = RegistryAck{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryAck) ProtoMessage() {}
+
+func (x *RegistryAck) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryAck.ProtoReflect.Descriptor instead.
+func (*RegistryAck) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{28}
+}
+
+// RegistrySyncRequest asks a member's registry replica for its whole
+// copy (anti-entropy: a joining or restarted member, and every member
+// periodically). Answered with RegistrySync.
+type RegistrySyncRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistrySyncRequest) Reset() {
+	*x = RegistrySyncRequest{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistrySyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistrySyncRequest) ProtoMessage() {}
+
+func (x *RegistrySyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistrySyncRequest.ProtoReflect.Descriptor instead.
+func (*RegistrySyncRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{29}
+}
+
+// RegistrySync is a replica's whole copy, tombstones included.
+type RegistrySync struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*RegistryEntry       `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistrySync) Reset() {
+	*x = RegistrySync{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistrySync) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistrySync) ProtoMessage() {}
+
+func (x *RegistrySync) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistrySync.ProtoReflect.Descriptor instead.
+func (*RegistrySync) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RegistrySync) GetEntries() []*RegistryEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// StreamStatesRequest asks a member for the state of the streams its
+// listeners follow (GET /workers on another host). Answered with
+// StreamStates.
+type StreamStatesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamStatesRequest) Reset() {
+	*x = StreamStatesRequest{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamStatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamStatesRequest) ProtoMessage() {}
+
+func (x *StreamStatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamStatesRequest.ProtoReflect.Descriptor instead.
+func (*StreamStatesRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{31}
+}
+
+// StreamState is one followed stream as GET /workers shows it.
+type StreamState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *WorkerKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// state is the API's stream state: exact, degraded or recovering.
+	State         string   `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	HasLastSeq    bool     `protobuf:"varint,3,opt,name=has_last_seq,json=hasLastSeq,proto3" json:"has_last_seq,omitempty"`
+	LastSeq       uint64   `protobuf:"varint,4,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Warnings      []string `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamState) Reset() {
+	*x = StreamState{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamState) ProtoMessage() {}
+
+func (x *StreamState) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamState.ProtoReflect.Descriptor instead.
+func (*StreamState) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *StreamState) GetKey() *WorkerKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *StreamState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StreamState) GetHasLastSeq() bool {
+	if x != nil {
+		return x.HasLastSeq
+	}
+	return false
+}
+
+func (x *StreamState) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *StreamState) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+// StreamStates lists the streams one member follows.
+type StreamStates struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	States        []*StreamState         `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamStates) Reset() {
+	*x = StreamStates{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamStates) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamStates) ProtoMessage() {}
+
+func (x *StreamStates) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamStates.ProtoReflect.Descriptor instead.
+func (*StreamStates) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *StreamStates) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *StreamStates) GetStates() []*StreamState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
 var File_cluster_clusterpb_kvrouter_proto protoreflect.FileDescriptor
 
 const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
@@ -1829,12 +2312,13 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x06stream\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x06stream\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05exact\x18\x03 \x01(\bR\x05exact\x12\x14\n" +
-	"\x05known\x18\x04 \x01(\bR\x05known\"\xf6\x01\n" +
+	"\x05known\x18\x04 \x01(\bR\x05known\"\x8a\x02\n" +
 	"\x10RouterEventBatch\x124\n" +
 	"\x05clear\x18\x01 \x03(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x05clear\x128\n" +
 	"\x06events\x18\x02 \x03(\v2 .kvrouter.cluster.v1.RouterEventR\x06events\x127\n" +
 	"\x05trace\x18\x03 \x01(\v2!.kvrouter.cluster.v1.TraceContextR\x05trace\x129\n" +
-	"\bposition\x18\x04 \x01(\v2\x1d.kvrouter.cluster.v1.PositionR\bposition\"\xa1\x01\n" +
+	"\bposition\x18\x04 \x01(\v2\x1d.kvrouter.cluster.v1.PositionR\bposition\x12\x12\n" +
+	"\x04feed\x18\x05 \x01(\x04R\x04feed\"\xb7\x01\n" +
 	"\vShardStatus\x12\x1e\n" +
 	"\n" +
 	"activation\x18\x01 \x01(\x04R\n" +
@@ -1844,7 +2328,8 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"recovering\x12\x1a\n" +
 	"\brejected\x18\x03 \x01(\x04R\brejected\x12\x1a\n" +
 	"\bdegraded\x18\x04 \x01(\rR\bdegraded\x12\x1a\n" +
-	"\borphaned\x18\x05 \x01(\rR\borphaned\"\x84\x01\n" +
+	"\borphaned\x18\x05 \x01(\rR\borphaned\x12\x14\n" +
+	"\x05stale\x18\x06 \x01(\x04R\x05stale\"\x84\x01\n" +
 	"\fMatchOptions\x12\x1d\n" +
 	"\n" +
 	"early_exit\x18\x01 \x01(\bR\tearlyExit\x12 \n" +
@@ -1927,7 +2412,37 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"activation\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x126\n" +
 	"\x06stream\x18\x03 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x06stream\x12\x14\n" +
-	"\x05exact\x18\x04 \x01(\bR\x05exact*\x88\x01\n" +
+	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xaf\x02\n" +
+	"\rRegistryEntry\x120\n" +
+	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x1d\n" +
+	"\n" +
+	"block_size\x18\x04 \x01(\rR\tblockSize\x12\x1a\n" +
+	"\bendpoint\x18\x05 \x01(\tR\bendpoint\x12'\n" +
+	"\x0freplay_endpoint\x18\x06 \x01(\tR\x0ereplayEndpoint\x12\x12\n" +
+	"\x04lora\x18\a \x01(\tR\x04lora\x12\x14\n" +
+	"\x05clock\x18\b \x01(\x04R\x05clock\x12\x16\n" +
+	"\x06origin\x18\t \x01(\tR\x06origin\x12\x18\n" +
+	"\adeleted\x18\n" +
+	" \x01(\bR\adeleted\"K\n" +
+	"\vRegistryPut\x12<\n" +
+	"\aentries\x18\x01 \x03(\v2\".kvrouter.cluster.v1.RegistryEntryR\aentries\"\r\n" +
+	"\vRegistryAck\"\x15\n" +
+	"\x13RegistrySyncRequest\"L\n" +
+	"\fRegistrySync\x12<\n" +
+	"\aentries\x18\x01 \x03(\v2\".kvrouter.cluster.v1.RegistryEntryR\aentries\"\x15\n" +
+	"\x13StreamStatesRequest\"\xae\x01\n" +
+	"\vStreamState\x120\n" +
+	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12 \n" +
+	"\fhas_last_seq\x18\x03 \x01(\bR\n" +
+	"hasLastSeq\x12\x19\n" +
+	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\x12\x1a\n" +
+	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"`\n" +
+	"\fStreamStates\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x128\n" +
+	"\x06states\x18\x02 \x03(\v2 .kvrouter.cluster.v1.StreamStateR\x06states*\x88\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11EVENT_KIND_STORED\x10\x01\x12\x16\n" +
@@ -1953,36 +2468,44 @@ func file_cluster_clusterpb_kvrouter_proto_rawDescGZIP() []byte {
 }
 
 var file_cluster_clusterpb_kvrouter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
-	(EventKind)(0),           // 0: kvrouter.cluster.v1.EventKind
-	(StorageTier)(0),         // 1: kvrouter.cluster.v1.StorageTier
-	(*WorkerKey)(nil),        // 2: kvrouter.cluster.v1.WorkerKey
-	(*KvCacheEvent)(nil),     // 3: kvrouter.cluster.v1.KvCacheEvent
-	(*RouterEvent)(nil),      // 4: kvrouter.cluster.v1.RouterEvent
-	(*TraceContext)(nil),     // 5: kvrouter.cluster.v1.TraceContext
-	(*Position)(nil),         // 6: kvrouter.cluster.v1.Position
-	(*RouterEventBatch)(nil), // 7: kvrouter.cluster.v1.RouterEventBatch
-	(*ShardStatus)(nil),      // 8: kvrouter.cluster.v1.ShardStatus
-	(*MatchOptions)(nil),     // 9: kvrouter.cluster.v1.MatchOptions
-	(*QueryRequest)(nil),     // 10: kvrouter.cluster.v1.QueryRequest
-	(*Score)(nil),            // 11: kvrouter.cluster.v1.Score
-	(*QueryResult)(nil),      // 12: kvrouter.cluster.v1.QueryResult
-	(*RemoveWorker)(nil),     // 13: kvrouter.cluster.v1.RemoveWorker
-	(*DumpRequest)(nil),      // 14: kvrouter.cluster.v1.DumpRequest
-	(*DumpResult)(nil),       // 15: kvrouter.cluster.v1.DumpResult
-	(*RadixStats)(nil),       // 16: kvrouter.cluster.v1.RadixStats
-	(*Size)(nil),             // 17: kvrouter.cluster.v1.Size
-	(*StreamSize)(nil),       // 18: kvrouter.cluster.v1.StreamSize
-	(*StatsRequest)(nil),     // 19: kvrouter.cluster.v1.StatsRequest
-	(*Stats)(nil),            // 20: kvrouter.cluster.v1.Stats
-	(*StreamBlocks)(nil),     // 21: kvrouter.cluster.v1.StreamBlocks
-	(*SnapshotRequest)(nil),  // 22: kvrouter.cluster.v1.SnapshotRequest
-	(*Snapshot)(nil),         // 23: kvrouter.cluster.v1.Snapshot
-	(*Seed)(nil),             // 24: kvrouter.cluster.v1.Seed
-	(*RebuildRequest)(nil),   // 25: kvrouter.cluster.v1.RebuildRequest
-	(*Claim)(nil),            // 26: kvrouter.cluster.v1.Claim
-	(*Refed)(nil),            // 27: kvrouter.cluster.v1.Refed
+	(EventKind)(0),              // 0: kvrouter.cluster.v1.EventKind
+	(StorageTier)(0),            // 1: kvrouter.cluster.v1.StorageTier
+	(*WorkerKey)(nil),           // 2: kvrouter.cluster.v1.WorkerKey
+	(*KvCacheEvent)(nil),        // 3: kvrouter.cluster.v1.KvCacheEvent
+	(*RouterEvent)(nil),         // 4: kvrouter.cluster.v1.RouterEvent
+	(*TraceContext)(nil),        // 5: kvrouter.cluster.v1.TraceContext
+	(*Position)(nil),            // 6: kvrouter.cluster.v1.Position
+	(*RouterEventBatch)(nil),    // 7: kvrouter.cluster.v1.RouterEventBatch
+	(*ShardStatus)(nil),         // 8: kvrouter.cluster.v1.ShardStatus
+	(*MatchOptions)(nil),        // 9: kvrouter.cluster.v1.MatchOptions
+	(*QueryRequest)(nil),        // 10: kvrouter.cluster.v1.QueryRequest
+	(*Score)(nil),               // 11: kvrouter.cluster.v1.Score
+	(*QueryResult)(nil),         // 12: kvrouter.cluster.v1.QueryResult
+	(*RemoveWorker)(nil),        // 13: kvrouter.cluster.v1.RemoveWorker
+	(*DumpRequest)(nil),         // 14: kvrouter.cluster.v1.DumpRequest
+	(*DumpResult)(nil),          // 15: kvrouter.cluster.v1.DumpResult
+	(*RadixStats)(nil),          // 16: kvrouter.cluster.v1.RadixStats
+	(*Size)(nil),                // 17: kvrouter.cluster.v1.Size
+	(*StreamSize)(nil),          // 18: kvrouter.cluster.v1.StreamSize
+	(*StatsRequest)(nil),        // 19: kvrouter.cluster.v1.StatsRequest
+	(*Stats)(nil),               // 20: kvrouter.cluster.v1.Stats
+	(*StreamBlocks)(nil),        // 21: kvrouter.cluster.v1.StreamBlocks
+	(*SnapshotRequest)(nil),     // 22: kvrouter.cluster.v1.SnapshotRequest
+	(*Snapshot)(nil),            // 23: kvrouter.cluster.v1.Snapshot
+	(*Seed)(nil),                // 24: kvrouter.cluster.v1.Seed
+	(*RebuildRequest)(nil),      // 25: kvrouter.cluster.v1.RebuildRequest
+	(*Claim)(nil),               // 26: kvrouter.cluster.v1.Claim
+	(*Refed)(nil),               // 27: kvrouter.cluster.v1.Refed
+	(*RegistryEntry)(nil),       // 28: kvrouter.cluster.v1.RegistryEntry
+	(*RegistryPut)(nil),         // 29: kvrouter.cluster.v1.RegistryPut
+	(*RegistryAck)(nil),         // 30: kvrouter.cluster.v1.RegistryAck
+	(*RegistrySyncRequest)(nil), // 31: kvrouter.cluster.v1.RegistrySyncRequest
+	(*RegistrySync)(nil),        // 32: kvrouter.cluster.v1.RegistrySync
+	(*StreamStatesRequest)(nil), // 33: kvrouter.cluster.v1.StreamStatesRequest
+	(*StreamState)(nil),         // 34: kvrouter.cluster.v1.StreamState
+	(*StreamStates)(nil),        // 35: kvrouter.cluster.v1.StreamStates
 }
 var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	0,  // 0: kvrouter.cluster.v1.KvCacheEvent.kind:type_name -> kvrouter.cluster.v1.EventKind
@@ -2015,11 +2538,16 @@ var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	4,  // 27: kvrouter.cluster.v1.Seed.events:type_name -> kvrouter.cluster.v1.RouterEvent
 	2,  // 28: kvrouter.cluster.v1.Claim.streams:type_name -> kvrouter.cluster.v1.WorkerKey
 	2,  // 29: kvrouter.cluster.v1.Refed.stream:type_name -> kvrouter.cluster.v1.WorkerKey
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	2,  // 30: kvrouter.cluster.v1.RegistryEntry.key:type_name -> kvrouter.cluster.v1.WorkerKey
+	28, // 31: kvrouter.cluster.v1.RegistryPut.entries:type_name -> kvrouter.cluster.v1.RegistryEntry
+	28, // 32: kvrouter.cluster.v1.RegistrySync.entries:type_name -> kvrouter.cluster.v1.RegistryEntry
+	2,  // 33: kvrouter.cluster.v1.StreamState.key:type_name -> kvrouter.cluster.v1.WorkerKey
+	34, // 34: kvrouter.cluster.v1.StreamStates.states:type_name -> kvrouter.cluster.v1.StreamState
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_cluster_clusterpb_kvrouter_proto_init() }
@@ -2033,7 +2561,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_clusterpb_kvrouter_proto_rawDesc), len(file_cluster_clusterpb_kvrouter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

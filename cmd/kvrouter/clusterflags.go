@@ -12,13 +12,16 @@ import (
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
 	"github.com/kvrouter/kvrouter/cluster/member"
+	"github.com/kvrouter/kvrouter/cluster/registry"
 )
 
 // clusterFlags are kvrouter serve's cluster flags (issue 5). With
 // --cluster set, the process joins a protoactor cluster and every
 // namespace's index is the cluster index: shard grains spread over the
 // members, answers within --route-deadline, slices rebuilt from the
-// engines' replay buffers when a host is lost (ARCHITECTURE.md, "Cluster").
+// engines' replay buffers when a host is lost; the worker registry is the
+// cluster's (every host sees every registration) and each stream is
+// followed by one host (ARCHITECTURE.md, "Cluster").
 type clusterFlags struct {
 	name             string
 	provider         string
@@ -48,16 +51,23 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	return c
 }
 
-// start joins the cluster when --cluster is set. It returns the
-// pipeline.Config.NewIndex for every namespace (nil without --cluster: the
-// one-host index) and a func that leaves the cluster (call it after the
-// service is closed).
-func (c *clusterFlags) start(system *actor.ActorSystem) (newIndex func(pipeline.IndexEnv) pipeline.Index, leave func(), err error) {
+// joined is what start gives serve: the pipeline.Config.NewIndex for
+// every namespace and the service's registry (both nil without
+// --cluster: the one-host index and registry), and leave, which leaves
+// the cluster (call it after the service is closed).
+type joined struct {
+	newIndex func(pipeline.IndexEnv) pipeline.Index
+	registry *registry.Replica
+	leave    func()
+}
+
+// start joins the cluster when --cluster is set.
+func (c *clusterFlags) start(system *actor.ActorSystem) (joined, error) {
 	if c.name == "" {
-		return nil, func() {}, nil
+		return joined{leave: func() {}}, nil
 	}
 	if c.routeDeadline <= 0 || c.shards <= 0 {
-		return nil, nil, errors.New("--route-deadline and --cluster-shards must be positive")
+		return joined{}, errors.New("--route-deadline and --cluster-shards must be positive")
 	}
 	cfg := member.Config{Name: c.name, Provider: member.Provider(c.provider), Bind: c.bind, Advertise: c.advertise,
 		EtcdEndpoints: list(c.etcdEndpoints), AutomanagedPort: c.automanagedPort, AutomanagedPeers: list(c.automanagedPeers)}
@@ -65,11 +75,10 @@ func (c *clusterFlags) start(system *actor.ActorSystem) (newIndex func(pipeline.
 		cfg.TestAgent = test.NewInMemAgent()
 	}
 	node := clusterindex.NewNode(clusterindex.Config{Shards: c.shards, QueryDeadline: c.routeDeadline})
-	m, err := node.Join(system, cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--cluster %s: %w", c.name, err)
+	if _, err := node.Join(system, cfg); err != nil {
+		return joined{}, fmt.Errorf("--cluster %s: %w", c.name, err)
 	}
-	return node.NewIndex, m.Shutdown, nil
+	return joined{newIndex: node.NewIndex, registry: node.Registry(), leave: node.Leave}, nil
 }
 
 // list splits a comma-separated flag value, dropping empty entries.

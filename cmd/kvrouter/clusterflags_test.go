@@ -27,31 +27,34 @@ func parseCluster(t *testing.T, args ...string) *clusterFlags {
 // provider gives an index factory whose pipelines answer within the route
 // deadline, whole once their shards settle.
 func TestClusterFlags(t *testing.T) {
-	newIndex, leave, err := parseCluster(t).start(actor.NewActorSystem())
-	if newIndex != nil || err != nil {
-		t.Fatalf("without --cluster: factory %v, err %v", newIndex != nil, err)
+	j, err := parseCluster(t).start(actor.NewActorSystem())
+	if j.newIndex != nil || j.registry != nil || err != nil {
+		t.Fatalf("without --cluster: factory %v, registry %v, err %v", j.newIndex != nil, j.registry != nil, err)
 	}
-	leave()
+	j.leave()
 	for args, want := range map[string]string{
 		"--cluster c --route-deadline 0":             "must be positive",
 		"--cluster c":                                "--etcd-endpoints", // etcd by default
 		"--cluster c --cluster-provider automanaged": "peers",
 		"--cluster c --cluster-provider nope":        "unknown cluster provider",
 	} {
-		_, _, err := parseCluster(t, strings.Fields(args)...).start(actor.NewActorSystem())
+		_, err := parseCluster(t, strings.Fields(args)...).start(actor.NewActorSystem())
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err %v, want one mentioning %q", args, err, want)
 		}
 	}
 
 	system := actor.NewActorSystem()
-	newIndex, leave, err = parseCluster(t, "--cluster", "dev", "--cluster-provider", "test", "--cluster-shards", "3",
+	j, err = parseCluster(t, "--cluster", "dev", "--cluster-provider", "test", "--cluster-shards", "3",
 		"--route-deadline", "2s").start(system)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer leave()
-	p, err := pipeline.Start(system, pipeline.Config{NewIndex: newIndex})
+	defer j.leave()
+	if j.registry == nil || j.registry.Self() == "" {
+		t.Fatal("--cluster: no registry replica joined")
+	}
+	p, err := pipeline.Start(system, pipeline.Config{NewIndex: j.newIndex})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,15 +111,15 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	pc := pipeline.Config{Index: indexer.Config{Shards: *shards},
 		Sessions: sessions.ActorConfig{Index: sessions.Config{MaxSessions: *maxSessions, IdleTTL: *sessionIdle}}}
-	newIndex, leave, err := cf.start(system)
+	cl, err := cf.start(system)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	defer leave()          // after svc.Close: the member leaves the cluster last
-	pc.NewIndex = newIndex // nil without --cluster: this host's own index
+	defer cl.leave()          // after svc.Close: the member leaves the cluster last
+	pc.NewIndex = cl.newIndex // nil without --cluster: this host's own index and registry
 	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
-		Pipeline: pc, SessionCredit: *sessionCredit})
+		Pipeline: pc, SessionCredit: *sessionCredit, Cluster: cl.registry})
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2

@@ -35,6 +35,9 @@ type BootstrapReport struct {
 // afresh. Call it before serving and before registering anything; token,
 // when set, is sent as a bearer token.
 func (s *Service) Bootstrap(ctx context.Context, peer, token string) (BootstrapReport, error) {
+	if s.cfg.Cluster != nil {
+		return BootstrapReport{}, errors.New("bootstrap: a cluster member rebuilds from the engines and its peers; --bootstrap-from is for one host")
+	}
 	s.mu.Lock()
 	empty := len(s.workers) == 0
 	s.mu.Unlock()

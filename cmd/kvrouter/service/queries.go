@@ -14,6 +14,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/blockhash"
@@ -236,17 +237,27 @@ func (s *Service) Workers(context.Context) ([]httpapi.WorkerInfo, error) {
 	s.mu.Lock()
 	regs := make(map[messages.WorkerKey]*worker, len(s.workers))
 	for k, w := range s.workers {
-		regs[k] = w
+		c := *w // a cluster's reconcile changes a worker's listening under mu
+		regs[k] = &c
 	}
 	s.mu.Unlock()
 	keys := slices.SortedFunc(maps.Keys(regs), compareKeys)
+	var remote map[messages.WorkerKey]registry.StreamState
+	if s.cfg.Cluster != nil {
+		remote = s.remoteStates(regs)
+	}
 	out := []httpapi.WorkerInfo{}
 	for _, k := range keys {
 		if len(out) == 0 || out[len(out)-1].InstanceID != k.Worker {
 			out = append(out, httpapi.WorkerInfo{InstanceID: k.Worker})
 		}
 		last := &out[len(out)-1]
-		last.Ranks = append(last.Ranks, s.rankInfo(k, regs[k]))
+		if w := regs[k]; s.cfg.Cluster != nil && !w.listening {
+			st, known := remote[k]
+			last.Ranks = append(last.Ranks, s.remoteRankInfo(k, w, st, known))
+		} else {
+			last.Ranks = append(last.Ranks, s.rankInfo(k, w))
+		}
 	}
 	return out, nil
 }

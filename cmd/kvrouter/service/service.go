@@ -22,6 +22,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 	"github.com/kvrouter/kvrouter/messages"
 )
@@ -48,6 +49,11 @@ type Config struct {
 	// SilentAfter is how long a registered worker may send nothing before
 	// /workers warns about it (default 30 s).
 	SilentAfter time.Duration
+	// Cluster, when set (kvrouter serve --cluster), is this member's replica
+	// of the cluster's worker registry: registrations made on any host are
+	// every host's, and each stream is listened to by its owner only
+	// (cluster.go). Nil: one host, the registry is this service's own.
+	Cluster *registry.Replica
 }
 
 // Service implements httpapi.Backend.
@@ -55,6 +61,10 @@ type Service struct {
 	system *actor.ActorSystem
 	cfg    Config
 	stop   chan struct{}
+
+	// writeMu serializes a cluster's registrations (cluster.go), which
+	// wait for the other members without holding mu.
+	writeMu sync.Mutex
 
 	mu      sync.Mutex
 	spaces  map[nsKey]*namespace
@@ -79,6 +89,10 @@ type worker struct {
 	reg httpapi.Registration
 	ns  *namespace
 	at  time.Time
+	// In a cluster: the registry entry's version, and whether this host
+	// follows the stream (owns it and runs its listener).
+	version   registry.Version
+	listening bool
 }
 
 // New returns a service whose actors live in system.
@@ -107,6 +121,13 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}),
 		spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{}}
 	go s.followStates()
+	if cfg.Cluster != nil {
+		cfg.Cluster.ServeStates(s.localStates)
+		s.mu.Lock()
+		s.reconcile()
+		s.mu.Unlock()
+		go s.followRegistry()
+	}
 	return s, nil
 }
 
@@ -181,6 +202,9 @@ func (s *Service) space(model, tenant string, blockSize int, create bool) (*name
 
 // Register implements httpapi.Backend: it spawns the worker's listener.
 func (s *Service) Register(_ context.Context, reg httpapi.Registration) error {
+	if s.cfg.Cluster != nil {
+		return s.registerClustered(reg)
+	}
 	return s.register(reg, nil)
 }
 
@@ -206,21 +230,26 @@ func (s *Service) register(reg httpapi.Registration, resume *messages.Position) 
 		return httpapi.Errorf(httpapi.ErrInvalid, "block_size_mismatch",
 			"model %q tenant %q uses block size %d, not %d", ns.key.model, ns.key.tenant, ns.blockSize, bs)
 	}
-	err = ns.pipe.AddListener(listener.Config{
-		Stream:         messages.StreamID{Worker: reg.InstanceID, DpRank: reg.DpRank},
-		Engine:         s.cfg.Engine,
-		Endpoint:       reg.Endpoint,
-		ReplayEndpoint: reg.ReplayEndpoint,
-		BlockSize:      bs,
-		Resume:         resume,
-	})
-	if err != nil {
+	if err := ns.pipe.AddListener(s.listenerConfig(reg, bs, resume)); err != nil {
 		return httpapi.Errorf(httpapi.ErrInvalid, "invalid_endpoint", "%v", err)
 	}
 	s.workers[key] = &worker{reg: reg, ns: ns, at: time.Now()}
 	ns.members[key] = true
 	s.syncCandidates(ns)
 	return nil
+}
+
+// listenerConfig is the listener of a registration whose namespace uses
+// block size bs.
+func (s *Service) listenerConfig(reg httpapi.Registration, bs int, resume *messages.Position) listener.Config {
+	return listener.Config{
+		Stream:         messages.StreamID{Worker: reg.InstanceID, DpRank: reg.DpRank},
+		Engine:         s.cfg.Engine,
+		Endpoint:       reg.Endpoint,
+		ReplayEndpoint: reg.ReplayEndpoint,
+		BlockSize:      bs,
+		Resume:         resume,
+	}
 }
 
 // syncCandidates sends the namespace's candidates to its route actor, in a
@@ -248,23 +277,19 @@ func compareKeys(a, b messages.WorkerKey) int {
 
 // Unregister implements httpapi.Backend.
 func (s *Service) Unregister(_ context.Context, ref httpapi.WorkerRef) error {
+	if s.cfg.Cluster != nil {
+		return s.unregisterClustered(ref)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var gone []messages.WorkerKey
 	for k, w := range s.workers {
-		if k.Worker != ref.InstanceID || w.ns.key.model != ref.ModelName {
-			continue
+		if matches(ref, k, w.ns.key) {
+			gone = append(gone, k)
 		}
-		if ref.TenantID != "" && w.ns.key.tenant != ref.TenantID {
-			continue
-		}
-		if ref.DpRank != nil && k.DpRank != *ref.DpRank {
-			continue
-		}
-		gone = append(gone, k)
 	}
 	if len(gone) == 0 {
-		return httpapi.Errorf(httpapi.ErrNotFound, "unknown_worker", "worker %d is not registered for model %q", ref.InstanceID, ref.ModelName)
+		return unknownWorker(ref)
 	}
 	for _, k := range gone {
 		w := s.workers[k]
@@ -276,6 +301,17 @@ func (s *Service) Unregister(_ context.Context, ref httpapi.WorkerRef) error {
 		s.syncCandidates(w.ns)
 	}
 	return nil
+}
+
+// matches reports whether a registered stream of namespace ns is one an
+// unregistration names.
+func matches(ref httpapi.WorkerRef, k messages.WorkerKey, ns nsKey) bool {
+	return k.Worker == ref.InstanceID && ns.model == ref.ModelName &&
+		(ref.TenantID == "" || ns.tenant == ref.TenantID) && (ref.DpRank == nil || k.DpRank == *ref.DpRank)
+}
+
+func unknownWorker(ref httpapi.WorkerRef) error {
+	return httpapi.Errorf(httpapi.ErrNotFound, "unknown_worker", "worker %d is not registered for model %q", ref.InstanceID, ref.ModelName)
 }
 
 func (s *Service) errTimeout(what string, err error) error {

@@ -1,0 +1,70 @@
+package registry
+
+import (
+	"github.com/kvrouter/kvrouter/cluster/clusterpb"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// StreamState is one followed stream as its owner reports it (GET
+// /workers on any host).
+type StreamState struct {
+	Key messages.WorkerKey
+	// State is the API's stream state (exact, degraded, recovering).
+	State    string
+	LastSeq  *uint64
+	Warnings []string
+}
+
+func fromEntries(es []Entry) []*clusterpb.RegistryEntry {
+	out := make([]*clusterpb.RegistryEntry, len(es))
+	for i, e := range es {
+		w := e.Worker
+		out[i] = &clusterpb.RegistryEntry{Key: clusterpb.FromKey(e.Key), Model: w.Model, Tenant: w.Tenant, BlockSize: w.BlockSize,
+			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, Lora: w.Lora,
+			Clock: e.Version.Clock, Origin: e.Version.Origin, Deleted: e.Deleted}
+	}
+	return out
+}
+
+// toEntries converts a peer's entries; an entry without a key is dropped
+// (counted by the caller as rejected).
+func toEntries(ps []*clusterpb.RegistryEntry) (out []Entry, rejected int) {
+	for _, p := range ps {
+		if p.GetKey() == nil {
+			rejected++
+			continue
+		}
+		out = append(out, Entry{Key: clusterpb.ToKey(p.Key),
+			Worker: Worker{Model: p.Model, Tenant: p.Tenant, BlockSize: p.BlockSize, Endpoint: p.Endpoint,
+				ReplayEndpoint: p.ReplayEndpoint, Lora: p.Lora},
+			Version: Version{Clock: p.Clock, Origin: p.Origin}, Deleted: p.Deleted})
+	}
+	return out, rejected
+}
+
+func fromStates(ss []StreamState) []*clusterpb.StreamState {
+	out := make([]*clusterpb.StreamState, len(ss))
+	for i, s := range ss {
+		out[i] = &clusterpb.StreamState{Key: clusterpb.FromKey(s.Key), State: s.State, Warnings: s.Warnings}
+		if s.LastSeq != nil {
+			out[i].HasLastSeq, out[i].LastSeq = true, *s.LastSeq
+		}
+	}
+	return out
+}
+
+func toStates(ps []*clusterpb.StreamState) []StreamState {
+	var out []StreamState
+	for _, p := range ps {
+		if p.GetKey() == nil {
+			continue
+		}
+		s := StreamState{Key: clusterpb.ToKey(p.Key), State: p.State, Warnings: p.Warnings}
+		if p.HasLastSeq {
+			seq := p.LastSeq
+			s.LastSeq = &seq
+		}
+		out = append(out, s)
+	}
+	return out
+}

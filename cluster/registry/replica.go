@@ -1,0 +1,293 @@
+package registry
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/cluster/clusterpb"
+	"github.com/kvrouter/kvrouter/cluster/member"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// ActorName is the name of every member's registry replica actor.
+const ActorName = "kvrouter-registry"
+
+// Defaults for Config's zero values.
+const (
+	DefaultTimeout   = time.Second
+	DefaultSyncEvery = 2 * time.Second
+	// watchEvery is how often the replica looks for a new topology.
+	watchEvery = 100 * time.Millisecond
+)
+
+// Config tunes a replica.
+type Config struct {
+	// Timeout bounds one request to another member's replica (a put's
+	// acknowledgement, a sync).
+	Timeout time.Duration
+	// SyncEvery is the anti-entropy period: each period the replica
+	// copies one random other member's table (and every member's when the
+	// topology changes).
+	SyncEvery time.Duration
+}
+
+// Replica is one member's copy of the registry. Its table is shared by
+// the actor other members talk to and the local callers, under a mutex
+// (it is configuration, read by the HTTP edge; no other actor reads it).
+// Safe for concurrent use.
+type Replica struct {
+	cfg    Config
+	system *actor.ActorSystem
+	pid    *actor.PID
+	member atomic.Pointer[member.Member]
+	states atomic.Pointer[func() []StreamState]
+
+	mu       sync.Mutex
+	table    *Table
+	rejected int
+
+	changes chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// Start spawns the replica's actor (named ActorName) in system: call it
+// before the member joins, so peers find it, then Join.
+func Start(system *actor.ActorSystem, cfg Config) (*Replica, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.SyncEvery <= 0 {
+		cfg.SyncEvery = DefaultSyncEvery
+	}
+	r := &Replica{cfg: cfg, system: system, table: NewTable(), changes: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &replicaActor{r: r} }), ActorName)
+	if err != nil {
+		return nil, fmt.Errorf("registry replica: %w", err)
+	}
+	r.pid = pid
+	return r, nil
+}
+
+// Join starts following m's topology: it first copies every member's
+// table (bounded by the timeout), then keeps in step (see Config).
+func (r *Replica) Join(m *member.Member) {
+	r.member.Store(m)
+	r.pull(r.others())
+	go r.watch()
+}
+
+// Stop ends the replica's background sync and stops its actor.
+func (r *Replica) Stop() {
+	if r.member.Load() != nil {
+		close(r.stop)
+		<-r.done
+	}
+	if r.system.IsStopped() {
+		return
+	}
+	_ = r.system.Root.StopFuture(r.pid).Wait()
+}
+
+// Self is this member's address ("" before Join).
+func (r *Replica) Self() string {
+	if m := r.member.Load(); m != nil {
+		return m.Address()
+	}
+	return ""
+}
+
+// Members lists the current members' addresses, sorted (nil before the
+// first topology).
+func (r *Replica) Members() []string {
+	m := r.member.Load()
+	if m == nil {
+		return nil
+	}
+	tp := m.Topology()
+	if tp == nil {
+		return nil
+	}
+	out := make([]string, len(tp.Members))
+	for i, x := range tp.Members {
+		out[i] = x.Address()
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Owner is the member that follows stream k under the current topology.
+func (r *Replica) Owner(k messages.WorkerKey) string { return Owner(r.Members(), k) }
+
+// Changes is signalled (coalesced) whenever the table or the topology
+// changes.
+func (r *Replica) Changes() <-chan struct{} { return r.changes }
+
+// Get returns the live entry of a key.
+func (r *Replica) Get(k messages.WorkerKey) (Entry, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.table.Get(k)
+}
+
+// Live returns the live entries, sorted by key.
+func (r *Replica) Live() []Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.table.Live()
+}
+
+// Rejected counts peers' entries that did not convert.
+func (r *Replica) Rejected() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rejected
+}
+
+// Put writes entries (registrations or tombstones) under new versions and
+// sends them to every other member, waiting for their acknowledgements at
+// most the timeout (a member that misses them copies them at its next
+// sync). It returns the members that did not acknowledge.
+func (r *Replica) Put(es ...Entry) (unacked []string) {
+	r.mu.Lock()
+	now := uint64(time.Now().UnixMicro())
+	for i := range es {
+		es[i] = r.table.Stamp(es[i], r.Self(), now)
+	}
+	r.table.Merge(es...)
+	r.mu.Unlock()
+	r.notify()
+	msg := &clusterpb.RegistryPut{Entries: fromEntries(es)}
+	others := r.others()
+	futures := make([]*actor.Future, len(others))
+	for i, m := range others {
+		futures[i] = r.system.Root.RequestFuture(actor.NewPID(m, ActorName), msg, r.cfg.Timeout)
+	}
+	for i, f := range futures {
+		if _, err := f.Result(); err != nil {
+			unacked = append(unacked, others[i])
+		}
+	}
+	return unacked
+}
+
+// ServeStates sets what this member answers when another asks for the
+// state of the streams it follows.
+func (r *Replica) ServeStates(f func() []StreamState) { r.states.Store(&f) }
+
+// States asks member m for the state of the streams it follows.
+func (r *Replica) States(m string, timeout time.Duration) ([]StreamState, error) {
+	res, err := r.system.Root.RequestFuture(actor.NewPID(m, ActorName), &clusterpb.StreamStatesRequest{}, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("stream states from %s: %w", m, err)
+	}
+	s, ok := res.(*clusterpb.StreamStates)
+	if !ok {
+		return nil, fmt.Errorf("stream states from %s: unexpected answer %T", m, res)
+	}
+	return toStates(s.States), nil
+}
+
+func (r *Replica) merge(ps []*clusterpb.RegistryEntry) {
+	es, rejected := toEntries(ps)
+	r.mu.Lock()
+	r.rejected += rejected
+	changed := r.table.Merge(es...)
+	r.mu.Unlock()
+	if changed {
+		r.notify()
+	}
+}
+
+func (r *Replica) notify() {
+	select {
+	case r.changes <- struct{}{}:
+	default:
+	}
+}
+
+// others lists the current members but this one.
+func (r *Replica) others() []string {
+	self := r.Self()
+	return slices.DeleteFunc(r.Members(), func(m string) bool { return m == self })
+}
+
+// pull copies the tables of members, concurrently, each bounded by the
+// timeout.
+func (r *Replica) pull(members []string) {
+	futures := make([]*actor.Future, len(members))
+	for i, m := range members {
+		futures[i] = r.system.Root.RequestFuture(actor.NewPID(m, ActorName), &clusterpb.RegistrySyncRequest{}, r.cfg.Timeout)
+	}
+	for _, f := range futures {
+		if res, err := f.Result(); err == nil {
+			if s, ok := res.(*clusterpb.RegistrySync); ok {
+				r.merge(s.Entries)
+			}
+		}
+	}
+}
+
+// watch follows the topology (a change: notify, copy every member) and
+// copies one random member every SyncEvery.
+func (r *Replica) watch() {
+	defer close(r.done)
+	tick := time.NewTicker(watchEvery)
+	defer tick.Stop()
+	var hash uint64
+	last := time.Now()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-tick.C:
+		}
+		if r.system.IsStopped() { // the member left without Stop
+			return
+		}
+		tp := r.member.Load().Topology()
+		if tp != nil && tp.TopologyHash != hash {
+			hash = tp.TopologyHash
+			r.notify()
+			r.pull(r.others())
+			last = time.Now()
+			continue
+		}
+		if others := r.others(); len(others) > 0 && time.Since(last) >= r.cfg.SyncEvery {
+			r.pull([]string{others[rand.IntN(len(others))]})
+			last = time.Now()
+		}
+	}
+}
+
+// replicaActor is the replica's face to the other members.
+type replicaActor struct{ r *Replica }
+
+func (a *replicaActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *clusterpb.RegistryPut:
+		a.r.merge(m.Entries)
+		ctx.Respond(&clusterpb.RegistryAck{})
+	case *clusterpb.RegistrySyncRequest:
+		a.r.mu.Lock()
+		all := a.r.table.All()
+		a.r.mu.Unlock()
+		ctx.Respond(&clusterpb.RegistrySync{Entries: fromEntries(all)})
+	case *clusterpb.StreamStatesRequest:
+		f := a.r.states.Load()
+		if f == nil {
+			ctx.Respond(&clusterpb.StreamStates{Member: a.r.Self()})
+			return
+		}
+		// The states are read from the pipelines' actors with timeouts:
+		// off the actor's goroutine.
+		sender, root, self := ctx.Sender(), ctx.ActorSystem().Root, a.r.Self()
+		go func() { root.Send(sender, &clusterpb.StreamStates{Member: self, States: fromStates((*f)())}) }()
+	}
+}

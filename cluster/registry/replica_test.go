@@ -1,0 +1,79 @@
+//go:build !race
+
+// Several members in one process trip data races inside protoactor-go
+// (see cluster/clusterindex/members_test.go), so this builds without -race.
+
+package registry
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/kvrouter/kvrouter/cluster/member"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+func join(t *testing.T, agent *test.InMemAgent) *Replica {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	r, err := Start(system, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := member.Start(system, member.Config{Name: "registry", Provider: member.ProviderTest, TestAgent: agent, GossipInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Join(m)
+	t.Cleanup(func() { r.Stop(); m.Shutdown() })
+	return r
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+// TestReplicas: a registration put on one member is on every member when
+// Put returns; a tombstone likewise; a member joining later copies the
+// whole registry, tombstones included; every member computes the same
+// owner for each stream.
+func TestReplicas(t *testing.T) {
+	agent := test.NewInMemAgent()
+	rs := []*Replica{join(t, agent), join(t, agent)}
+	eventually(t, "both members see each other", func() bool { return len(rs[0].Members()) == 2 && len(rs[1].Members()) == 2 })
+	a, b := messages.WorkerKey{Worker: 1}, messages.WorkerKey{Worker: 2, DpRank: 1}
+	if unacked := rs[0].Put(Entry{Key: a, Worker: Worker{Model: "m", BlockSize: 16, Endpoint: "tcp://e1:1"}},
+		Entry{Key: b, Worker: Worker{Model: "m", BlockSize: 16, Endpoint: "tcp://e2:1"}}); len(unacked) > 0 {
+		t.Fatalf("unacknowledged by %v", unacked)
+	}
+	if e, ok := rs[1].Get(b); !ok || e.Worker.Endpoint != "tcp://e2:1" || e.Version.Origin != rs[0].Self() {
+		t.Fatalf("member 1 holds %+v, %v", e, ok)
+	}
+	gone, _ := rs[1].Get(a)
+	gone.Deleted = true
+	rs[1].Put(gone)
+	if _, ok := rs[0].Get(a); ok {
+		t.Fatal("the tombstone put on member 1 did not reach member 0")
+	}
+	late := join(t, agent)
+	eventually(t, "the late member copies the registry", func() bool {
+		live := late.Live()
+		return len(live) == 1 && live[0].Key == b && len(late.Members()) == 3
+	})
+	eventually(t, "every member sees three", func() bool { return len(rs[0].Members()) == 3 && len(rs[1].Members()) == 3 })
+	for _, r := range append(rs, late) {
+		if r.Owner(b) != late.Owner(b) || r.Owner(b) == "" {
+			t.Fatalf("owners differ: %q vs %q", r.Owner(b), late.Owner(b))
+		}
+	}
+}
