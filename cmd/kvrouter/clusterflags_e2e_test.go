@@ -466,7 +466,8 @@ func (h *e2eHost) lists(es []*e2eEngine, settled bool) error {
 	return nil
 }
 
-// states reads GET /workers: each stream's state.
+// states reads GET /workers: each stream's state (each must name its
+// owner host).
 func (h *e2eHost) states() (map[messages.WorkerKey]coalescer.StreamState, error) {
 	b, err := h.get("/workers")
 	if err != nil {
@@ -485,6 +486,9 @@ func (h *e2eHost) states() (map[messages.WorkerKey]coalescer.StreamState, error)
 				st = coalescer.StateExact
 			case httpapi.StateDegraded:
 				st = coalescer.StateDegraded
+			}
+			if r.Owner == "" {
+				return nil, fmt.Errorf("%s /workers: worker %d rank %d has no owner host", h.url, w.InstanceID, r.DpRank)
 			}
 			out[messages.WorkerKey{Worker: w.InstanceID, DpRank: r.DpRank}] = st
 		}

@@ -180,6 +180,9 @@ type RankInfo struct {
 	LagSeconds     float64         `json:"lag_seconds"`
 	Blocks         uint64          `json:"blocks"`
 	Warnings       []string        `json:"warnings"`
+	// Owner is the cluster member (its cluster address) whose listener
+	// follows the stream; absent outside a cluster.
+	Owner string `json:"owner,omitempty"`
 }
 
 // QueryRequest is the body of POST /query. CacheSalt is a kvrouter

@@ -253,6 +253,7 @@ func (s *Service) remoteRankInfo(k messages.WorkerKey, w *worker, st registry.St
 		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName,
 		BlockSize: uint32(w.ns.blockSize), State: httpapi.StateRecovering, Warnings: []string{}}
 	owner := s.cfg.Cluster.Owner(k)
+	ri.Owner = owner
 	if !known {
 		ri.Warnings = append(ri.Warnings, "owner host "+owner+" does not report the stream (hand-over, or not answering)")
 	} else {

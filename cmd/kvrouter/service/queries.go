@@ -256,7 +256,11 @@ func (s *Service) Workers(context.Context) ([]httpapi.WorkerInfo, error) {
 			st, known := remote[k]
 			last.Ranks = append(last.Ranks, s.remoteRankInfo(k, w, st, known))
 		} else {
-			last.Ranks = append(last.Ranks, s.rankInfo(k, w))
+			ri := s.rankInfo(k, w)
+			if s.cfg.Cluster != nil {
+				ri.Owner = s.cfg.Cluster.Owner(k)
+			}
+			last.Ranks = append(last.Ranks, ri)
 		}
 	}
 	return out, nil
