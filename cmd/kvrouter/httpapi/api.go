@@ -252,6 +252,12 @@ type RouteResult struct {
 	Degraded            bool              `json:"degraded,omitempty"`
 	Scores              []RouteScore      `json:"scores,omitempty"`
 	RequestID           string            `json:"request_id"`
+	// Recovering lists the candidate workers whose overlap the index could
+	// not fully answer for (in a cluster: their shard missed the deadline
+	// or is rebuilding after a host loss): their overlap may be too low,
+	// never too high. Partial is set when there are any.
+	Recovering []messages.WorkerID `json:"recovering_workers,omitempty"`
+	Partial    bool                `json:"partial,omitempty"`
 }
 
 // RouteScore is one candidate's side of the §7 cost function, present when

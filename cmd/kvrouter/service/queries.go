@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
+	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
@@ -116,7 +117,7 @@ func (s *Service) route(ctx context.Context, req httpapi.RouteRequest) (httpapi.
 		}
 		sp.End()
 	}
-	res, err := ns.pipe.Query(&indexer.QueryRequest{Hashes: hashes, Options: radix.MatchOptions{Tiers: true}, Trace: tc}, s.cfg.Timeout)
+	res, cov, err := ns.pipe.QueryCoverage(&indexer.QueryRequest{Hashes: hashes, Options: radix.MatchOptions{Tiers: true}, Trace: tc}, s.cfg.Timeout)
 	if err != nil {
 		return httpapi.RouteResult{}, 0, s.errTimeout("index query", err)
 	}
@@ -144,7 +145,27 @@ func (s *Service) route(ctx context.Context, req httpapi.RouteRequest) (httpapi.
 	if reply.Err != nil {
 		return httpapi.RouteResult{}, 0, decisionError(reply.Err, req.RequestID)
 	}
-	return answer(ns, req.RequestID, isl, overlaps, res.Scores, reply.Decision), isl, nil
+	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, reply.Decision)
+	if cov.Partial() {
+		out.Recovering, out.Partial = s.recovering(ns, cov), true
+	}
+	return out, isl, nil
+}
+
+// recovering lists the namespace's candidate workers an answer of partial
+// coverage could not fully answer for, sorted.
+func (s *Service) recovering(ns *namespace, cov pipeline.Coverage) []messages.WorkerID {
+	s.mu.Lock()
+	cands := ns.cands
+	s.mu.Unlock()
+	var out []messages.WorkerID
+	for _, c := range cands {
+		w := c.Key.Worker
+		if (cov.MissingWorker(w) || cov.RecoveringWorker(w)) && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // tracedSessionCredit is sessionCredit under its own span when it asks the
