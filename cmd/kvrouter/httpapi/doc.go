@@ -22,7 +22,8 @@
 //	POST /route         {token_ids | block_hashes, model_name, tenant_id?, lora_name?, cache_salt?,
 //	                     session_id?, request_id?, include_scores?}
 //	                    → {worker_id, dp_rank, overlap_blocks, cached_tokens, overlap_by_tier?,
-//	                       session_credit_blocks?, degraded?, scores?, request_id}
+//	                       session_credit_blocks?, degraded?, scores?, request_id,
+//	                       partial?, recovering_workers?}
 //	POST /route/{request_id}/prefill_done → 200 {"status":"ok"} · 404 unknown_request
 //	POST /route/{request_id}/free         → 200 {"status":"ok"} · 404 unknown_request
 //	GET  /sessions/{session_id}[?chain=true]
