@@ -39,21 +39,9 @@ func shardProps(n int) *actor.Props {
 func (a *shardActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.RouterEventBatch:
-		sp := tracer.Child(m.Trace, SpanApply)
-		a.shard.Apply(m)
-		if sp.Recording() {
-			sp.SetAttributes(shardKey.Int(a.n), tracectx.Worker.Int64(int64(m.Position.Stream.Worker)),
-				tracectx.Events.Int(len(m.Events)), clearsKey.Int(len(m.Clear)))
-		}
-		sp.End()
+		ApplyTraced(a.shard, a.n, m)
 	case *QueryRequest:
-		sp := tracer.Child(m.Trace, SpanLookup)
-		res := a.shard.Query(m)
-		if sp.Recording() {
-			sp.SetAttributes(shardKey.Int(a.n), hashesKey.Int(len(m.Hashes)), matchKey.Int(len(res.Scores)))
-		}
-		sp.End()
-		ctx.Respond(res)
+		ctx.Respond(QueryTraced(a.shard, a.n, m))
 	case *RemoveWorker:
 		a.shard.RemoveWorker(m.Worker)
 	case *DumpRequest:
@@ -63,4 +51,29 @@ func (a *shardActor) Receive(ctx actor.Context) {
 	case *SnapshotRequest:
 		ctx.Respond(a.shard.Snapshot())
 	}
+}
+
+// ApplyTraced applies b to shard number n under its apply span (SpanApply,
+// a child of the span b carries): for the local shard actors and the
+// cluster's shard grains alike.
+func ApplyTraced(s *Shard, n int, b *messages.RouterEventBatch) {
+	sp := tracer.Child(b.Trace, SpanApply)
+	s.Apply(b)
+	if sp.Recording() {
+		sp.SetAttributes(shardKey.Int(n), tracectx.Worker.Int64(int64(b.Position.Stream.Worker)),
+			tracectx.Events.Int(len(b.Events)), clearsKey.Int(len(b.Clear)))
+	}
+	sp.End()
+}
+
+// QueryTraced answers q from shard number n under its lookup span
+// (SpanLookup, a child of the route's span q carries).
+func QueryTraced(s *Shard, n int, q *QueryRequest) *QueryResult {
+	sp := tracer.Child(q.Trace, SpanLookup)
+	res := s.Query(q)
+	if sp.Recording() {
+		sp.SetAttributes(shardKey.Int(n), hashesKey.Int(len(q.Hashes)), matchKey.Int(len(res.Scores)))
+	}
+	sp.End()
+	return res
 }

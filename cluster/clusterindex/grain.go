@@ -60,7 +60,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.state.RemoveWorker(messages.WorkerID(m.Worker))
 		g.fences.close(messages.WorkerID(m.Worker))
 	case *clusterpb.QueryRequest:
-		r := clusterpb.FromQueryResult(g.state.Query(clusterpb.ToQuery(m)))
+		r := clusterpb.FromQueryResult(indexer.QueryTraced(g.state, g.shard, clusterpb.ToQuery(m)))
 		r.Status = g.statusCopy()
 		ctx.Respond(r)
 	case *clusterpb.StatsRequest:
@@ -185,7 +185,7 @@ func (g *grain) apply(ctx actor.Context, m *clusterpb.RouterEventBatch) {
 	if reset {
 		g.state.Apply(&messages.RouterEventBatch{Clear: []messages.WorkerKey{k}})
 	}
-	g.state.Apply(b)
+	indexer.ApplyTraced(g.state, g.shard, b)
 }
 
 // seed resets the listed streams, applies the dump events and, when the

@@ -23,9 +23,7 @@ func FromBatch(b *messages.RouterEventBatch) *RouterEventBatch {
 	if b.Position != (messages.Position{}) {
 		out.Position = fromPosition(b.Position)
 	}
-	if b.Trace != (messages.TraceContext{}) {
-		out.Trace = &TraceContext{TraceId: b.Trace.TraceID[:], SpanId: b.Trace.SpanID[:], Flags: uint32(b.Trace.Flags)}
-	}
+	out.Trace = fromTrace(b.Trace)
 	return out
 }
 
@@ -39,13 +37,8 @@ func ToBatch(p *RouterEventBatch) (*messages.RouterEventBatch, error) {
 	if p.GetPosition() != nil {
 		b.Position = toPosition(p.Position)
 	}
-	if t := p.GetTrace(); t != nil {
-		if len(t.TraceId) != len(b.Trace.TraceID) || len(t.SpanId) != len(b.Trace.SpanID) || t.Flags > 0xff {
-			return nil, malformed("trace context: %d-byte trace id, %d-byte span id, flags %d", len(t.TraceId), len(t.SpanId), t.Flags)
-		}
-		copy(b.Trace.TraceID[:], t.TraceId)
-		copy(b.Trace.SpanID[:], t.SpanId)
-		b.Trace.Flags = byte(t.Flags)
+	if b.Trace, err = toTrace(p.GetTrace()); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -118,14 +111,42 @@ func ToEvents(ps []*RouterEvent) ([]messages.RouterEvent, error) {
 func FromQuery(q *indexer.QueryRequest) *QueryRequest {
 	o := q.Options
 	return &QueryRequest{Hashes: u64s(q.Hashes), Options: &MatchOptions{
-		EarlyExit: o.EarlyExit, Frequencies: o.Frequencies, TreeSizes: o.TreeSizes, Tiers: o.Tiers}}
+		EarlyExit: o.EarlyExit, Frequencies: o.Frequencies, TreeSizes: o.TreeSizes, Tiers: o.Tiers},
+		Trace: fromTrace(q.Trace)}
 }
 
-// ToQuery converts a query from another host.
+// ToQuery converts a query from another host. A malformed trace context is
+// dropped (the query is answered untraced): tracing is never a reason to
+// refuse a route.
 func ToQuery(p *QueryRequest) *indexer.QueryRequest {
 	o := p.GetOptions()
+	tc, _ := toTrace(p.GetTrace())
 	return &indexer.QueryRequest{Hashes: hashes[messages.LocalHash](p.GetHashes()), Options: radix.MatchOptions{
-		EarlyExit: o.GetEarlyExit(), Frequencies: o.GetFrequencies(), TreeSizes: o.GetTreeSizes(), Tiers: o.GetTiers()}}
+		EarlyExit: o.GetEarlyExit(), Frequencies: o.GetFrequencies(), TreeSizes: o.GetTreeSizes(), Tiers: o.GetTiers()},
+		Trace: tc}
+}
+
+// fromTrace converts a trace context (nil when not traced).
+func fromTrace(tc messages.TraceContext) *TraceContext {
+	if tc == (messages.TraceContext{}) {
+		return nil
+	}
+	return &TraceContext{TraceId: tc.TraceID[:], SpanId: tc.SpanID[:], Flags: uint32(tc.Flags)}
+}
+
+// toTrace converts a trace context from another host (zero when absent).
+func toTrace(t *TraceContext) (messages.TraceContext, error) {
+	var tc messages.TraceContext
+	if t == nil {
+		return tc, nil
+	}
+	if len(t.TraceId) != len(tc.TraceID) || len(t.SpanId) != len(tc.SpanID) || t.Flags > 0xff {
+		return tc, malformed("trace context: %d-byte trace id, %d-byte span id, flags %d", len(t.TraceId), len(t.SpanId), t.Flags)
+	}
+	copy(tc.TraceID[:], t.TraceId)
+	copy(tc.SpanID[:], t.SpanId)
+	tc.Flags = byte(t.Flags)
+	return tc, nil
 }
 
 // FromQueryResult converts a shard's answer for another host (status set

@@ -79,14 +79,21 @@ func (g gen) batch() *messages.RouterEventBatch {
 	if g.rng.IntN(3) > 0 {
 		b.Position = g.position()
 	}
-	if g.rng.IntN(2) == 0 {
-		for i := range b.Trace.TraceID {
-			b.Trace.TraceID[i] = byte(g.rng.IntN(256))
-		}
-		b.Trace.SpanID[g.rng.IntN(8)] = byte(1 + g.rng.IntN(255))
-		b.Trace.Flags = byte(g.rng.IntN(256))
-	}
+	b.Trace = g.trace()
 	return b
+}
+
+// trace is a random trace context, zero half the time.
+func (g gen) trace() messages.TraceContext {
+	var tc messages.TraceContext
+	if g.rng.IntN(2) == 0 {
+		for i := range tc.TraceID {
+			tc.TraceID[i] = byte(g.rng.IntN(256))
+		}
+		tc.SpanID[g.rng.IntN(8)] = byte(1 + g.rng.IntN(255))
+		tc.Flags = byte(g.rng.IntN(256))
+	}
+	return tc
 }
 
 func (g gen) position() messages.Position {
@@ -141,7 +148,8 @@ func TestRoundTrip(t *testing.T) {
 		check(t, i, "batch", b, got, err)
 
 		q := &indexer.QueryRequest{Hashes: slice(g, 8, func() messages.LocalHash { return messages.LocalHash(g.u64()) }),
-			Options: radix.MatchOptions{EarlyExit: g.n(1) == 0, Frequencies: g.n(1) == 0, TreeSizes: g.n(1) == 0, Tiers: g.n(1) == 0}}
+			Options: radix.MatchOptions{EarlyExit: g.n(1) == 0, Frequencies: g.n(1) == 0, TreeSizes: g.n(1) == 0, Tiers: g.n(1) == 0},
+			Trace:   g.trace()}
 		check(t, i, "query", q, ToQuery(wire(t, FromQuery(q))), nil)
 
 		r := &indexer.QueryResult{
@@ -225,5 +233,14 @@ func TestMalformedIsRefused(t *testing.T) {
 	// Absent sub-messages are empty values, not errors.
 	if b, err := ToBatch(&RouterEventBatch{Events: []*RouterEvent{{}}}); err != nil || len(b.Events) != 1 {
 		t.Fatalf("empty event: %+v, %v", b, err)
+	}
+}
+
+// A query whose trace context is malformed is answered untraced, not
+// refused.
+func TestQueryWithMalformedTraceIsKept(t *testing.T) {
+	q := ToQuery(&QueryRequest{Hashes: []uint64{1, 2}, Trace: &TraceContext{TraceId: []byte{1}, SpanId: []byte{2}}})
+	if len(q.Hashes) != 2 || q.Trace != (messages.TraceContext{}) {
+		t.Fatalf("query %+v, want its hashes and no trace", q)
 	}
 }

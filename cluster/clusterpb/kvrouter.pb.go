@@ -754,9 +754,11 @@ func (x *MatchOptions) GetTiers() bool {
 
 // QueryRequest is indexer.QueryRequest: a query's local block hashes.
 type QueryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hashes        []uint64               `protobuf:"fixed64,1,rep,packed,name=hashes,proto3" json:"hashes,omitempty"`
-	Options       *MatchOptions          `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Hashes  []uint64               `protobuf:"fixed64,1,rep,packed,name=hashes,proto3" json:"hashes,omitempty"`
+	Options *MatchOptions          `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// The route's span (a lookup span is its child); absent when not traced.
+	Trace         *TraceContext `protobuf:"bytes,3,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -801,6 +803,13 @@ func (x *QueryRequest) GetHashes() []uint64 {
 func (x *QueryRequest) GetOptions() *MatchOptions {
 	if x != nil {
 		return x.Options
+	}
+	return nil
+}
+
+func (x *QueryRequest) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
 	}
 	return nil
 }
@@ -2336,10 +2345,11 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\vfrequencies\x18\x02 \x01(\bR\vfrequencies\x12\x1d\n" +
 	"\n" +
 	"tree_sizes\x18\x03 \x01(\bR\ttreeSizes\x12\x14\n" +
-	"\x05tiers\x18\x04 \x01(\bR\x05tiers\"c\n" +
+	"\x05tiers\x18\x04 \x01(\bR\x05tiers\"\x9c\x01\n" +
 	"\fQueryRequest\x12\x16\n" +
 	"\x06hashes\x18\x01 \x03(\x06R\x06hashes\x12;\n" +
-	"\aoptions\x18\x02 \x01(\v2!.kvrouter.cluster.v1.MatchOptionsR\aoptions\"\x84\x01\n" +
+	"\aoptions\x18\x02 \x01(\v2!.kvrouter.cluster.v1.MatchOptionsR\aoptions\x127\n" +
+	"\x05trace\x18\x03 \x01(\v2!.kvrouter.cluster.v1.TraceContextR\x05trace\"\x84\x01\n" +
 	"\x05Score\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x16\n" +
 	"\x06blocks\x18\x02 \x01(\rR\x06blocks\x12\x1b\n" +
@@ -2517,37 +2527,38 @@ var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	5,  // 6: kvrouter.cluster.v1.RouterEventBatch.trace:type_name -> kvrouter.cluster.v1.TraceContext
 	6,  // 7: kvrouter.cluster.v1.RouterEventBatch.position:type_name -> kvrouter.cluster.v1.Position
 	9,  // 8: kvrouter.cluster.v1.QueryRequest.options:type_name -> kvrouter.cluster.v1.MatchOptions
-	2,  // 9: kvrouter.cluster.v1.Score.key:type_name -> kvrouter.cluster.v1.WorkerKey
-	11, // 10: kvrouter.cluster.v1.QueryResult.scores:type_name -> kvrouter.cluster.v1.Score
-	8,  // 11: kvrouter.cluster.v1.QueryResult.status:type_name -> kvrouter.cluster.v1.ShardStatus
-	4,  // 12: kvrouter.cluster.v1.DumpResult.events:type_name -> kvrouter.cluster.v1.RouterEvent
-	8,  // 13: kvrouter.cluster.v1.DumpResult.status:type_name -> kvrouter.cluster.v1.ShardStatus
-	6,  // 14: kvrouter.cluster.v1.DumpResult.positions:type_name -> kvrouter.cluster.v1.Position
-	2,  // 15: kvrouter.cluster.v1.StreamSize.key:type_name -> kvrouter.cluster.v1.WorkerKey
-	16, // 16: kvrouter.cluster.v1.Stats.tree:type_name -> kvrouter.cluster.v1.RadixStats
-	17, // 17: kvrouter.cluster.v1.Stats.size:type_name -> kvrouter.cluster.v1.Size
-	18, // 18: kvrouter.cluster.v1.Stats.tree_sizes:type_name -> kvrouter.cluster.v1.StreamSize
-	17, // 19: kvrouter.cluster.v1.Stats.shards:type_name -> kvrouter.cluster.v1.Size
-	8,  // 20: kvrouter.cluster.v1.Stats.status:type_name -> kvrouter.cluster.v1.ShardStatus
-	2,  // 21: kvrouter.cluster.v1.StreamBlocks.key:type_name -> kvrouter.cluster.v1.WorkerKey
-	21, // 22: kvrouter.cluster.v1.Snapshot.blocks:type_name -> kvrouter.cluster.v1.StreamBlocks
-	16, // 23: kvrouter.cluster.v1.Snapshot.stats:type_name -> kvrouter.cluster.v1.RadixStats
-	17, // 24: kvrouter.cluster.v1.Snapshot.size:type_name -> kvrouter.cluster.v1.Size
-	8,  // 25: kvrouter.cluster.v1.Snapshot.status:type_name -> kvrouter.cluster.v1.ShardStatus
-	2,  // 26: kvrouter.cluster.v1.Seed.clear:type_name -> kvrouter.cluster.v1.WorkerKey
-	4,  // 27: kvrouter.cluster.v1.Seed.events:type_name -> kvrouter.cluster.v1.RouterEvent
-	2,  // 28: kvrouter.cluster.v1.Claim.streams:type_name -> kvrouter.cluster.v1.WorkerKey
-	2,  // 29: kvrouter.cluster.v1.Refed.stream:type_name -> kvrouter.cluster.v1.WorkerKey
-	2,  // 30: kvrouter.cluster.v1.RegistryEntry.key:type_name -> kvrouter.cluster.v1.WorkerKey
-	28, // 31: kvrouter.cluster.v1.RegistryPut.entries:type_name -> kvrouter.cluster.v1.RegistryEntry
-	28, // 32: kvrouter.cluster.v1.RegistrySync.entries:type_name -> kvrouter.cluster.v1.RegistryEntry
-	2,  // 33: kvrouter.cluster.v1.StreamState.key:type_name -> kvrouter.cluster.v1.WorkerKey
-	34, // 34: kvrouter.cluster.v1.StreamStates.states:type_name -> kvrouter.cluster.v1.StreamState
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	5,  // 9: kvrouter.cluster.v1.QueryRequest.trace:type_name -> kvrouter.cluster.v1.TraceContext
+	2,  // 10: kvrouter.cluster.v1.Score.key:type_name -> kvrouter.cluster.v1.WorkerKey
+	11, // 11: kvrouter.cluster.v1.QueryResult.scores:type_name -> kvrouter.cluster.v1.Score
+	8,  // 12: kvrouter.cluster.v1.QueryResult.status:type_name -> kvrouter.cluster.v1.ShardStatus
+	4,  // 13: kvrouter.cluster.v1.DumpResult.events:type_name -> kvrouter.cluster.v1.RouterEvent
+	8,  // 14: kvrouter.cluster.v1.DumpResult.status:type_name -> kvrouter.cluster.v1.ShardStatus
+	6,  // 15: kvrouter.cluster.v1.DumpResult.positions:type_name -> kvrouter.cluster.v1.Position
+	2,  // 16: kvrouter.cluster.v1.StreamSize.key:type_name -> kvrouter.cluster.v1.WorkerKey
+	16, // 17: kvrouter.cluster.v1.Stats.tree:type_name -> kvrouter.cluster.v1.RadixStats
+	17, // 18: kvrouter.cluster.v1.Stats.size:type_name -> kvrouter.cluster.v1.Size
+	18, // 19: kvrouter.cluster.v1.Stats.tree_sizes:type_name -> kvrouter.cluster.v1.StreamSize
+	17, // 20: kvrouter.cluster.v1.Stats.shards:type_name -> kvrouter.cluster.v1.Size
+	8,  // 21: kvrouter.cluster.v1.Stats.status:type_name -> kvrouter.cluster.v1.ShardStatus
+	2,  // 22: kvrouter.cluster.v1.StreamBlocks.key:type_name -> kvrouter.cluster.v1.WorkerKey
+	21, // 23: kvrouter.cluster.v1.Snapshot.blocks:type_name -> kvrouter.cluster.v1.StreamBlocks
+	16, // 24: kvrouter.cluster.v1.Snapshot.stats:type_name -> kvrouter.cluster.v1.RadixStats
+	17, // 25: kvrouter.cluster.v1.Snapshot.size:type_name -> kvrouter.cluster.v1.Size
+	8,  // 26: kvrouter.cluster.v1.Snapshot.status:type_name -> kvrouter.cluster.v1.ShardStatus
+	2,  // 27: kvrouter.cluster.v1.Seed.clear:type_name -> kvrouter.cluster.v1.WorkerKey
+	4,  // 28: kvrouter.cluster.v1.Seed.events:type_name -> kvrouter.cluster.v1.RouterEvent
+	2,  // 29: kvrouter.cluster.v1.Claim.streams:type_name -> kvrouter.cluster.v1.WorkerKey
+	2,  // 30: kvrouter.cluster.v1.Refed.stream:type_name -> kvrouter.cluster.v1.WorkerKey
+	2,  // 31: kvrouter.cluster.v1.RegistryEntry.key:type_name -> kvrouter.cluster.v1.WorkerKey
+	28, // 32: kvrouter.cluster.v1.RegistryPut.entries:type_name -> kvrouter.cluster.v1.RegistryEntry
+	28, // 33: kvrouter.cluster.v1.RegistrySync.entries:type_name -> kvrouter.cluster.v1.RegistryEntry
+	2,  // 34: kvrouter.cluster.v1.StreamState.key:type_name -> kvrouter.cluster.v1.WorkerKey
+	34, // 35: kvrouter.cluster.v1.StreamStates.states:type_name -> kvrouter.cluster.v1.StreamState
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_cluster_clusterpb_kvrouter_proto_init() }
