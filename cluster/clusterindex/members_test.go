@@ -150,3 +150,10 @@ func TestSilentShardMakesAnswerPartial(t *testing.T) {
 		}
 	}
 }
+
+// TestTracesCrossTwoHosts: with two members the shard grains are spread
+// over both, so the query's lookups and the batch's apply run on the other
+// member too, their trace context carried in the protobuf messages.
+func TestTracesCrossTwoHosts(t *testing.T) {
+	checkTraces(t, startMembers(t, "ci-trace-two", NewNode(Config{}).Join, NewNode(Config{}).Join))
+}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kvrouter/kvrouter/actors/indexer"
+	"github.com/kvrouter/kvrouter/cluster/member"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
@@ -14,8 +15,15 @@ import (
 // child, and every shard grain the query reaches records a lookup span
 // under the route's span.
 func TestTracesCrossTheCluster(t *testing.T) {
+	checkTraces(t, startMembers(t, "ci-trace", NewNode(Config{}).Join))
+}
+
+// checkTraces sends a traced batch and a traced query through the first
+// of ms and checks the grains' spans (members_test.go runs it across two
+// members).
+func checkTraces(t *testing.T, ms []*member.Member) {
+	t.Helper()
 	exp := spantest.Install(t, nil)
-	ms := startMembers(t, "ci-trace", NewNode(Config{}).Join)
 	x := Spawn(ms[0], namespace, Config{Shards: 3, QueryDeadline: wait})
 	defer x.Stop()
 	if err := x.Create(wait); err != nil {
