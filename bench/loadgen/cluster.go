@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/indexer"
+	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
@@ -27,19 +29,17 @@ type clusterConfig struct {
 	BlockSize int
 	Capacity  int // blocks per engine
 	Shards    int
-	Logger    *slog.Logger
+	Routing   routing.Config // the route actor's cost function
+	// SessionCredit weighs a /route session_id's lineage (service.Config).
+	SessionCredit float64
+	Logger        *slog.Logger
 }
 
-// serviceConfig is the router's configuration for a run.
-//
-// ┌─ SHARDS ─────────────────────────────────────────────────────────────┐
-// │ This is the one place the index shard count reaches the router. Once │
-// │ service.Config (or pipeline.Config) has its shard field (issue 4,     │
-// │ shard actors), set it here from cfg.Shards and drop the check in      │
-// │ Config.validate that only allows 1.                                   │
-// └──────────────────────────────────────────────────────────────────────┘
+// serviceConfig is the router's configuration for a run: the index's
+// shard count, the routing cost function and the session credit.
 func serviceConfig(cfg clusterConfig) service.Config {
-	return service.Config{BlockSize: cfg.BlockSize, Routing: routing.DefaultConfig(), Timeout: 2 * time.Second}
+	return service.Config{BlockSize: cfg.BlockSize, Routing: cfg.Routing, Timeout: 2 * time.Second,
+		Pipeline: pipeline.Config{Index: indexer.Config{Shards: cfg.Shards}}, SessionCredit: cfg.SessionCredit}
 }
 
 // cluster is a router (the service, with its HTTP API on a loopback port)

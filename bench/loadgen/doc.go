@@ -12,8 +12,11 @@
 //     (sessions.go), percentiles and the coefficient of variation
 //     (stats.go), the baseline policies and the offline replay on
 //     simengine caches (policy.go, offline.go), the report and its table
-//     (report.go), and the plots (plot.go).
+//     (report.go), the scheduling-latency quantile (sched.go), and the
+//     plots (plot.go).
 //   - The I/O edge: trace loading (trace.go), a running router with its
-//     simulated engines (cluster.go), and the phases that drive it
-//     (ingest.go, sweep.go, quality.go), put together by Run (run.go).
+//     simulated engines (cluster.go), the lag prober (lag.go), the feed
+//     that serves routed requests on the engines (feed.go), and the phases
+//     that drive it (ingest.go, sweep.go, quality.go), put together by Run
+//     (run.go).
 package loadgen

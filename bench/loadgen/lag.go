@@ -11,12 +11,12 @@ import (
 // the latest published batch offered to it, polls /query until that batch's
 // blocks are visible, records the lag, and takes the next latest one. One
 // probe at a time keeps its own load on the index to one query per
-// pollEvery.
+// pollEvery. Stopping lets the probe under way (and one still offered)
+// finish, so a phase shorter than its lag still has a figure.
 type lagProber struct {
 	c        *cluster
 	latest   atomic.Pointer[probe]
-	ctx      context.Context
-	cancel   context.CancelFunc
+	stopping atomic.Bool
 	done     sync.WaitGroup
 	lags     []time.Duration
 	timeouts int
@@ -28,7 +28,6 @@ const probeTimeout = 5 * time.Second
 
 func (c *cluster) startProber() *lagProber {
 	p := &lagProber{c: c}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.done.Add(1)
 	go p.run()
 	return p
@@ -43,26 +42,29 @@ func (p *lagProber) offer(pr *probe) {
 
 func (p *lagProber) run() {
 	defer p.done.Done()
-	for p.ctx.Err() == nil {
+	for {
 		pr := p.latest.Swap(nil)
 		if pr == nil {
+			if p.stopping.Load() {
+				return
+			}
 			time.Sleep(pollEvery)
 			continue
 		}
-		at, err := p.c.visible(p.ctx, pr, probeTimeout)
-		switch {
-		case err == nil:
-			p.lags = append(p.lags, at.Sub(pr.sent))
-		case p.ctx.Err() == nil:
+		at, err := p.c.visible(context.Background(), pr, probeTimeout)
+		if err != nil {
 			p.timeouts++
+			continue
 		}
+		p.lags = append(p.lags, at.Sub(pr.sent))
 	}
 }
 
-// stop ends probing and returns the lags measured and the probes that
-// never became visible.
+// stop ends probing once the probe under way (and one still offered) is
+// measured — at most probeTimeout each — and returns the lags measured and
+// the probes that never became visible.
 func (p *lagProber) stop() ([]time.Duration, int) {
-	p.cancel()
+	p.stopping.Store(true)
 	p.done.Wait()
 	return p.lags, p.timeouts
 }

@@ -15,9 +15,10 @@ import (
 
 // WritePlots draws the report's figures as PNG files in dir (created if
 // needed) and returns their paths: latency.png (route latency p50 and p99
-// against the offered rate, per transport and worker count) when the report
-// has a sweep, and hitrate-<trace>.png (hit rate against workers, per
-// policy) for each trace with quality rows.
+// against the offered rate, per transport, worker count and shard count)
+// when the report has a sweep, and hitrate-<trace>.png (hit rate against
+// workers, per policy; kvrouter with the first shard count) for each trace
+// with quality rows.
 func WritePlots(r *Report, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -31,7 +32,9 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 		out = append(out, path)
 	}
 	for _, trace := range r.Config.Traces {
-		rows := slices.DeleteFunc(slices.Clone(r.Quality), func(q QualityRow) bool { return q.Trace != trace })
+		rows := slices.DeleteFunc(slices.Clone(r.Quality), func(q QualityRow) bool {
+			return q.Trace != trace || (q.Shards != 0 && len(r.Config.Shards) > 0 && q.Shards != r.Config.Shards[0])
+		})
 		if len(rows) == 0 {
 			continue
 		}
@@ -53,12 +56,12 @@ func latencyPlot(points []SweepPoint, path string) error {
 	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 	p.Legend.Top = true
 	type key struct {
-		transport string
-		workers   int
+		transport       string
+		workers, shards int
 	}
 	series := map[key][]SweepPoint{}
 	for _, pt := range points {
-		k := key{pt.Transport, pt.Workers}
+		k := key{pt.Transport, pt.Workers, pt.Shards}
 		series[k] = append(series[k], pt)
 	}
 	keys := make([]key, 0, len(series))
@@ -66,7 +69,7 @@ func latencyPlot(points []SweepPoint, path string) error {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b key) int {
-		return cmp.Or(cmp.Compare(a.transport, b.transport), cmp.Compare(a.workers, b.workers))
+		return cmp.Or(cmp.Compare(a.transport, b.transport), cmp.Compare(a.workers, b.workers), cmp.Compare(a.shards, b.shards))
 	})
 	var lines []any
 	for _, k := range keys {
@@ -81,7 +84,7 @@ func latencyPlot(points []SweepPoint, path string) error {
 				}
 			}
 			if len(xys) > 0 {
-				lines = append(lines, fmt.Sprintf("%s, %d workers, %s", k.transport, k.workers, q.name), xys)
+				lines = append(lines, fmt.Sprintf("%s, %d workers, %d shards, %s", k.transport, k.workers, k.shards, q.name), xys)
 			}
 		}
 	}

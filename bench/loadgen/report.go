@@ -32,14 +32,18 @@ type Machine struct {
 
 // ReportConfig is the part of Config a reader needs to rerun the figures.
 type ReportConfig struct {
-	Traces         []string `json:"traces"`
-	TokensPerBlock int      `json:"tokens_per_block"`
-	Requests       int      `json:"requests"`
-	Capacity       int      `json:"capacity_blocks"`
-	InFlight       int      `json:"in_flight"`
-	Shards         []int    `json:"shards"`
-	Clients        int      `json:"clients"`
-	PointSeconds   float64  `json:"point_seconds"`
+	Traces            []string  `json:"traces"`
+	TokensPerBlock    int       `json:"tokens_per_block"`
+	Requests          int       `json:"requests"`
+	Capacity          int       `json:"capacity_blocks"`
+	InFlightPerWorker int       `json:"in_flight_per_worker"`
+	Shards            []int     `json:"shards"`
+	OverlapWeights    []float64 `json:"overlap_weights"`
+	Temperature       float64   `json:"temperature"`
+	SessionCredit     float64   `json:"session_credit"`
+	Clients           int       `json:"clients"`
+	PointSeconds      float64   `json:"point_seconds"`
+	Feed              string    `json:"feed"`
 }
 
 // IngestResult is the ingest phase on one trace.
@@ -70,8 +74,14 @@ type SweepPoint struct {
 	Achieved  float64 `json:"achieved_per_s"`
 	Requests  int     `json:"requests"`
 	Errors    int     `json:"errors"`
-	Latency   Latency `json:"latency"`
-	Lag       Latency `json:"lag"`
+	// Dropped counts routed requests not served because their engine's
+	// queue was full (async feed: the engines fell behind).
+	Dropped int     `json:"serves_dropped"`
+	Latency Latency `json:"latency"`
+	Lag     Latency `json:"lag"`
+	// SchedP99 is the p99 in µs of the Go runtime's scheduling latency
+	// (time a runnable goroutine waited for a CPU) during the point.
+	SchedP99  float64 `json:"sched_p99_us"`
 	Saturated bool    `json:"saturated"`
 	Valid     bool    `json:"valid"`
 	Invalid   string  `json:"invalid,omitempty"`
@@ -91,18 +101,20 @@ type MemoryResult struct {
 
 // QualityRow is one policy's routing quality on one trace and worker count.
 type QualityRow struct {
-	Trace      string  `json:"trace"`
-	Workers    int     `json:"workers"`
-	Shards     int     `json:"shards"`
-	Policy     string  `json:"policy"`
-	Requests   int     `json:"requests"`
-	HitRate    float64 `json:"hit_rate"`
-	OfBound    float64 `json:"of_clairvoyant"` // HitRate / the clairvoyant's
-	RequestCoV float64 `json:"request_cov"`
-	PrefillCoV float64 `json:"prefill_cov"`
-	Route      Latency `json:"route_latency,omitzero"`
-	Lag        Latency `json:"lag,omitzero"`
-	Tally      Tally   `json:"tally"`
+	Trace   string `json:"trace"`
+	Workers int    `json:"workers"`
+	Shards  int    `json:"shards"`
+	Policy  string `json:"policy"`
+	// OverlapWeight is the routing cost's overlap weight (kvrouter rows).
+	OverlapWeight float64 `json:"overlap_weight,omitempty"`
+	Requests      int     `json:"requests"`
+	HitRate       float64 `json:"hit_rate"`
+	OfBound       float64 `json:"of_clairvoyant"` // HitRate / the clairvoyant's
+	RequestCoV    float64 `json:"request_cov"`
+	PrefillCoV    float64 `json:"prefill_cov"`
+	Route         Latency `json:"route_latency,omitzero"`
+	Lag           Latency `json:"lag,omitzero"`
+	Tally         Tally   `json:"tally"`
 	// Valid is false when the replay fell behind (kvrouter rows only: the
 	// others run offline).
 	Valid   bool   `json:"valid"`
@@ -126,20 +138,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw, "trace\tworkers\tshards\trequests\tstored blocks\tblocks/s\tevents/s\tlag p50 µs\tlag p99 µs\tlag p99.9 µs\tvalid\t")
 		for _, x := range r.Ingest {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Trace, x.Workers, x.Shards, x.Requests, x.StoredBlocks,
-				si(x.BlocksPerSec), si(x.EventsPerSec), us(x.Lag.P50), us(x.Lag.P99), us(x.Lag.P999), validity(x.Valid, x.Invalid))
+				si(x.BlocksPerSec), si(x.EventsPerSec), lagUs(x.Lag, x.Lag.P50), lagUs(x.Lag, x.Lag.P99), lagUs(x.Lag, x.Lag.P999), validity(x.Valid, x.Invalid))
 		}
 		tw.Flush()
 	}
 	if len(r.Sweep) > 0 {
-		fmt.Fprintln(w, "\nRoute latency, open-loop sweep (latency from release at the offered pace; engines serve each routed request, so events are applied meanwhile)")
-		fmt.Fprintln(tw, "transport\tworkers\tshards\toffered/s\tachieved/s\terrors\tp50 µs\tp99 µs\tp99.9 µs\tlag p99 µs\tstate\t")
+		fmt.Fprintf(w, "\nRoute latency, open-loop sweep (latency from release at the offered pace; feed %s: %s)\n", r.Config.Feed, feedNote[r.Config.Feed])
+		fmt.Fprintln(tw, "transport\tworkers\tshards\toffered/s\tachieved/s\terrors\tp50 µs\tp99 µs\tp99.9 µs\tlag p99 µs\tsched p99 µs\tstate\t")
 		for _, x := range r.Sweep {
 			state := validity(x.Valid, x.Invalid)
 			if x.Saturated {
 				state = "saturated; " + state
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", x.Transport, x.Workers, x.Shards, si(x.Offered), si(x.Achieved),
-				x.Errors, us(x.Latency.P50), us(x.Latency.P99), us(x.Latency.P999), us(x.Lag.P99), state)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Transport, x.Workers, x.Shards, si(x.Offered), si(x.Achieved),
+				x.Errors, us(x.Latency.P50), us(x.Latency.P99), us(x.Latency.P999), lagUs(x.Lag, x.Lag.P99), us(x.SchedP99), state)
 		}
 		tw.Flush()
 	}
@@ -191,6 +203,14 @@ func us(x float64) string {
 		return fmt.Sprintf("%.0f", x)
 	}
 	return fmt.Sprintf("%.1f", x)
+}
+
+// lagUs formats one figure of a lag summary, "-" when nothing was probed.
+func lagUs(l Latency, x float64) string {
+	if l.N == 0 {
+		return "-"
+	}
+	return us(x)
 }
 
 func validity(ok bool, why string) string {

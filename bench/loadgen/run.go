@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kvrouter/kvrouter/actors/routing"
 )
 
 // Config is one `kvrouter bench` run.
@@ -20,16 +24,28 @@ type Config struct {
 	Requests       int      // requests per trace for the quality replays (0: all)
 	Workers        []int    // worker counts of the quality replays
 	Capacity       int      // cache capacity of each simulated engine, in blocks
-	InFlight       int      // kvrouter replays: a request's load is freed this many requests later
-	Sessions       []bool   // kvrouter replays: with session ids (true) and/or without (false)
-	Shards         []int    // index shard counts (only 1 until the pipeline has shard actors)
-	IngestWorkers  int      // engines of the ingest phase (0: skip it)
-	IngestPasses   int      // trace passes of the ingest phase, each with fresh prompts
-	SweepWorkers   []int    // worker counts whose replay is followed by the latency sweep
+	// InFlightPerWorker: in a kvrouter replay on w workers, a request's
+	// load is freed InFlightPerWorker × w requests later, so the fleet
+	// carries as many requests per worker whatever its size (a fixed
+	// count below the worker count leaves workers idle whatever the
+	// router does).
+	InFlightPerWorker int
+	Sessions          []bool // kvrouter replays: with session ids (true) and/or without (false)
+	Shards            []int  // index shard counts (pipeline.Config.Index.Shards)
+	// OverlapWeights are the routing cost's overlap weights the kvrouter
+	// replays run with (routing.Config.OverlapWeight), one replay each;
+	// the sweep and memory use the first.
+	OverlapWeights []float64
+	Temperature    float64 // routing.Config.Temperature of every kvrouter replay
+	SessionCredit  float64 // service.Config.SessionCredit (kvrouter serve's --session-credit)
+	IngestWorkers  int     // engines of the ingest phase (0: skip it)
+	IngestPasses   int     // trace passes of the ingest phase, each with fresh prompts
+	SweepWorkers   []int   // worker counts whose replay is followed by the latency sweep
 	Rates          []float64
 	PointDuration  time.Duration // per sweep point
 	Clients        int           // concurrent clients of the sweep (and HTTP connections)
 	Transports     []string      // TransportInProcess, TransportHTTP
+	Feed           string        // how the sweep's routed requests reach the engines: FeedAsync, FeedInline or FeedNone
 	Seed           uint64        // of the random and exact-greedy policies
 	// Progress receives a line per finished step (nil: none).
 	Progress io.Writer
@@ -43,26 +59,39 @@ const (
 	SyntheticTrace    = "../shared/traces/mooncake_synthetic_trace.jsonl"
 )
 
+// RecommendedOverlapWeight is the overlap weight the full mode compares
+// with the router's default (1): on the Mooncake traces it reaches 91–96 %
+// of the clairvoyant hit rate at a request CoV of 0.01–0.2 (bench/README.md,
+// "Routing settings").
+const RecommendedOverlapWeight = 4
+
+// DefaultSessionCredit is kvrouter serve's --session-credit default.
+const DefaultSessionCredit = 1
+
 // QuickConfig is the quick mode (under two minutes on 2 cores): the first
-// 2,000 conversation requests on 4, 16 and 64 workers, one ingest pass,
-// and a sweep of 1 s points on 16 workers.
+// 2,000 conversation requests on 4, 16 and 64 workers, each with an index
+// of 1, 2 and 4 shards, one ingest pass per shard count, and a sweep of
+// 1 s points on 16 workers per shard count.
 func QuickConfig() Config {
 	return Config{
 		Mode: "quick", Traces: []string{ConversationTrace}, TokensPerBlock: 16, Requests: 2000,
-		Workers: []int{4, 16, 64}, Capacity: 8192, InFlight: 32, Sessions: []bool{true}, Shards: []int{1},
+		Workers: []int{4, 16, 64}, Capacity: 8192, InFlightPerWorker: 2, Sessions: []bool{true}, Shards: []int{1, 2, 4},
+		OverlapWeights: []float64{routing.DefaultConfig().OverlapWeight}, SessionCredit: DefaultSessionCredit,
 		IngestWorkers: 8, IngestPasses: 1, SweepWorkers: []int{16},
 		Rates:         []float64{1000, 2000, 5000, 10000, 20000, 40000, 80000},
-		PointDuration: time.Second, Clients: 64, Transports: []string{TransportInProcess, TransportHTTP}, Seed: 1,
+		PointDuration: time.Second, Clients: 64, Transports: []string{TransportInProcess, TransportHTTP}, Feed: FeedAsync, Seed: 1,
 	}
 }
 
 // FullConfig is the full mode: both traces in full on 4, 16, 64 and 1,000
-// workers, kvrouter with and without session ids, four ingest passes, and
-// sweeps of 3 s points on 16 and 1,000 workers.
+// workers (one index shard), kvrouter with and without session ids, with
+// the default overlap weight and RecommendedOverlapWeight, four ingest
+// passes, and sweeps of 3 s points on 16 and 1,000 workers.
 func FullConfig() Config {
 	c := QuickConfig()
 	c.Mode, c.Traces, c.Requests = "full", []string{ConversationTrace, SyntheticTrace}, 0
-	c.Workers, c.Sessions, c.IngestPasses = []int{4, 16, 64, 1000}, []bool{true, false}, 4
+	c.Workers, c.Sessions, c.IngestPasses, c.Shards = []int{4, 16, 64, 1000}, []bool{true, false}, 4, []int{1}
+	c.OverlapWeights = []float64{routing.DefaultConfig().OverlapWeight, RecommendedOverlapWeight}
 	c.SweepWorkers, c.PointDuration = []int{16, 1000}, 3*time.Second
 	c.Rates = []float64{1000, 2000, 5000, 10000, 20000, 40000, 60000, 80000, 120000}
 	return c
@@ -75,7 +104,7 @@ func (c *Config) Validate() error {
 		return errors.New("no trace")
 	case c.TokensPerBlock <= 0 || c.Capacity <= 0:
 		return fmt.Errorf("tokens per block %d and capacity %d must be positive", c.TokensPerBlock, c.Capacity)
-	case c.Requests < 0 || c.InFlight < 0 || c.IngestWorkers < 0 || c.IngestPasses < 0:
+	case c.Requests < 0 || c.InFlightPerWorker < 0 || c.IngestWorkers < 0 || c.IngestPasses < 0:
 		return errors.New("negative count")
 	case len(c.Workers) == 0 || slices.Min(c.Workers) <= 0:
 		return errors.New("worker counts must be positive")
@@ -83,6 +112,10 @@ func (c *Config) Validate() error {
 		return errors.New("no session setting")
 	case c.Clients <= 0 || c.PointDuration <= 0:
 		return errors.New("sweep clients and point duration must be positive")
+	case len(c.OverlapWeights) == 0 || slices.Min(c.OverlapWeights) < 0 || c.Temperature < 0 || c.SessionCredit < 0:
+		return errors.New("overlap weights (at least one), temperature and session credit must not be negative")
+	case !slices.Contains([]string{FeedAsync, FeedInline, FeedNone}, c.Feed):
+		return fmt.Errorf("unknown feed %q (want %s, %s or %s)", c.Feed, FeedAsync, FeedInline, FeedNone)
 	}
 	for _, r := range c.Rates {
 		if r <= 0 {
@@ -94,14 +127,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("unknown transport %q (want %s or %s)", t, TransportInProcess, TransportHTTP)
 		}
 	}
-	for _, s := range c.Shards {
-		// SHARDS: lift this once serviceConfig can pass a shard count.
-		if s != 1 {
-			return fmt.Errorf("%d shards: the pipeline has one index shard until shard actors land (issue 4); see serviceConfig", s)
-		}
-	}
-	if len(c.Shards) == 0 {
-		return errors.New("no shard count")
+	if len(c.Shards) == 0 || slices.Min(c.Shards) <= 0 {
+		return errors.New("shard counts must be positive")
 	}
 	return nil
 }
@@ -112,8 +139,9 @@ func Run(cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("loadgen: %w", err)
 	}
 	r := &runner{cfg: cfg, rep: &Report{Mode: cfg.Mode, Machine: ReadMachine(), Config: ReportConfig{
-		TokensPerBlock: cfg.TokensPerBlock, Requests: cfg.Requests, Capacity: cfg.Capacity, InFlight: cfg.InFlight,
-		Shards: cfg.Shards, Clients: cfg.Clients, PointSeconds: cfg.PointDuration.Seconds()}}}
+		TokensPerBlock: cfg.TokensPerBlock, Requests: cfg.Requests, Capacity: cfg.Capacity, InFlightPerWorker: cfg.InFlightPerWorker,
+		Shards: cfg.Shards, OverlapWeights: cfg.OverlapWeights, Temperature: cfg.Temperature, SessionCredit: cfg.SessionCredit,
+		Clients: cfg.Clients, PointSeconds: cfg.PointDuration.Seconds(), Feed: cfg.Feed}}}
 	start := time.Now()
 	for i, path := range cfg.Traces {
 		r.rep.Config.Traces = append(r.rep.Config.Traces, TraceName(path))
@@ -137,8 +165,14 @@ func (r *runner) progress(format string, args ...any) {
 	}
 }
 
-func (r *runner) clusterConfig(workers, shards int) clusterConfig {
-	return clusterConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity, Shards: shards, Logger: r.cfg.Logger}
+// clusterConfig sizes a cluster; weight is the routing overlap weight.
+func (r *runner) clusterConfig(workers, shards int, weight float64) clusterConfig {
+	// A source of its own, seeded: sampling (temperature > 0) repeats,
+	// and a weight of 0 is taken as given (service.New reads a config
+	// without weight, temperature and source as "unset").
+	rc := routing.Config{OverlapWeight: weight, Temperature: r.cfg.Temperature, Rand: rand.NewPCG(r.cfg.Seed, uint64(workers))}
+	return clusterConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity, Shards: shards,
+		Routing: rc, SessionCredit: r.cfg.SessionCredit, Logger: r.cfg.Logger}
 }
 
 // trace runs every phase on one trace; the sweep only on the first.
@@ -163,14 +197,18 @@ func (r *runner) trace(path string, first bool) error {
 		}
 		for _, shards := range r.cfg.Shards {
 			for si, sessions := range r.cfg.Sessions {
-				sweep := first && si == 0 && slices.Contains(r.cfg.SweepWorkers, workers) && len(r.cfg.Rates) > 0
-				if sweep && sweepReqs == nil {
-					if sweepReqs, err = LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Seed: 1}); err != nil {
+				for wi, weight := range r.cfg.OverlapWeights {
+					rs := replaySpec{workers: workers, shards: shards, sessions: sessions, weight: weight, bound: bound,
+						memory: si == 0 && wi == 0}
+					rs.sweep = first && rs.memory && slices.Contains(r.cfg.SweepWorkers, workers) && len(r.cfg.Rates) > 0
+					if rs.sweep && sweepReqs == nil {
+						if sweepReqs, err = LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Seed: 1}); err != nil {
+							return err
+						}
+					}
+					if err := r.kvrouter(name, reqs, rs, sweepReqs); err != nil {
 						return err
 					}
-				}
-				if err := r.kvrouter(name, reqs, workers, shards, sessions, bound, si == 0, sweepReqs, sweep); err != nil {
-					return err
 				}
 			}
 		}
@@ -188,7 +226,7 @@ func (r *runner) ingest(path string, shards int) error {
 		}
 		reqs = append(reqs, rs...)
 	}
-	c, err := startCluster(r.clusterConfig(r.cfg.IngestWorkers, shards))
+	c, err := startCluster(r.clusterConfig(r.cfg.IngestWorkers, shards, r.cfg.OverlapWeights[0]))
 	if err != nil {
 		return err
 	}
@@ -238,30 +276,51 @@ func (r *runner) addQuality(row QualityRow, t Tally, bound float64) {
 		100*row.HitRate, 100*row.OfBound, row.RequestCoV)
 }
 
+// replaySpec is one kvrouter replay: the cluster, the routing settings, the
+// clairvoyant bound of its worker count, and whether the latency sweep and
+// the memory measure follow it.
+type replaySpec struct {
+	workers, shards int
+	sessions        bool
+	weight, bound   float64
+	memory, sweep   bool
+}
+
+// policyName labels a kvrouter replay's rows: "kvrouter", with
+// "/no-session" without session ids and " w=<weight>" when several
+// overlap weights (or a weight other than the default) are compared.
+func (r *runner) policyName(rs replaySpec) string {
+	name := NameKVRouter
+	if !rs.sessions {
+		name += "/no-session"
+	}
+	if len(r.cfg.OverlapWeights) > 1 || rs.weight != routing.DefaultConfig().OverlapWeight {
+		name += " w=" + strconv.FormatFloat(rs.weight, 'g', -1, 64)
+	}
+	return name
+}
+
 // kvrouter replays the trace through a fresh router, then (when asked)
 // sweeps route latency on it, then measures its memory.
-func (r *runner) kvrouter(name string, reqs []Request, workers, shards int, sessions bool, bound float64,
-	memory bool, sweepReqs []Request, sweep bool) error {
-	c, err := startCluster(r.clusterConfig(workers, shards))
+func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs []Request) error {
+	cc := r.clusterConfig(rs.workers, rs.shards, rs.weight)
+	c, err := startCluster(cc)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	run, err := c.replayRouted(reqs, sessions, r.cfg.InFlight)
+	run, err := c.replayRouted(reqs, rs.sessions, r.cfg.InFlightPerWorker*rs.workers)
 	if err != nil {
 		return err
 	}
-	row := QualityRow{Trace: name, Workers: workers, Shards: shards, Policy: NameKVRouter,
+	row := QualityRow{Trace: name, Workers: rs.workers, Shards: rs.shards, Policy: r.policyName(rs), OverlapWeight: rs.weight,
 		Route: Summarize(run.route), Lag: Summarize(run.lags)}
-	if !sessions {
-		row.Policy = NameKVRouter + "/no-session"
-	}
 	row.Valid, row.Invalid = c.validity(run.lags, run.timeouts)
-	r.addQuality(row, run.tally, bound)
-	if sweep {
-		r.sweep(c, name, shards, sweepReqs, sessions)
+	r.addQuality(row, run.tally, rs.bound)
+	if rs.sweep {
+		r.sweep(c, name, rs.shards, sweepReqs, rs.sessions)
 	}
-	if !memory {
+	if !rs.memory {
 		return nil
 	}
 	m, err := c.measureMemory()
@@ -269,12 +328,12 @@ func (r *runner) kvrouter(name string, reqs []Request, workers, shards int, sess
 		return err
 	}
 	c.close() // before the empty router starts: one set of engines at a time
-	if m.FixedBytes, err = emptyRouterHeap(r.clusterConfig(workers, shards)); err != nil {
+	if m.FixedBytes, err = emptyRouterHeap(cc); err != nil {
 		return err
 	}
-	m.Trace, m.Shards, m.BytesPerEntry = name, shards, PerEntry(m.HeapBytes, m.FixedBytes, m.Entries)
+	m.Trace, m.Shards, m.BytesPerEntry = name, rs.shards, PerEntry(m.HeapBytes, m.FixedBytes, m.Entries)
 	r.rep.Memory = append(r.rep.Memory, m)
-	r.progress("memory  %-12s %4d workers: %d entries, %.0f B/entry", name, workers, m.Entries, m.BytesPerEntry)
+	r.progress("memory  %-12s %4d workers %d shards: %d entries, %.0f B/entry", name, rs.workers, rs.shards, m.Entries, m.BytesPerEntry)
 	return nil
 }
 
@@ -293,13 +352,13 @@ func (r *runner) sweep(c *cluster, name string, shards int, reqs []Request, sess
 		}
 		for _, rate := range r.cfg.Rates {
 			spec := pointSpec{rate: rate, duration: r.cfg.PointDuration, clients: r.cfg.Clients, offset: offset,
-				sessions: sessions, prefix: fmt.Sprintf("%s-%.0f-", tname, rate)}
+				sessions: sessions, feed: r.cfg.Feed, prefix: fmt.Sprintf("%s-%.0f-", tname, rate)}
 			pt := c.sweepPoint(t, reqs, spec)
 			offset += pt.Requests
 			pt.Trace, pt.Transport, pt.Shards = name, tname, shards
 			r.rep.Sweep = append(r.rep.Sweep, pt)
-			r.progress("sweep   %-10s %4d workers %7s/s offered: %7s/s, p50 %s µs, p99 %s µs, p99.9 %s µs%s (%s)", tname, pt.Workers,
-				si(pt.Offered), si(pt.Achieved), us(pt.Latency.P50), us(pt.Latency.P99), us(pt.Latency.P999),
+			r.progress("sweep   %-10s %4d workers %d shards %7s/s offered: %7s/s, p50 %s µs, p99 %s µs, p99.9 %s µs, sched p99 %s µs%s (%s)", tname, pt.Workers, shards,
+				si(pt.Offered), si(pt.Achieved), us(pt.Latency.P50), us(pt.Latency.P99), us(pt.Latency.P999), us(pt.SchedP99),
 				map[bool]string{true: ", saturated", false: ""}[pt.Saturated], validity(pt.Valid, pt.Invalid))
 			if pt.Saturated {
 				break

@@ -10,11 +10,13 @@ import (
 const testTrace = "../../" + ConversationTrace // from bench/loadgen to the repository root
 
 // TestRunEndToEnd runs the harness small: 400 conversation requests on 4
-// simulated workers through the real pipeline and route path, a short
-// ingest phase and a two-point sweep over both transports.
+// simulated workers through the real pipeline (an index of 2 shards) and
+// route path, a short ingest phase and a two-point sweep over both
+// transports.
 func TestRunEndToEnd(t *testing.T) {
 	cfg := QuickConfig()
 	cfg.Traces, cfg.Requests, cfg.Workers, cfg.SweepWorkers = []string{testTrace}, 400, []int{4}, []int{4}
+	cfg.Shards = []int{2}
 	cfg.IngestWorkers, cfg.IngestPasses = 2, 1
 	cfg.Rates, cfg.PointDuration, cfg.Clients = []float64{200, 400}, 300*time.Millisecond, 8
 	rep, err := Run(cfg)
@@ -38,10 +40,27 @@ func TestRunEndToEnd(t *testing.T) {
 	if len(rep.Ingest) != 1 || rep.Ingest[0].StoredBlocks == 0 || rep.Ingest[0].BlocksPerSec <= 0 {
 		t.Errorf("ingest: %+v", rep.Ingest)
 	}
-	if len(rep.Sweep) != 4 {
-		t.Fatalf("%d sweep points, want 2 per transport", len(rep.Sweep))
+	// each transport sweeps the rates in order until one saturates (on a
+	// busy machine even 400/s over 300 ms may: a 15 ms stall is enough)
+	byTransport := map[string][]SweepPoint{}
+	for _, p := range rep.Sweep {
+		byTransport[p.Transport] = append(byTransport[p.Transport], p)
+	}
+	for _, tr := range cfg.Transports {
+		pts := byTransport[tr]
+		if len(pts) == 0 || len(pts) > len(cfg.Rates) {
+			t.Fatalf("%s: %d sweep points, want 1..%d", tr, len(pts), len(cfg.Rates))
+		}
+		for i, p := range pts {
+			if p.Offered != cfg.Rates[i] || (i < len(pts)-1 && p.Saturated) || (len(pts) < len(cfg.Rates) && !pts[len(pts)-1].Saturated) {
+				t.Errorf("%s point %d: offered %v, saturated %v: the sweep must go up the rates and stop only at a saturated one", tr, i, p.Offered, p.Saturated)
+			}
+		}
 	}
 	for _, p := range rep.Sweep {
+		if p.Shards != 2 || p.Dropped != 0 {
+			t.Errorf("sweep point %s %v/s: %d shards, %d serves dropped", p.Transport, p.Offered, p.Shards, p.Dropped)
+		}
 		if p.Errors != 0 || p.Latency.N != p.Requests {
 			t.Errorf("sweep point %s %v/s: %d errors, %d of %d answered", p.Transport, p.Offered, p.Errors, p.Latency.N, p.Requests)
 		}
@@ -66,13 +85,37 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 }
 
+func TestPolicyName(t *testing.T) {
+	one := &runner{cfg: QuickConfig()}
+	sweep := &runner{cfg: QuickConfig()}
+	sweep.cfg.OverlapWeights = []float64{1, 0.25}
+	for _, c := range []struct {
+		r    *runner
+		rs   replaySpec
+		want string
+	}{
+		{one, replaySpec{sessions: true, weight: 1}, "kvrouter"},
+		{one, replaySpec{sessions: false, weight: 1}, "kvrouter/no-session"},
+		{one, replaySpec{sessions: true, weight: 2}, "kvrouter w=2"},
+		{sweep, replaySpec{sessions: true, weight: 1}, "kvrouter w=1"},
+		{sweep, replaySpec{sessions: false, weight: 0.25}, "kvrouter/no-session w=0.25"},
+	} {
+		if got := c.r.policyName(c.rs); got != c.want {
+			t.Errorf("policyName(%+v) = %q, want %q", c.rs, got, c.want)
+		}
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	for name, mutate := range map[string]func(*Config){
-		"two shards":    func(c *Config) { c.Shards = []int{1, 2} },
-		"no trace":      func(c *Config) { c.Traces = nil },
-		"zero workers":  func(c *Config) { c.Workers = []int{0} },
-		"bad transport": func(c *Config) { c.Transports = []string{"grpc"} },
-		"zero rate":     func(c *Config) { c.Rates = []float64{0} },
+		"zero shards":     func(c *Config) { c.Shards = []int{1, 0} },
+		"no weight":       func(c *Config) { c.OverlapWeights = nil },
+		"negative credit": func(c *Config) { c.SessionCredit = -1 },
+		"unknown feed":    func(c *Config) { c.Feed = "sync" },
+		"no trace":        func(c *Config) { c.Traces = nil },
+		"zero workers":    func(c *Config) { c.Workers = []int{0} },
+		"bad transport":   func(c *Config) { c.Transports = []string{"grpc"} },
+		"zero rate":       func(c *Config) { c.Rates = []float64{0} },
 	} {
 		c := QuickConfig()
 		mutate(&c)

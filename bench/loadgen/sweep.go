@@ -102,8 +102,9 @@ type pointSpec struct {
 	rate     float64
 	duration time.Duration
 	clients  int
-	offset   int  // the first request of the point (requests cycle)
-	sessions bool // send each request's session id
+	offset   int    // the first request of the point (requests cycle)
+	sessions bool   // send each request's session id
+	feed     string // FeedAsync or FeedInline
 	prefix   string
 }
 
@@ -114,12 +115,16 @@ type pointSpec struct {
 // runs from its release — a router that falls behind is charged for the
 // queue it causes, while the dispatcher's own timer slack (Go's sleep
 // overshoots by up to a millisecond) is not.
-// Each routed request is then served on the chosen engine — its events
-// flow into the index meanwhile — and freed in process.
+// Each routed request is then served on the chosen engine (by the client,
+// or queued to the engine's goroutine: spec.feed) — its events flow into
+// the index meanwhile — and freed in process. With the async feed, the
+// point ends when the engines have served every queued request.
 func (c *cluster) sweepPoint(t transport, reqs []Request, spec pointSpec) SweepPoint {
 	n := max(int(spec.rate*spec.duration.Seconds()), 1)
 	jobs := make(chan sweepJob, n)
 	prober := c.startProber()
+	feed := c.startFeeder(spec.feed, prober)
+	sched := readSched()
 	var (
 		mu       sync.Mutex
 		lat      = make([]time.Duration, 0, n)
@@ -147,10 +152,7 @@ func (c *cluster) sweepPoint(t transport, reqs []Request, spec pointSpec) SweepP
 					continue
 				}
 				mine = append(mine, time.Since(j.sent))
-				_, p, err := c.serve(w, reqs[k], session)
-				if err == nil {
-					prober.offer(p)
-				}
+				feed.offer(w, &reqs[k], session)
 				_ = c.svc.Free(ctx, id)
 			}
 			mu.Lock()
@@ -177,13 +179,19 @@ func (c *cluster) sweepPoint(t transport, reqs []Request, spec pointSpec) SweepP
 	}
 	close(jobs)
 	wg.Wait()
+	schedEnd := readSched()
+	dropped := feed.stop()
 	lags, timeouts := prober.stop()
-	pt := SweepPoint{Workers: len(c.engines), Offered: spec.rate, Requests: n, Errors: errs, Latency: Summarize(lat), Lag: Summarize(lags)}
+	pt := SweepPoint{Workers: len(c.engines), Offered: spec.rate, Requests: n, Errors: errs, Dropped: dropped,
+		Latency: Summarize(lat), Lag: Summarize(lags), SchedP99: schedQuantile(sched, schedEnd, 0.99)}
 	if el := lastDone.Sub(start).Seconds(); el > 0 {
 		pt.Achieved = float64(len(lat)) / el
 	}
 	pt.Saturated = Saturated(pt)
 	pt.Valid, pt.Invalid = c.validity(lags, timeouts)
+	if pt.Valid && dropped > 0 {
+		pt.Valid, pt.Invalid = false, fmt.Sprintf("%d serves dropped (engines behind)", dropped)
+	}
 	return pt
 }
 

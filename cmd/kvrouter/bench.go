@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvrouter/kvrouter/bench/chaos"
 	"github.com/kvrouter/kvrouter/bench/loadgen"
 )
 
@@ -34,8 +37,18 @@ and optionally as JSON and PNG plots:
             load) and the clairvoyant bound (one pooled cache of the fleet's
             capacity)
 
+The sweep's routed requests are served on their engines asynchronously
+(--feed async: one queue per engine), so route latency is the router's
+own; --feed inline makes each client serve what it routed, and --feed none
+serves nothing (the route path alone, with no ingest competing).
+
 --quick (the default, under two minutes on 2 cores) and --full choose a
 preset; any other flag given overrides the preset's value.
+
+--chaos runs the fault-injection trials of bench/chaos instead (a seeded
+fault plan per trial between simulated engines and a router, then the
+convergence check) and prints their report with a rerun command for each
+failed trial; it exits 1 if any trial failed.
 
 Flags:
 `
@@ -58,12 +71,16 @@ func (b *benchFlags) intFlag(name, usage string, apply func(*loadgen.Config, int
 
 func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("bench", benchHelp, stderr)
-	quick := fs.Bool("quick", true, "quick preset: 2,000 conversation requests on 4, 16, 64 workers; 1 s sweep points on 16 workers")
-	full := fs.Bool("full", false, "full preset: both traces in full on 4, 16, 64, 1000 workers, with and without session ids; 3 s sweep points on 16 and 1000 workers")
+	quick := fs.Bool("quick", true, "quick preset: 2,000 conversation requests on 4, 16, 64 workers with 1, 2, 4 index shards; 1 s sweep points on 16 workers")
+	full := fs.Bool("full", false, "full preset: both traces in full on 4, 16, 64, 1000 workers (1 shard), with and without session ids, overlap weights 1 and 4; 3 s sweep points on 16 and 1000 workers")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this `file`")
 	plots := fs.String("plots", "", "also draw latency.png and hitrate-<trace>.png into this `dir`")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this `file` (go tool pprof)")
+	chaosRun := fs.Bool("chaos", false, "run the fault-injection trials (bench/chaos) instead of the load run; exit 1 if a trial fails")
+	chaosTrials := fs.Int("chaos-trials", 100, "--chaos: `trials` to run; trial i has seed --chaos-seed + i")
+	chaosSeed := fs.Uint64("chaos-seed", 1, "--chaos: `seed` of the first trial")
+	chaosKinds := fs.String("chaos-kinds", defaultChaosKinds, "--chaos: comma-separated fault `kinds` drawn, or all (drop, duplicate, reorder, truncate, corrupt, cut, restart_wipe, restart_keep)")
 	b := &benchFlags{fs: fs, set: map[string]func(*loadgen.Config) error{}}
 	b.strFlag("trace", "comma-separated Mooncake JSONL `paths` (quick: the conversation trace; full: conversation and synthetic)",
 		func(c *loadgen.Config, v string) error { c.Traces = splitList(v); return nil })
@@ -73,7 +90,8 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	b.strFlag("workers", "comma-separated worker `counts` of the quality replays (quick: 4,16,64; full: 4,16,64,1000)",
 		func(c *loadgen.Config, v string) (err error) { c.Workers, err = intList(v); return err })
 	b.intFlag("capacity", "cache capacity of each simulated engine, in blocks (default 8192)", func(c *loadgen.Config, v int) { c.Capacity = v })
-	b.intFlag("in-flight", "kvrouter replays: each request's load is freed this many requests later (default 32)", func(c *loadgen.Config, v int) { c.InFlight = v })
+	b.intFlag("in-flight-per-worker", "kvrouter replays on w workers: each request's load is freed this many × w requests later (default 2)",
+		func(c *loadgen.Config, v int) { c.InFlightPerWorker = v })
 	b.strFlag("sessions", "`on`, off or both: send each request's inferred session_id to kvrouter (quick: on; full: both)",
 		func(c *loadgen.Config, v string) error {
 			m := map[string][]bool{"on": {true}, "off": {false}, "both": {true, false}}
@@ -84,24 +102,29 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			c.Sessions = s
 			return nil
 		})
-	b.strFlag("shards", "comma-separated index shard `counts` (only 1 until the pipeline has shard actors)",
+	b.strFlag("shards", "comma-separated index shard `counts` (quick: 1,2,4; full: 1): a replay, ingest run and sweep per count",
 		func(c *loadgen.Config, v string) (err error) { c.Shards, err = intList(v); return err })
+	b.strFlag("overlap-weight", "comma-separated routing overlap `weights` (serve's --overlap-weight, default 1): a kvrouter replay per weight; the sweep uses the first",
+		func(c *loadgen.Config, v string) (err error) {
+			c.OverlapWeights, err = floatList("--overlap-weight", v)
+			return err
+		})
+	b.strFlag("temperature", "routing temperature of the kvrouter replays (serve's --temperature, default 0)",
+		func(c *loadgen.Config, v string) (err error) {
+			c.Temperature, err = parseFloat("--temperature", v)
+			return err
+		})
+	b.strFlag("session-credit", "weight of a route request's session lineage (serve's --session-credit, default 1; 0: off)",
+		func(c *loadgen.Config, v string) (err error) {
+			c.SessionCredit, err = parseFloat("--session-credit", v)
+			return err
+		})
 	b.intFlag("ingest-workers", "engines of the ingest phase, 0 to skip it (default 8)", func(c *loadgen.Config, v int) { c.IngestWorkers = v })
 	b.intFlag("ingest-passes", "trace passes of the ingest phase, each with fresh prompts (quick: 1; full: 4)", func(c *loadgen.Config, v int) { c.IngestPasses = v })
 	b.strFlag("sweep-workers", "comma-separated worker `counts` whose replay is followed by the latency sweep, on the first trace (quick: 16; full: 16,1000)",
 		func(c *loadgen.Config, v string) (err error) { c.SweepWorkers, err = intList(v); return err })
 	b.strFlag("rates", "comma-separated offered `rates` of the sweep, in route requests/s; it stops at the first saturated one",
-		func(c *loadgen.Config, v string) error {
-			c.Rates = nil
-			for _, s := range splitList(v) {
-				r, err := strconv.ParseFloat(s, 64)
-				if err != nil {
-					return fmt.Errorf("--rates: %w", err)
-				}
-				c.Rates = append(c.Rates, r)
-			}
-			return nil
-		})
+		func(c *loadgen.Config, v string) (err error) { c.Rates, err = floatList("--rates", v); return err })
 	b.strFlag("point-duration", "how long each sweep point offers its rate (quick: 1s; full: 3s)",
 		func(c *loadgen.Config, v string) (err error) {
 			c.PointDuration, err = time.ParseDuration(v)
@@ -110,11 +133,16 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	b.intFlag("clients", "concurrent clients (and HTTP connections) of the sweep (default 64)", func(c *loadgen.Config, v int) { c.Clients = v })
 	b.strFlag("transports", "comma-separated sweep `transports`: in-process, http (default both)",
 		func(c *loadgen.Config, v string) error { c.Transports = splitList(v); return nil })
+	b.strFlag("feed", "how the sweep's routed requests reach the engines: `async` (each engine's own goroutine and queue; the default), inline (the routing client serves) or none (route only: no events while sweeping)",
+		func(c *loadgen.Config, v string) error { c.Feed = v; return nil })
 	b.intFlag("seed", "seed of the random and exact-greedy policies (default 1)", func(c *loadgen.Config, v int) { c.Seed = uint64(v) })
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter bench: %v\n", err); return 1 }
+	if *chaosRun {
+		return runChaos(*chaosTrials, *chaosSeed, *chaosKinds, stdout, stderr)
+	}
 	cfg := loadgen.QuickConfig()
 	if *full {
 		cfg = loadgen.FullConfig()
@@ -170,6 +198,32 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// defaultChaosKinds are --chaos-kinds' default: every fault kind the
+// pipeline is held to. A cut combined with a restart, and a cache-keeping
+// restart, are documented limits ("Fault injection" in ARCHITECTURE.md).
+const defaultChaosKinds = "drop,duplicate,reorder,truncate,corrupt,cut"
+
+// runChaos runs the chaos trials and prints their report: 0 when every
+// trial kept the rules, 1 when one failed (its seed and repro command are
+// in the report), 2 for bad flags.
+func runChaos(trials int, seed uint64, kinds string, stdout, stderr io.Writer) int {
+	ks, err := chaos.ParseKinds(kinds)
+	if err != nil || trials <= 0 {
+		fmt.Fprintf(stderr, "kvrouter bench --chaos: %v\n", cmp.Or(err, fmt.Errorf("--chaos-trials %d must be positive", trials)))
+		return 2
+	}
+	rep := chaos.Run(context.Background(), chaos.Config{Trials: trials, Seed: seed, Plan: chaos.PlanConfig{Kinds: ks},
+		Repro: "kvrouter bench --chaos --chaos-trials 1 --chaos-seed %d --chaos-kinds " + kinds})
+	if err := rep.WriteText(stdout); err != nil {
+		fmt.Fprintf(stderr, "kvrouter bench --chaos: %v\n", err)
+		return 1
+	}
+	if len(rep.Failures()) > 0 {
+		return 1
+	}
+	return 0
+}
+
 func writeJSONReport(rep *loadgen.Report, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -191,6 +245,27 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// floatList parses a comma-separated list of numbers for flag name.
+func floatList(name, v string) ([]float64, error) {
+	var out []float64
+	for _, s := range splitList(v) {
+		x, err := parseFloat(name, s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+func parseFloat(name, v string) (float64, error) {
+	x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a number", name, v)
+	}
+	return x, nil
 }
 
 // intList parses a comma-separated list of integers.

@@ -12,8 +12,9 @@ func TestBenchHelpExplainsEveryFlag(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, f := range []string{"-quick", "-full", "-json", "-plots", "-trace", "-tokens-per-block", "-requests", "-workers",
-		"-capacity", "-in-flight", "-sessions", "-shards", "-ingest-workers", "-ingest-passes", "-sweep-workers", "-rates",
-		"-point-duration", "-clients", "-transports", "-seed", "-quiet", "-cpuprofile"} {
+		"-capacity", "-in-flight-per-worker", "-sessions", "-shards", "-ingest-workers", "-ingest-passes", "-sweep-workers", "-rates",
+		"-point-duration", "-clients", "-transports", "-seed", "-quiet", "-cpuprofile", "-overlap-weight", "-temperature",
+		"-session-credit", "-feed", "-chaos", "-chaos-trials", "-chaos-seed", "-chaos-kinds"} {
 		if !strings.Contains(out.String(), "  "+f) {
 			t.Errorf("--help does not explain %s", f)
 		}
@@ -27,7 +28,13 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--sessions", "maybe"}, "want on, off or both"},
-		{[]string{"--shards", "1,2"}, "2 shards"},
+		{[]string{"--shards", "1,0"}, "shard counts must be positive"},
+		{[]string{"--overlap-weight", "1,heavy"}, `--overlap-weight: "heavy" is not a number`},
+		{[]string{"--overlap-weight", "-1"}, "must not be negative"},
+		{[]string{"--session-credit", "x"}, "--session-credit"},
+		{[]string{"--feed", "sync"}, `unknown feed "sync"`},
+		{[]string{"--chaos", "--chaos-kinds", "drop,meteor"}, `unknown fault kind "meteor"`},
+		{[]string{"--chaos", "--chaos-trials", "0"}, "--chaos-trials 0 must be positive"},
 		{[]string{"--workers", "4,x"}, `"x" is not an integer`},
 		{[]string{"--rates", "fast"}, "--rates"},
 		{[]string{"--transports", "grpc"}, "unknown transport"},
@@ -38,6 +45,26 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		if code == 0 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, errb.String(), c.want)
 		}
+	}
+}
+
+// --chaos runs the trials and prints their report: two seeded trials of
+// message faults keep every rule.
+func TestBenchChaosRunsTrials(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "--chaos", "--chaos-trials", "2", "--chaos-seed", "7", "--chaos-kinds", "drop,reorder"}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "chaos: 2 trials (seeds 7..8)") || !strings.Contains(out.String(), "0 failed") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
+
+func TestFloatList(t *testing.T) {
+	got, err := floatList("--x", "0.5, 1,,2")
+	if err != nil || len(got) != 3 || got[0] != 0.5 || got[2] != 2 {
+		t.Errorf("floatList = %v, %v", got, err)
 	}
 }
 
