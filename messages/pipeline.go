@@ -95,6 +95,16 @@ type Applied struct {
 	Lost bool
 }
 
+// GetPriority ranks batches below requests in the priority mailboxes of
+// the actors that also answer route-path reads (the index shards; see
+// actors/mailbox): a query may pass batches still queued — it sees the
+// index a little earlier — while batches keep their order among themselves
+// and with everything else sent at this priority.
+func (*RouterEventBatch) GetPriority() int8 { return BackgroundPriority }
+
+// BackgroundPriority is protoactor's default priority minus one.
+const BackgroundPriority = 3
+
 // RouterEventBatch carries one stream's emitted events to the index, in
 // order. Clear asks the index to drop every listed (worker, dp_rank) first.
 type RouterEventBatch struct {

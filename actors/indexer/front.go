@@ -27,7 +27,7 @@ func (a *frontActor) Receive(ctx actor.Context) {
 	case *RemoveWorker:
 		ctx.Send(a.shards[ShardOf(m.Worker, len(a.shards))], m)
 	case *viaFront:
-		ctx.RequestWithCustomSender(a.shards[m.shard], m.msg, ctx.Sender())
+		ctx.Send(a.shards[m.shard], &orderedRead{msg: m.msg, reply: ctx.Sender()})
 	}
 }
 
@@ -37,6 +37,18 @@ type viaFront struct {
 	shard int
 	msg   any
 }
+
+// orderedRead is a viaFront read as the shard gets it: sent, not requested
+// (a request's envelope would take the default priority and pass the
+// batches queued before it), at the batches' priority; the shard sends
+// its answer to reply.
+type orderedRead struct {
+	msg   any
+	reply *actor.PID
+}
+
+// GetPriority keeps an ordered read behind the batches sent before it.
+func (*orderedRead) GetPriority() int8 { return messages.BackgroundPriority }
 
 // batchWorker is the worker of a batch: one stream's coalescers emit it, so
 // every event and clear names the same worker.

@@ -23,8 +23,12 @@ type QueryResult struct {
 	Frequencies []uint32
 }
 
-// RemoveWorker drops every rank of a worker (unregistered).
+// RemoveWorker drops every rank of a worker (unregistered). It keeps its
+// place among the batches (messages.BackgroundPriority).
 type RemoveWorker struct{ Worker messages.WorkerID }
+
+// GetPriority puts RemoveWorker with the batches in a shard's mailbox.
+func (*RemoveWorker) GetPriority() int8 { return messages.BackgroundPriority }
 
 // DumpRequest asks for replayable events rebuilding the index (answered
 // with *DumpResult).

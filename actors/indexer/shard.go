@@ -1,6 +1,8 @@
 package indexer
 
 import (
+	"fmt"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
@@ -33,7 +35,7 @@ type shardActor struct {
 }
 
 func shardProps(n int) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &shardActor{shard: NewShard(), n: n} }, mailbox.Counted(mailbox.Index))
+	return actor.PropsFromProducer(func() actor.Actor { return &shardActor{shard: NewShard(), n: n} }, mailbox.CountedPriority(mailbox.Index))
 }
 
 func (a *shardActor) Receive(ctx actor.Context) {
@@ -44,13 +46,22 @@ func (a *shardActor) Receive(ctx actor.Context) {
 		ctx.Respond(QueryTraced(a.shard, a.n, m))
 	case *RemoveWorker:
 		a.shard.RemoveWorker(m.Worker)
-	case *DumpRequest:
-		ctx.Respond(a.shard.Dump())
-	case *StatsRequest:
-		ctx.Respond(a.shard.Stats())
-	case *SnapshotRequest:
-		ctx.Respond(a.shard.Snapshot())
+	case *orderedRead:
+		ctx.Send(m.reply, a.read(m.msg))
 	}
+}
+
+// read answers an ordered read (Dump, Stats, Snapshot).
+func (a *shardActor) read(msg any) any {
+	switch msg.(type) {
+	case *DumpRequest:
+		return a.shard.Dump()
+	case *StatsRequest:
+		return a.shard.Stats()
+	case *SnapshotRequest:
+		return a.shard.Snapshot()
+	}
+	return fmt.Errorf("indexer: unknown read %T", msg)
 }
 
 // ApplyTraced applies b to shard number n under its apply span (SpanApply,

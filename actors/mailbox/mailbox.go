@@ -32,12 +32,11 @@ const (
 // depth is one kind's counters; it is the mailboxes' middleware.
 type depth struct{ posted, received atomic.Int64 }
 
-func (d *depth) MailboxStarted()                 {}
-func (d *depth) MessagePosted(any)               { d.posted.Add(1) }
-func (d *depth) MessageReceived(any)             { d.received.Add(1) }
-func (d *depth) MailboxEmpty()                   {}
-func (d *depth) len() int64                      { return max(0, d.posted.Load()-d.received.Load()) }
-func (d *depth) producer() actor.MailboxProducer { return actor.Unbounded(d) }
+func (d *depth) MailboxStarted()     {}
+func (d *depth) MessagePosted(any)   { d.posted.Add(1) }
+func (d *depth) MessageReceived(any) { d.received.Add(1) }
+func (d *depth) MailboxEmpty()       {}
+func (d *depth) len() int64          { return max(0, d.posted.Load()-d.received.Load()) }
 
 var kinds = map[string]*depth{
 	Listener: {}, Normalizer: {}, Coalescer: {}, Index: {}, Sessions: {}, Route: {},
@@ -46,11 +45,26 @@ var kinds = map[string]*depth{
 // Counted is the props option giving an actor of kind an unbounded mailbox
 // whose depth is counted. An unknown kind panics: kinds are constants.
 func Counted(kind string) actor.PropsOption {
+	return actor.WithMailbox(actor.Unbounded(of(kind)))
+}
+
+// CountedPriority is Counted with protoactor's priority mailbox: a message
+// with a GetPriority method is taken by priority, then in arrival order;
+// others have the default priority. Only a message sent, not requested,
+// can carry a priority (a request's envelope takes the default). The index
+// shards use it so that route-path queries (requests) pass the applied
+// batches still queued (messages.BackgroundPriority); their ordered reads
+// are sent at the batches' priority.
+func CountedPriority(kind string) actor.PropsOption {
+	return actor.WithMailbox(actor.UnboundedPriority(of(kind)))
+}
+
+func of(kind string) *depth {
 	d, ok := kinds[kind]
 	if !ok {
 		panic("mailbox: unknown actor kind " + kind)
 	}
-	return actor.WithMailbox(d.producer())
+	return d
 }
 
 // Depth is one kind's messages posted and not yet handled.

@@ -1,10 +1,12 @@
 package mailbox
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/messages"
 )
 
 func depthOf(kind string) int64 {
@@ -58,4 +60,49 @@ func TestUnknownKindPanics(t *testing.T) {
 		}
 	}()
 	Counted("nope")
+}
+
+// Batches sit just below protoactor's default priority: requests pass them
+// in a priority mailbox, and nothing else does.
+func TestBackgroundPriorityIsJustBelowTheDefault(t *testing.T) {
+	if messages.BackgroundPriority != actor.DefaultPriority-1 {
+		t.Fatalf("BackgroundPriority %d, default %d", messages.BackgroundPriority, actor.DefaultPriority)
+	}
+}
+
+// In a CountedPriority mailbox a request passes the background messages
+// queued before it; background messages keep their order.
+func TestReadsPassQueuedBatches(t *testing.T) {
+	system := actor.NewActorSystem()
+	release := make(chan struct{})
+	var order []string
+	done := make(chan struct{})
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case string:
+			<-release
+		case *messages.RouterEventBatch:
+			order = append(order, "batch")
+			if len(order) == 3 {
+				close(done)
+			}
+		case int:
+			order = append(order, "read")
+			ctx.Respond(m)
+		}
+	}, CountedPriority(Index)))
+	defer system.Root.Stop(pid)
+	system.Root.Send(pid, "block") // the actor waits while the rest queues
+	system.Root.Send(pid, &messages.RouterEventBatch{})
+	system.Root.Send(pid, &messages.RouterEventBatch{})
+	f := system.Root.RequestFuture(pid, 1, 5*time.Second)
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	if _, err := f.Result(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if want := []string{"read", "batch", "batch"}; !slices.Equal(order, want) {
+		t.Fatalf("handled %v, want %v", order, want)
+	}
 }
