@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 )
 
 func newService(t *testing.T) *service.Service {
 	t.Helper()
-	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Timeout: time.Second})
+	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Routing: routing.DefaultConfig(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

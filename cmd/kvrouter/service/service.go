@@ -33,7 +33,9 @@ type Config struct {
 	BlockSize int
 	// Engine is the adapter of registered workers (default vllm).
 	Engine string
-	// Routing configures every namespace's router.
+	// Routing configures every namespace's router, literally: pass
+	// routing.DefaultConfig() for §7's defaults (a zero OverlapWeight means
+	// load only).
 	Routing routing.Config
 	// Timeout bounds one actor request on the route path (default 50 ms):
 	// a request never waits forever on a busy or missing actor.
@@ -108,9 +110,6 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	}
 	if cfg.Engine == "" {
 		cfg.Engine = "vllm"
-	}
-	if cfg.Routing.OverlapWeight == 0 && cfg.Routing.Temperature == 0 && cfg.Routing.Rand == nil {
-		cfg.Routing = routing.DefaultConfig()
 	}
 	if _, err := routing.New(cfg.Routing); err != nil {
 		return nil, err

@@ -184,7 +184,7 @@ func TestServeLoadUnknownModelAndUnregister(t *testing.T) {
 
 // A worker whose stream lost history is routed honestly and flagged.
 func TestServeFlagsDegradedWorkers(t *testing.T) {
-	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Timeout: time.Second})
+	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestServeFlagsDegradedWorkers(t *testing.T) {
 // A worker registered with the wrong block size, or one that never sends
 // anything, is reported in /workers rather than silently scored zero.
 func TestServeWarnsAboutMisconfiguredWorkers(t *testing.T) {
-	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Timeout: time.Second, SilentAfter: time.Nanosecond})
+	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second, SilentAfter: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
