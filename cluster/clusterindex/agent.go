@@ -55,8 +55,8 @@ func (a *agent) Receive(ctx actor.Context) {
 func (a *agent) claim(ctx actor.Context, m *clusterpb.RebuildRequest) {
 	shard := int(m.Shard)
 	feeds := a.node.feeds(m.Namespace, shard)
-	c := &clusterpb.Claim{Member: a.node.address(), Activation: m.Activation, Round: m.Round}
 	id, rd := Identity(m.Namespace, shard), round{m.Activation, m.Round}
+	c := &clusterpb.Claim{Member: a.node.address(), Activation: m.Activation, Round: m.Round, Hosting: a.node.hosting(id, m.Activation)}
 	rebuild := m.Recover && a.started[id] != rd
 	if rebuild {
 		a.started[id] = rd

@@ -29,6 +29,7 @@ type census struct {
 	held    []messages.WorkerID         // the shard's workers when the round began
 	inexact map[messages.WorkerKey]bool // streams re-fed without their whole history
 	members map[string]bool             // the members of the round's topology
+	hosting bool                        // a member hosts another activation of the shard (it hands over)
 }
 
 // newCensus starts round of a shard that holds the held workers, asking
@@ -46,12 +47,14 @@ func newCensus(round uint64, recover bool, members []string, held []messages.Wor
 // asking returns the members that have not claimed yet, sorted.
 func (c *census) asking() []string { return slices.Sorted(maps.Keys(c.waiting)) }
 
-// claim records a member's streams (a repeated claim is ignored).
-func (c *census) claim(member string, streams []messages.WorkerKey) {
+// claim records a member's streams and whether it hosts another
+// activation of the shard (a repeated claim is ignored).
+func (c *census) claim(member string, streams []messages.WorkerKey, hosting bool) {
 	if !c.waiting[member] {
 		return
 	}
 	delete(c.waiting, member)
+	c.hosting = c.hosting || hosting
 	for _, s := range streams {
 		c.claimed[s.Worker] = true
 		if c.recover && !c.refed[s] {

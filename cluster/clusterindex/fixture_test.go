@@ -39,9 +39,15 @@ func kind(k *cluster.Kind) joiner {
 // startMembers starts one in-memory cluster member per joiner, in
 // parallel, and waits until every member sees all of them. They leave
 // (gracefully, in parallel) when the test ends, unless already shut down.
-func startMembers(t *testing.T, name string, joiners ...joiner) []*member.Member {
+func startMembers(t testing.TB, name string, joiners ...joiner) []*member.Member {
 	t.Helper()
-	agent := test.NewInMemAgent()
+	return startMembersWith(t, test.NewInMemAgent(), name, joiners...)
+}
+
+// startMembersWith is startMembers on a given in-memory agent (members
+// started later on the same agent join the same cluster).
+func startMembersWith(t testing.TB, agent *test.InMemAgent, name string, joiners ...joiner) []*member.Member {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ms := make([]*member.Member, len(joiners))
 	errs := make([]error, len(joiners))
@@ -83,7 +89,7 @@ func shutdown(ms ...*member.Member) {
 	wg.Wait()
 }
 
-func waitFor(t *testing.T, what string, ok func() bool) {
+func waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
 	for end := time.Now().Add(15 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {

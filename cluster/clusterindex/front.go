@@ -1,6 +1,7 @@
 package clusterindex
 
 import (
+	"fmt"
 	"maps"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,10 @@ type frontActor struct {
 	// this member started for it (startFeed); see fences.
 	feeds map[messages.WorkerKey]uint64
 	clock feedClock
+	// id and seqs number what the front sends to each shard (see
+	// sequence): id names this front, seqs[shard] is the last number used.
+	id   uint64
+	seqs []uint64
 }
 
 // startFeed announces a listener this member starts for a stream: its
@@ -78,7 +83,7 @@ func (a *frontActor) Receive(ctx actor.Context) {
 func (a *frontActor) deliver(ctx actor.Context, shard int, o outgoing) {
 	if len(a.pending[shard]) == 0 {
 		if pid := a.res.cached(shard); pid != nil {
-			send(ctx, pid, o)
+			a.send(ctx, shard, pid, o)
 			return
 		}
 	}
@@ -117,15 +122,65 @@ func (a *frontActor) flush(ctx actor.Context, shard int) {
 		return
 	}
 	for _, o := range a.pending[shard] {
-		send(ctx, pid, o)
+		a.send(ctx, shard, pid, o)
 	}
 	a.pending[shard] = nil
 }
 
-func send(ctx actor.Context, pid *actor.PID, o outgoing) {
+// send numbers o (the shard's next seq) and sends it to the grain: a
+// number is used only by a message that leaves, so the grain sees a gap
+// only when a message is lost on the way.
+func (a *frontActor) send(ctx actor.Context, shard int, pid *actor.PID, o outgoing) {
+	a.seqs[shard]++
+	msg := sequenced(a.id, a.seqs[shard], o.msg)
 	if o.sender != nil {
-		ctx.RequestWithCustomSender(pid, o.msg, o.sender)
+		ctx.RequestWithCustomSender(pid, msg, o.sender)
 		return
 	}
-	ctx.Send(pid, o.msg)
+	ctx.Send(pid, msg)
+}
+
+// sequenced wraps a message for a shard grain in its numbered envelope.
+func sequenced(sender, seq uint64, msg any) *clusterpb.Sequenced {
+	s := &clusterpb.Sequenced{Sender: sender, Seq: seq}
+	switch m := msg.(type) {
+	case *clusterpb.RouterEventBatch:
+		s.Msg = &clusterpb.Sequenced_Batch{Batch: m}
+	case *clusterpb.RemoveWorker:
+		s.Msg = &clusterpb.Sequenced_Remove{Remove: m}
+	case *clusterpb.Seed:
+		s.Msg = &clusterpb.Sequenced_Seed{Seed: m}
+	case *clusterpb.StatsRequest:
+		s.Msg = &clusterpb.Sequenced_Stats{Stats: m}
+	case *clusterpb.SnapshotRequest:
+		s.Msg = &clusterpb.Sequenced_Snapshot{Snapshot: m}
+	case *clusterpb.DumpRequest:
+		s.Msg = &clusterpb.Sequenced_Dump{Dump: m}
+	case *clusterpb.Refed:
+		s.Msg = &clusterpb.Sequenced_Refed{Refed: m}
+	default:
+		panic(fmt.Sprintf("clusterindex: front cannot number a %T", msg))
+	}
+	return s
+}
+
+// unsequenced is the message inside a Sequenced (nil if none is set).
+func unsequenced(s *clusterpb.Sequenced) any {
+	switch m := s.Msg.(type) {
+	case *clusterpb.Sequenced_Batch:
+		return m.Batch
+	case *clusterpb.Sequenced_Remove:
+		return m.Remove
+	case *clusterpb.Sequenced_Seed:
+		return m.Seed
+	case *clusterpb.Sequenced_Stats:
+		return m.Stats
+	case *clusterpb.Sequenced_Snapshot:
+		return m.Snapshot
+	case *clusterpb.Sequenced_Dump:
+		return m.Dump
+	case *clusterpb.Sequenced_Refed:
+		return m.Refed
+	}
+	return nil
 }

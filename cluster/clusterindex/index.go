@@ -2,6 +2,7 @@ package clusterindex
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,9 @@ const (
 	DefaultQueryDeadline = 5 * time.Millisecond
 	DefaultLookupTimeout = time.Second
 	DefaultMaxPending    = 4096
+	DefaultHandoverWait  = 2 * time.Second
+	DefaultLinger        = 2 * time.Second
+	DefaultGapWait       = time.Second
 )
 
 // Config sizes a namespace's cluster index. Shards must be the same on
@@ -33,8 +37,20 @@ type Config struct {
 	// LookupTimeout bounds one activation request to a shard's owner.
 	LookupTimeout time.Duration
 	// MaxPending bounds the messages the front holds per shard while its
-	// grain is being looked up.
+	// grain is being looked up, and those a new shard activation holds
+	// while it waits for its hand-over.
 	MaxPending int
+	// HandoverWait bounds how long a new shard activation waits for the
+	// hand-over of the activation it replaces before rebuilding instead
+	// (default 2 s; see handover.go).
+	HandoverWait time.Duration
+	// Linger is how long an activation that handed its slice over keeps
+	// forwarding what still reaches it (members that have not seen the
+	// new topology yet) before it stops (default 2 s).
+	Linger time.Duration
+	// GapWait bounds how long a shard holds a front's messages behind a
+	// missing one before it gives up on it and rebuilds (default 1 s).
+	GapWait time.Duration
 }
 
 // Index is one member's handle on a namespace's cluster index. Its
@@ -65,7 +81,8 @@ func Spawn(m *member.Member, namespace string, cfg Config, followers ...*actor.P
 	}
 	front := &frontActor{res: x.res, pending: make([][]outgoing, n), waiting: make([]bool, n),
 		maxPending: maxPending, retry: 100 * time.Millisecond, dropped: &x.dropped,
-		feeds: map[messages.WorkerKey]uint64{}, clock: feedClock{tag: xxh3.HashString(m.Address()) & 0xffff}}
+		feeds: map[messages.WorkerKey]uint64{}, clock: feedClock{tag: xxh3.HashString(m.Address()) & 0xffff},
+		id: rand.Uint64() | 1, seqs: make([]uint64, n)}
 	for _, f := range followers {
 		if f != nil {
 			front.followers = append(front.followers, f)

@@ -101,7 +101,9 @@ func TestClusterIndex(t *testing.T) {
 // the answer from the others comes back.
 func TestSilentShardMakesAnswerPartial(t *testing.T) {
 	silent := cluster.NewKind(Kind, actor.PropsFromFunc(func(actor.Context) {}))
-	ms := startMembers(t, "ci-silent", NewNode(Config{}).Join, kind(silent))
+	// The silent member never answers the live grains' first census round:
+	// they stop waiting for it after HandoverWait.
+	ms := startMembers(t, "ci-silent", NewNode(Config{HandoverWait: 200 * time.Millisecond}).Join, kind(silent))
 	x := Spawn(ms[0], namespace, Config{Shards: 8})
 	ev := messages.RouterEvent{WorkerID: 0, Event: messages.KvCacheEvent{EventID: 1, Kind: messages.KindStored,
 		Blocks: []messages.StoredBlock{{BlockHash: 11, TokensHash: 22}}}}

@@ -34,6 +34,9 @@ type Node struct {
 
 	mu   sync.Mutex
 	regs []*registration
+	// hosted is, per shard identity, the activation this member hosts
+	// (once it holds a slice: see grain.decide).
+	hosted map[string]uint64
 }
 
 // registration is one pipeline's index on this member.
@@ -52,11 +55,12 @@ type feed struct {
 
 // NewNode returns a node whose indexes are sized by cfg (Shards must be
 // the same on every member).
-func NewNode(cfg Config) *Node { return &Node{cfg: cfg} }
+func NewNode(cfg Config) *Node { return &Node{cfg: cfg, hosted: map[string]uint64{}} }
 
 // Kind is the shard kind this node's member hosts.
 func (n *Node) Kind() *cluster.Kind {
-	return cluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{node: n} }))
+	return cluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{node: n} },
+		actor.WithReceiverMiddleware(poisonAsMoved)))
 }
 
 // Join starts the rebuild agent and the worker registry's replica in
@@ -170,4 +174,51 @@ func (n *Node) feeds(namespace string, shard int) []feed {
 		}
 	}
 	return out
+}
+
+// host records that activation holds ci's slice on this member.
+func (n *Node) host(ci *cluster.ClusterIdentity, activation uint64) {
+	if ci == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.hosted[ci.Identity] = activation
+}
+
+// unhost forgets activation (stopped or handed over).
+func (n *Node) unhost(ci *cluster.ClusterIdentity, activation uint64) {
+	if ci == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.hosted[ci.Identity] == activation {
+		delete(n.hosted, ci.Identity)
+	}
+}
+
+// hosting reports whether this member hosts an activation of identity
+// other than activation (one that activation is taking over from).
+func (n *Node) hosting(identity string, activation uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	a, ok := n.hosted[identity]
+	return ok && a != activation
+}
+
+// placement is the member that places ci under this member's latest
+// topology, and whether this member is in it.
+func (n *Node) placement(ci *cluster.ClusterIdentity) (owner string, member bool) {
+	m := n.member.Load()
+	if m == nil || ci == nil {
+		return "", false
+	}
+	tp := m.Topology()
+	if tp == nil {
+		return "", false
+	}
+	rdv := cluster.NewRendezvous()
+	rdv.UpdateMembers(tp.Members)
+	return rdv.GetByClusterIdentity(ci), slices.Contains(addresses(tp.Members), m.Address())
 }

@@ -590,7 +590,8 @@ func (x *RouterEventBatch) GetFeed() uint64 {
 type ShardStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// activation is random per grain activation: a change means the shard
-	// was re-activated (its host left) and lost its slice.
+	// was re-activated — its slice handed over (a host joined) or rebuilt
+	// (its host left).
 	Activation uint64 `protobuf:"varint,1,opt,name=activation,proto3" json:"activation,omitempty"`
 	// recovering: the slice may miss streams or blocks (never holds blocks
 	// the engines evicted) until a Seed with complete = true.
@@ -605,8 +606,15 @@ type ShardStatus struct {
 	// member's listener feeds them any more (their host left).
 	Orphaned uint32 `protobuf:"varint,5,opt,name=orphaned,proto3" json:"orphaned,omitempty"`
 	// stale counts batches dropped because a newer listener (feed) follows
-	// their stream: a previous owner's batches during a hand-over.
-	Stale         uint64 `protobuf:"varint,6,opt,name=stale,proto3" json:"stale,omitempty"`
+	// their stream (a previous owner's batches during a hand-over), and
+	// front messages dropped as already applied (Sequenced).
+	Stale uint64 `protobuf:"varint,6,opt,name=stale,proto3" json:"stale,omitempty"`
+	// gaps counts the times a front's message never came (lost on the way):
+	// the shard then rebuilt its slice.
+	Gaps uint32 `protobuf:"varint,7,opt,name=gaps,proto3" json:"gaps,omitempty"`
+	// handed_over: this activation's slice was handed over by the
+	// activation it replaced (not rebuilt).
+	HandedOver    bool `protobuf:"varint,8,opt,name=handed_over,json=handedOver,proto3" json:"handed_over,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -681,6 +689,20 @@ func (x *ShardStatus) GetStale() uint64 {
 		return x.Stale
 	}
 	return 0
+}
+
+func (x *ShardStatus) GetGaps() uint32 {
+	if x != nil {
+		return x.Gaps
+	}
+	return 0
+}
+
+func (x *ShardStatus) GetHandedOver() bool {
+	if x != nil {
+		return x.HandedOver
+	}
+	return false
 }
 
 // MatchOptions is radix.MatchOptions.
@@ -1688,11 +1710,15 @@ func (x *RebuildRequest) GetRecover() bool {
 
 // Claim lists the streams one member's listeners feed into a shard.
 type Claim struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
-	Activation    uint64                 `protobuf:"varint,2,opt,name=activation,proto3" json:"activation,omitempty"`
-	Round         uint64                 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
-	Streams       []*WorkerKey           `protobuf:"bytes,4,rep,name=streams,proto3" json:"streams,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Member     string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Activation uint64                 `protobuf:"varint,2,opt,name=activation,proto3" json:"activation,omitempty"`
+	Round      uint64                 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	Streams    []*WorkerKey           `protobuf:"bytes,4,rep,name=streams,proto3" json:"streams,omitempty"`
+	// hosting: the member hosts another activation of the shard (one the
+	// asking activation is taking over from): the asker waits for its
+	// Handover instead of rebuilding.
+	Hosting       bool `protobuf:"varint,5,opt,name=hosting,proto3" json:"hosting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1753,6 +1779,13 @@ func (x *Claim) GetStreams() []*WorkerKey {
 		return x.Streams
 	}
 	return nil
+}
+
+func (x *Claim) GetHosting() bool {
+	if x != nil {
+		return x.Hosting
+	}
+	return false
 }
 
 // Refed: a claimed stream was rebuilt from its engine's replay buffer;
@@ -2287,6 +2320,384 @@ func (x *StreamStates) GetStates() []*StreamState {
 	return nil
 }
 
+// Sequenced is one message a member's index front sends to a shard grain,
+// numbered: seq counts, from 1, what front sender sent to that shard, so
+// the grain applies each front's messages in order and exactly once even
+// when some reach it directly and others through the activation it took
+// over from (see clusterindex sequence.go). Exactly one field of msg is set.
+type Sequenced struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Sender uint64                 `protobuf:"varint,1,opt,name=sender,proto3" json:"sender,omitempty"`
+	Seq    uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*Sequenced_Batch
+	//	*Sequenced_Remove
+	//	*Sequenced_Seed
+	//	*Sequenced_Stats
+	//	*Sequenced_Snapshot
+	//	*Sequenced_Dump
+	//	*Sequenced_Refed
+	Msg           isSequenced_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Sequenced) Reset() {
+	*x = Sequenced{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sequenced) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sequenced) ProtoMessage() {}
+
+func (x *Sequenced) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sequenced.ProtoReflect.Descriptor instead.
+func (*Sequenced) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Sequenced) GetSender() uint64 {
+	if x != nil {
+		return x.Sender
+	}
+	return 0
+}
+
+func (x *Sequenced) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Sequenced) GetMsg() isSequenced_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *Sequenced) GetBatch() *RouterEventBatch {
+	if x != nil {
+		if x, ok := x.Msg.(*Sequenced_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
+func (x *Sequenced) GetRemove() *RemoveWorker {
+	if x != nil {
+		if x, ok := x.Msg.(*Sequenced_Remove); ok {
+			return x.Remove
+		}
+	}
+	return nil
+}
+
+func (x *Sequenced) GetSeed() *Seed {
+	if x != nil {
+		if x, ok := x.Msg.(*Sequenced_Seed); ok {
+			return x.Seed
+		}
+	}
+	return nil
+}
+
+func (x *Sequenced) GetStats() *StatsRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*Sequenced_Stats); ok {
+			return x.Stats
+		}
+	}
+	return nil
+}
+
+func (x *Sequenced) GetSnapshot() *SnapshotRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*Sequenced_Snapshot); ok {
+			return x.Snapshot
+		}
+	}
+	return nil
+}
+
+func (x *Sequenced) GetDump() *DumpRequest {
+	if x != nil {
+		if x, ok := x.Msg.(*Sequenced_Dump); ok {
+			return x.Dump
+		}
+	}
+	return nil
+}
+
+func (x *Sequenced) GetRefed() *Refed {
+	if x != nil {
+		if x, ok := x.Msg.(*Sequenced_Refed); ok {
+			return x.Refed
+		}
+	}
+	return nil
+}
+
+type isSequenced_Msg interface {
+	isSequenced_Msg()
+}
+
+type Sequenced_Batch struct {
+	Batch *RouterEventBatch `protobuf:"bytes,3,opt,name=batch,proto3,oneof"`
+}
+
+type Sequenced_Remove struct {
+	Remove *RemoveWorker `protobuf:"bytes,4,opt,name=remove,proto3,oneof"`
+}
+
+type Sequenced_Seed struct {
+	Seed *Seed `protobuf:"bytes,5,opt,name=seed,proto3,oneof"`
+}
+
+type Sequenced_Stats struct {
+	Stats *StatsRequest `protobuf:"bytes,6,opt,name=stats,proto3,oneof"`
+}
+
+type Sequenced_Snapshot struct {
+	Snapshot *SnapshotRequest `protobuf:"bytes,7,opt,name=snapshot,proto3,oneof"`
+}
+
+type Sequenced_Dump struct {
+	Dump *DumpRequest `protobuf:"bytes,8,opt,name=dump,proto3,oneof"`
+}
+
+type Sequenced_Refed struct {
+	Refed *Refed `protobuf:"bytes,9,opt,name=refed,proto3,oneof"`
+}
+
+func (*Sequenced_Batch) isSequenced_Msg() {}
+
+func (*Sequenced_Remove) isSequenced_Msg() {}
+
+func (*Sequenced_Seed) isSequenced_Msg() {}
+
+func (*Sequenced_Stats) isSequenced_Msg() {}
+
+func (*Sequenced_Snapshot) isSequenced_Msg() {}
+
+func (*Sequenced_Dump) isSequenced_Msg() {}
+
+func (*Sequenced_Refed) isSequenced_Msg() {}
+
+// Fence is the feed a shard follows for one stream (clusterindex fences).
+type Fence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        *WorkerKey             `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Feed          uint64                 `protobuf:"varint,2,opt,name=feed,proto3" json:"feed,omitempty"`
+	Closed        bool                   `protobuf:"varint,3,opt,name=closed,proto3" json:"closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Fence) Reset() {
+	*x = Fence{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fence) ProtoMessage() {}
+
+func (x *Fence) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fence.ProtoReflect.Descriptor instead.
+func (*Fence) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *Fence) GetStream() *WorkerKey {
+	if x != nil {
+		return x.Stream
+	}
+	return nil
+}
+
+func (x *Fence) GetFeed() uint64 {
+	if x != nil {
+		return x.Feed
+	}
+	return 0
+}
+
+func (x *Fence) GetClosed() bool {
+	if x != nil {
+		return x.Closed
+	}
+	return false
+}
+
+// Cursor is the last seq a shard applied from one front sender.
+type Cursor struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sender        uint64                 `protobuf:"varint,1,opt,name=sender,proto3" json:"sender,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cursor) Reset() {
+	*x = Cursor{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cursor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cursor) ProtoMessage() {}
+
+func (x *Cursor) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cursor.ProtoReflect.Descriptor instead.
+func (*Cursor) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Cursor) GetSender() uint64 {
+	if x != nil {
+		return x.Sender
+	}
+	return 0
+}
+
+func (x *Cursor) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Handover is a shard activation's whole state, sent by the activation a
+// topology change moved away to the new owner's activation: the slice
+// (dump: events and positions), the fences, the fronts' cursors and the
+// status counters. The new activation loads it instead of rebuilding; the
+// old one then forwards what still reaches it, in order, after it.
+type Handover struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	Dump          *DumpResult            `protobuf:"bytes,2,opt,name=dump,proto3" json:"dump,omitempty"`
+	Fences        []*Fence               `protobuf:"bytes,3,rep,name=fences,proto3" json:"fences,omitempty"`
+	Cursors       []*Cursor              `protobuf:"bytes,4,rep,name=cursors,proto3" json:"cursors,omitempty"`
+	Status        *ShardStatus           `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Handover) Reset() {
+	*x = Handover{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Handover) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Handover) ProtoMessage() {}
+
+func (x *Handover) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Handover.ProtoReflect.Descriptor instead.
+func (*Handover) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Handover) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *Handover) GetDump() *DumpResult {
+	if x != nil {
+		return x.Dump
+	}
+	return nil
+}
+
+func (x *Handover) GetFences() []*Fence {
+	if x != nil {
+		return x.Fences
+	}
+	return nil
+}
+
+func (x *Handover) GetCursors() []*Cursor {
+	if x != nil {
+		return x.Cursors
+	}
+	return nil
+}
+
+func (x *Handover) GetStatus() *ShardStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 var File_cluster_clusterpb_kvrouter_proto protoreflect.FileDescriptor
 
 const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
@@ -2327,7 +2738,7 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x03(\v2 .kvrouter.cluster.v1.RouterEventR\x06events\x127\n" +
 	"\x05trace\x18\x03 \x01(\v2!.kvrouter.cluster.v1.TraceContextR\x05trace\x129\n" +
 	"\bposition\x18\x04 \x01(\v2\x1d.kvrouter.cluster.v1.PositionR\bposition\x12\x12\n" +
-	"\x04feed\x18\x05 \x01(\x04R\x04feed\"\xb7\x01\n" +
+	"\x04feed\x18\x05 \x01(\x04R\x04feed\"\xec\x01\n" +
 	"\vShardStatus\x12\x1e\n" +
 	"\n" +
 	"activation\x18\x01 \x01(\x04R\n" +
@@ -2338,7 +2749,10 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\brejected\x18\x03 \x01(\x04R\brejected\x12\x1a\n" +
 	"\bdegraded\x18\x04 \x01(\rR\bdegraded\x12\x1a\n" +
 	"\borphaned\x18\x05 \x01(\rR\borphaned\x12\x14\n" +
-	"\x05stale\x18\x06 \x01(\x04R\x05stale\"\x84\x01\n" +
+	"\x05stale\x18\x06 \x01(\x04R\x05stale\x12\x12\n" +
+	"\x04gaps\x18\a \x01(\rR\x04gaps\x12\x1f\n" +
+	"\vhanded_over\x18\b \x01(\bR\n" +
+	"handedOver\"\x84\x01\n" +
 	"\fMatchOptions\x12\x1d\n" +
 	"\n" +
 	"early_exit\x18\x01 \x01(\bR\tearlyExit\x12 \n" +
@@ -2408,14 +2822,15 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"activation\x18\x03 \x01(\x04R\n" +
 	"activation\x12\x14\n" +
 	"\x05round\x18\x04 \x01(\x04R\x05round\x12\x18\n" +
-	"\arecover\x18\x05 \x01(\bR\arecover\"\x8f\x01\n" +
+	"\arecover\x18\x05 \x01(\bR\arecover\"\xa9\x01\n" +
 	"\x05Claim\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x12\x1e\n" +
 	"\n" +
 	"activation\x18\x02 \x01(\x04R\n" +
 	"activation\x12\x14\n" +
 	"\x05round\x18\x03 \x01(\x04R\x05round\x128\n" +
-	"\astreams\x18\x04 \x03(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\astreams\"\x8b\x01\n" +
+	"\astreams\x18\x04 \x03(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\astreams\x12\x18\n" +
+	"\ahosting\x18\x05 \x01(\bR\ahosting\"\x8b\x01\n" +
 	"\x05Refed\x12\x1e\n" +
 	"\n" +
 	"activation\x18\x01 \x01(\x04R\n" +
@@ -2452,7 +2867,31 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"`\n" +
 	"\fStreamStates\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x128\n" +
-	"\x06states\x18\x02 \x03(\v2 .kvrouter.cluster.v1.StreamStateR\x06states*\x88\x01\n" +
+	"\x06states\x18\x02 \x03(\v2 .kvrouter.cluster.v1.StreamStateR\x06states\"\xd4\x03\n" +
+	"\tSequenced\x12\x16\n" +
+	"\x06sender\x18\x01 \x01(\x04R\x06sender\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12=\n" +
+	"\x05batch\x18\x03 \x01(\v2%.kvrouter.cluster.v1.RouterEventBatchH\x00R\x05batch\x12;\n" +
+	"\x06remove\x18\x04 \x01(\v2!.kvrouter.cluster.v1.RemoveWorkerH\x00R\x06remove\x12/\n" +
+	"\x04seed\x18\x05 \x01(\v2\x19.kvrouter.cluster.v1.SeedH\x00R\x04seed\x129\n" +
+	"\x05stats\x18\x06 \x01(\v2!.kvrouter.cluster.v1.StatsRequestH\x00R\x05stats\x12B\n" +
+	"\bsnapshot\x18\a \x01(\v2$.kvrouter.cluster.v1.SnapshotRequestH\x00R\bsnapshot\x126\n" +
+	"\x04dump\x18\b \x01(\v2 .kvrouter.cluster.v1.DumpRequestH\x00R\x04dump\x122\n" +
+	"\x05refed\x18\t \x01(\v2\x1a.kvrouter.cluster.v1.RefedH\x00R\x05refedB\x05\n" +
+	"\x03msg\"k\n" +
+	"\x05Fence\x126\n" +
+	"\x06stream\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x06stream\x12\x12\n" +
+	"\x04feed\x18\x02 \x01(\x04R\x04feed\x12\x16\n" +
+	"\x06closed\x18\x03 \x01(\bR\x06closed\"2\n" +
+	"\x06Cursor\x12\x16\n" +
+	"\x06sender\x18\x01 \x01(\x04R\x06sender\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xf8\x01\n" +
+	"\bHandover\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x123\n" +
+	"\x04dump\x18\x02 \x01(\v2\x1f.kvrouter.cluster.v1.DumpResultR\x04dump\x122\n" +
+	"\x06fences\x18\x03 \x03(\v2\x1a.kvrouter.cluster.v1.FenceR\x06fences\x125\n" +
+	"\acursors\x18\x04 \x03(\v2\x1b.kvrouter.cluster.v1.CursorR\acursors\x128\n" +
+	"\x06status\x18\x05 \x01(\v2 .kvrouter.cluster.v1.ShardStatusR\x06status*\x88\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11EVENT_KIND_STORED\x10\x01\x12\x16\n" +
@@ -2478,7 +2917,7 @@ func file_cluster_clusterpb_kvrouter_proto_rawDescGZIP() []byte {
 }
 
 var file_cluster_clusterpb_kvrouter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(EventKind)(0),              // 0: kvrouter.cluster.v1.EventKind
 	(StorageTier)(0),            // 1: kvrouter.cluster.v1.StorageTier
@@ -2516,6 +2955,10 @@ var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(*StreamStatesRequest)(nil), // 33: kvrouter.cluster.v1.StreamStatesRequest
 	(*StreamState)(nil),         // 34: kvrouter.cluster.v1.StreamState
 	(*StreamStates)(nil),        // 35: kvrouter.cluster.v1.StreamStates
+	(*Sequenced)(nil),           // 36: kvrouter.cluster.v1.Sequenced
+	(*Fence)(nil),               // 37: kvrouter.cluster.v1.Fence
+	(*Cursor)(nil),              // 38: kvrouter.cluster.v1.Cursor
+	(*Handover)(nil),            // 39: kvrouter.cluster.v1.Handover
 }
 var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	0,  // 0: kvrouter.cluster.v1.KvCacheEvent.kind:type_name -> kvrouter.cluster.v1.EventKind
@@ -2554,11 +2997,23 @@ var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	28, // 33: kvrouter.cluster.v1.RegistrySync.entries:type_name -> kvrouter.cluster.v1.RegistryEntry
 	2,  // 34: kvrouter.cluster.v1.StreamState.key:type_name -> kvrouter.cluster.v1.WorkerKey
 	34, // 35: kvrouter.cluster.v1.StreamStates.states:type_name -> kvrouter.cluster.v1.StreamState
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	7,  // 36: kvrouter.cluster.v1.Sequenced.batch:type_name -> kvrouter.cluster.v1.RouterEventBatch
+	13, // 37: kvrouter.cluster.v1.Sequenced.remove:type_name -> kvrouter.cluster.v1.RemoveWorker
+	24, // 38: kvrouter.cluster.v1.Sequenced.seed:type_name -> kvrouter.cluster.v1.Seed
+	19, // 39: kvrouter.cluster.v1.Sequenced.stats:type_name -> kvrouter.cluster.v1.StatsRequest
+	22, // 40: kvrouter.cluster.v1.Sequenced.snapshot:type_name -> kvrouter.cluster.v1.SnapshotRequest
+	14, // 41: kvrouter.cluster.v1.Sequenced.dump:type_name -> kvrouter.cluster.v1.DumpRequest
+	27, // 42: kvrouter.cluster.v1.Sequenced.refed:type_name -> kvrouter.cluster.v1.Refed
+	2,  // 43: kvrouter.cluster.v1.Fence.stream:type_name -> kvrouter.cluster.v1.WorkerKey
+	15, // 44: kvrouter.cluster.v1.Handover.dump:type_name -> kvrouter.cluster.v1.DumpResult
+	37, // 45: kvrouter.cluster.v1.Handover.fences:type_name -> kvrouter.cluster.v1.Fence
+	38, // 46: kvrouter.cluster.v1.Handover.cursors:type_name -> kvrouter.cluster.v1.Cursor
+	8,  // 47: kvrouter.cluster.v1.Handover.status:type_name -> kvrouter.cluster.v1.ShardStatus
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_cluster_clusterpb_kvrouter_proto_init() }
@@ -2566,13 +3021,22 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 	if File_cluster_clusterpb_kvrouter_proto != nil {
 		return
 	}
+	file_cluster_clusterpb_kvrouter_proto_msgTypes[34].OneofWrappers = []any{
+		(*Sequenced_Batch)(nil),
+		(*Sequenced_Remove)(nil),
+		(*Sequenced_Seed)(nil),
+		(*Sequenced_Stats)(nil),
+		(*Sequenced_Snapshot)(nil),
+		(*Sequenced_Dump)(nil),
+		(*Sequenced_Refed)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_clusterpb_kvrouter_proto_rawDesc), len(file_cluster_clusterpb_kvrouter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
