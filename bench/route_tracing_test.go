@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // BenchmarkRouteTracing is BenchmarkRoute with tracing off (no provider:
@@ -16,17 +14,4 @@ import (
 // per index shard, the decision; in-process calls start no trace and show
 // the cost of looking for one. Spans are recorded and batched as in
 // production; the exporter drops them.
-func BenchmarkRouteTracing(b *testing.B) {
-	b.Run("off", BenchmarkRoute)
-	for _, c := range []struct {
-		name  string
-		ratio float64
-	}{{"sampled=1%", 0.01}, {"sampled=100%", 1}} {
-		b.Run(c.name, func(b *testing.B) {
-			spantest.Use(b, sdktrace.NewTracerProvider(
-				sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.ratio))),
-				sdktrace.WithBatcher(tracetest.NewNoopExporter())))
-			BenchmarkRoute(b)
-		})
-	}
-}
+func BenchmarkRouteTracing(b *testing.B) { spantest.Sampling(b, BenchmarkRoute) }

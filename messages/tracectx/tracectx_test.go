@@ -9,7 +9,6 @@ import (
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -168,16 +167,5 @@ func BenchmarkBatchSpans(b *testing.B) {
 			tracer.Child(tc, "coalesce").End()
 		}
 	}
-	b.Run("off", run)
-	for _, c := range []struct {
-		name  string
-		ratio float64
-	}{{"sampled=1%", 0.01}, {"sampled=100%", 1}} {
-		b.Run(c.name, func(b *testing.B) {
-			spantest.Use(b, sdktrace.NewTracerProvider(
-				sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.ratio))),
-				sdktrace.WithBatcher(tracetest.NewNoopExporter())))
-			run(b)
-		})
-	}
+	spantest.Sampling(b, run)
 }

@@ -46,3 +46,23 @@ func ByName(exp *tracetest.InMemoryExporter, name string) tracetest.SpanStubs {
 	}
 	return out
 }
+
+// Sampling runs bench three times: with tracing off (no provider: the
+// default), and with a provider sampling 1 % and 100 % of traces
+// (parent-based, as OTEL_TRACES_SAMPLER=parentbased_traceidratio sets it),
+// spans recorded and batched as in production and dropped by the exporter:
+// the cost of tracing, not of a collector.
+func Sampling(b *testing.B, bench func(*testing.B)) {
+	b.Run("off", bench)
+	for _, c := range []struct {
+		name  string
+		ratio float64
+	}{{"sampled=1%", 0.01}, {"sampled=100%", 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			Use(b, sdktrace.NewTracerProvider(
+				sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.ratio))),
+				sdktrace.WithBatcher(tracetest.NewNoopExporter())))
+			bench(b)
+		})
+	}
+}
