@@ -13,6 +13,11 @@ import (
 type Config struct {
 	// Shards is the number of shard actors (default 1).
 	Shards int
+	// Listeners, when set, returns the pipeline's listeners by stream: a
+	// shard actor restarted after a crash has lost its slice, and asks the
+	// listeners of the streams placed on it to rebuild them from the
+	// engines' replay buffers (listener.Rebuild).
+	Listeners func() map[messages.StreamID]*actor.PID
 }
 
 // Index is a running sharded index: the front actor the coalescers send
@@ -31,7 +36,7 @@ func Spawn(root *actor.RootContext, cfg Config, followers ...*actor.PID) *Index 
 	n := max(cfg.Shards, 1)
 	x := &Index{root: root, shards: make([]*actor.PID, n)}
 	for i := range x.shards {
-		x.shards[i] = root.Spawn(shardProps(i))
+		x.shards[i] = root.Spawn(shardProps(i, n, cfg.Listeners))
 	}
 	front := &frontActor{shards: x.shards}
 	for _, f := range followers {

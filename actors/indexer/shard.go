@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
@@ -30,16 +31,21 @@ var (
 // shardActor owns one Shard: the streams of the workers placed on it. It
 // applies their batches in arrival order and answers queries for them.
 type shardActor struct {
-	shard *Shard
-	n     int // the shard's number (span attribute)
+	shard     *Shard
+	n, shards int // the shard's number (span attribute) and the shard count
+	listeners func() map[messages.StreamID]*actor.PID
 }
 
-func shardProps(n int) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &shardActor{shard: NewShard(), n: n} }, mailbox.CountedPriority(mailbox.Index))
+func shardProps(n, shards int, listeners func() map[messages.StreamID]*actor.PID) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &shardActor{shard: NewShard(), n: n, shards: shards, listeners: listeners}
+	}, mailbox.CountedPriority(mailbox.Index))
 }
 
 func (a *shardActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Restarting:
+		a.lost(ctx)
 	case *messages.RouterEventBatch:
 		ApplyTraced(a.shard, a.n, m)
 	case *QueryRequest:
@@ -48,6 +54,22 @@ func (a *shardActor) Receive(ctx actor.Context) {
 		a.shard.RemoveWorker(m.Worker)
 	case *orderedRead:
 		ctx.Send(m.reply, a.read(m.msg))
+	}
+}
+
+// lost runs when the shard crashed: its successor starts empty, so the
+// streams placed on it are rebuilt from the engines' replay buffers (a
+// resync, then what the buffer holds) instead of staying short of blocks
+// while claiming to be exact. The listeners' answers (listener.Rebuilt)
+// are not awaited.
+func (a *shardActor) lost(ctx actor.Context) {
+	if a.listeners == nil {
+		return
+	}
+	for s, pid := range a.listeners() {
+		if ShardOf(s.Worker, a.shards) == a.n {
+			ctx.Request(pid, &listener.Rebuild{})
+		}
 	}
 }
 

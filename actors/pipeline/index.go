@@ -85,5 +85,8 @@ func (c Coverage) RecoveringWorker(w messages.WorkerID) bool {
 
 // localIndex starts the one-process index (indexer.Spawn).
 func localIndex(cfg indexer.Config) func(IndexEnv) Index {
-	return func(env IndexEnv) Index { return indexer.Spawn(env.Root, cfg, env.Followers...) }
+	return func(env IndexEnv) Index {
+		cfg.Listeners = env.Listeners // a crashed shard has its streams rebuilt
+		return indexer.Spawn(env.Root, cfg, env.Followers...)
+	}
 }
