@@ -94,3 +94,6 @@ require (
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+// A patched copy: received messages capped (see actors/listener/zmq4/PATCH.md).
+replace github.com/go-zeromq/zmq4 => ./actors/listener/zmq4

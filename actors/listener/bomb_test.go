@@ -1,0 +1,79 @@
+package listener_test
+
+import (
+	"encoding/binary"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// zmtpPub is a hostile "engine": it speaks ZMTP 3.0 as a PUB (greeting,
+// READY) and then declares a frame of a terabyte. Unpatched, zmq4
+// allocated it and the process died ("out of memory"); with the cap
+// (actors/listener/zmq4/PATCH.md) the connection is dropped and counted.
+func zmtpPub(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	greeting := make([]byte, 64)
+	greeting[0], greeting[9], greeting[10] = 0xff, 0x7f, 3
+	copy(greeting[12:], "NULL")
+	body := append([]byte{5}, "READY"...)
+	body = append(append(body, 11), "Socket-Type"...)
+	body = append(binary.BigEndian.AppendUint32(body, 3), "PUB"...)
+	ready := append([]byte{0x04, byte(len(body))}, body...)
+	bomb := binary.BigEndian.AppendUint64([]byte{0x02}, 1<<40) // a long frame of 1 TiB
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Write(greeting)
+				_, _ = c.Read(make([]byte, 64))
+				_, _ = c.Write(ready)
+				time.Sleep(50 * time.Millisecond)
+				_, _ = c.Write(bomb)
+				time.Sleep(time.Second)
+			}()
+		}
+	}()
+	return "tcp://" + ln.Addr().String()
+}
+
+func TestAFrameOfATerabyteIsRefused(t *testing.T) {
+	system := actor.NewActorSystem()
+	next := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	props, err := listener.Props(listener.Config{Stream: messages.StreamID{Worker: 1}, Endpoint: zmtpPub(t), Next: next, Silence: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := system.Root.Spawn(props)
+	defer system.Root.Stop(pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := system.Root.RequestFuture(pid, &listener.StatsRequest{}, time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for why, n := range res.(*listener.Stats).BadFrames {
+			if strings.Contains(why, "MaxMessageSize") && n > 0 {
+				return // refused, counted, and the process is alive
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal counted: %v", res.(*listener.Stats).BadFrames)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
