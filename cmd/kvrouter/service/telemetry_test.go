@@ -20,10 +20,9 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/telemetry"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/telemetry/metricstest"
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -207,38 +206,7 @@ func (h *harness) scrape() map[string]*dto.MetricFamily {
 	if resp.StatusCode != http.StatusOK {
 		h.t.Fatalf("GET /metrics: %d", resp.StatusCode)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		h.t.Fatalf("parse /metrics: %v", err)
-	}
-	return fams
-}
-
-// sample returns the value of the sample of family name whose labels
-// include want (a histogram's count), and whether there is one.
-func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-next:
-	for _, m := range fams[name].GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.Label {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
+	return metricstest.Parse(h.t, resp.Body)
 }
 
 // /metrics follows the engines' events: counters move as batches flow,
@@ -257,7 +225,7 @@ func TestMetricsFollowTheEngines(t *testing.T) {
 	h.await("worker 3's rejected events", func() bool {
 		_ = odd.Publish()
 		fams = h.scrape()
-		n, _ := sample(fams, "kvrouter_events_total", map[string]string{"worker": "3", "outcome": "rejected", "reason": "block_size_mismatch"})
+		n, _ := metricstest.Sample(fams, "kvrouter_events_total", map[string]string{"worker": "3", "outcome": "rejected", "reason": "block_size_mismatch"})
 		return n > 0
 	})
 	w1 := map[string]string{"worker": "1", "dp_rank": "0"}
@@ -281,12 +249,12 @@ func TestMetricsFollowTheEngines(t *testing.T) {
 		{"kvrouter_http_requests_total", map[string]string{"path": "/route", "code": "200"}, 1, 1},
 		{"kvrouter_telemetry_read_errors_total", nil, 0, 0},
 	} {
-		if got, ok := sample(fams, c.name, c.labels); !ok || got < c.min || got > c.max {
+		if got, ok := metricstest.Sample(fams, c.name, c.labels); !ok || got < c.min || got > c.max {
 			t.Errorf("%s%v = %v (present %v), want within [%v, %v]", c.name, c.labels, got, ok, c.min, c.max)
 		}
 	}
-	blocks0, _ := sample(fams, "kvrouter_index_blocks", map[string]string{"shard": "0"})
-	blocks1, _ := sample(fams, "kvrouter_index_blocks", map[string]string{"shard": "1"})
+	blocks0, _ := metricstest.Sample(fams, "kvrouter_index_blocks", map[string]string{"shard": "0"})
+	blocks1, _ := metricstest.Sample(fams, "kvrouter_index_blocks", map[string]string{"shard": "1"})
 	if blocks0+blocks1 < 12 { // two 6-block prompts, at least
 		t.Errorf("index blocks %v + %v, want ≥ 12", blocks0, blocks1)
 	}
@@ -301,11 +269,11 @@ func TestMetricsFollowTheEngines(t *testing.T) {
 	}
 
 	// More batches: the counter moves.
-	before, _ := sample(fams, "kvrouter_batches_total", w1)
+	before, _ := metricstest.Sample(fams, "kvrouter_batches_total", w1)
 	h.engines[0].Serve(prompt(4, 3), "")
 	h.await("worker 1's batches to grow", func() bool {
 		_ = h.engines[0].Publish()
-		after, _ := sample(h.scrape(), "kvrouter_batches_total", w1)
+		after, _ := metricstest.Sample(h.scrape(), "kvrouter_batches_total", w1)
 		return after > before
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,10 +16,9 @@ import (
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/normalizer"
 	"github.com/kvrouter/kvrouter/actors/sessions"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/telemetry/metricstest"
 	"github.com/kvrouter/kvrouter/messages"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // fakePipeline serves fixed counters, changed by the test between scrapes.
@@ -109,41 +107,17 @@ func scrapeHandler(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
 	if rec.Code != 200 {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(rec.Body.String()))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v\n%s", err, rec.Body)
-	}
-	return fams
+	return metricstest.Parse(t, rec.Body)
 }
 
 // value returns the sample of family name whose labels include want.
 func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	t.Helper()
-	fam, ok := fams[name]
+	v, ok := metricstest.Sample(fams, name, want)
 	if !ok {
-		t.Fatalf("no metric %s", name)
+		t.Fatalf("no %s sample with labels %v", name, want)
 	}
-next:
-	for _, m := range fam.Metric {
-		have := map[string]string{}
-		for _, l := range m.Label {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		}
-	}
-	t.Fatalf("no %s sample with labels %v", name, want)
-	return 0
+	return v
 }
 
 func newMetrics(t *testing.T, pipes ...Pipeline) *Metrics {
