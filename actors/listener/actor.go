@@ -182,10 +182,8 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case badFrame:
 		a.stats.BadFrames[m.why]++
 	case *messages.Applied:
-		// max: acknowledgements of a previous incarnation's batches (after a
-		// restart) must not widen the window.
 		// min: acknowledgements of a previous incarnation's batches (after a
-		// restart) are not this one's.
+		// restart) are not this one's and must not widen the window.
 		acked := min(m.Count, len(a.origins))
 		for _, live := range a.origins[:acked] {
 			if live {

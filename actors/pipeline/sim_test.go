@@ -69,12 +69,7 @@ func (w *simWorker) serve(t *testing.T, n int) {
 
 // truth is the engine's cache: its engine hashes, sorted.
 func (w *simWorker) truth() []messages.ExternalHash {
-	var hs []messages.ExternalHash
-	for h := range w.eng.Contents().Blocks {
-		hs = append(hs, messages.ExternalHash(h))
-	}
-	slices.Sort(hs)
-	return hs
+	return w.eng.Contents().Held()
 }
 
 // quiesce publishes a heartbeat on every engine (so a trailing loss shows

@@ -225,11 +225,7 @@ func (r *engineRun) restart(kind FaultKind) {
 
 // truth is the engine's cache and whether the router could know all of it.
 func (r *engineRun) truth() Truth {
-	t := Truth{Stream: r.stream}
-	for h := range r.eng.Contents().Blocks {
-		t.Held = append(t.Held, messages.ExternalHash(h))
-	}
-	slices.Sort(t.Held)
+	t := Truth{Stream: r.stream, Held: r.eng.Contents().Held()}
 	t.HistoryHeld = r.plan.Replay && !r.kept && r.eng.Stats().NextSeq-r.emptyAt <= uint64(r.plan.ReplayBuffer)
 	return t
 }

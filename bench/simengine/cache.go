@@ -3,7 +3,9 @@ package simengine
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
+	"github.com/kvrouter/kvrouter/messages"
 	"github.com/zeebo/xxh3"
 )
 
@@ -82,6 +84,17 @@ type Block struct {
 type Snapshot struct {
 	DpRank uint32
 	Blocks map[uint64]Block
+}
+
+// Held returns the engine hashes the cache holds, sorted: the ground truth
+// a router's index of this engine is checked against.
+func (s Snapshot) Held() []messages.ExternalHash {
+	hs := make([]messages.ExternalHash, 0, len(s.Blocks))
+	for h := range s.Blocks {
+		hs = append(hs, messages.ExternalHash(h))
+	}
+	slices.Sort(hs)
+	return hs
 }
 
 // CacheStats counts what a Cache has done since it was created.

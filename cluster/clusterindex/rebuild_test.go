@@ -63,13 +63,8 @@ func (e *simEngine) serve(t *testing.T, n int) {
 }
 
 func (e *simEngine) truth() chaos.Truth {
-	var hs []messages.ExternalHash
-	for h := range e.eng.Contents().Blocks {
-		hs = append(hs, messages.ExternalHash(h))
-	}
-	slices.Sort(hs)
 	// The buffer holds the history when it still has the first batch.
-	return chaos.Truth{Stream: e.cfg.Stream, Held: hs, HistoryHeld: e.eng.Options().ReplayBuffer > int(e.eng.Stats().NextSeq)}
+	return chaos.Truth{Stream: e.cfg.Stream, Held: e.eng.Contents().Held(), HistoryHeld: e.eng.Options().ReplayBuffer > int(e.eng.Stats().NextSeq)}
 }
 
 // quiesceAll waits until every engine's listener (on its host's pipeline)

@@ -396,10 +396,8 @@ func (c *e2eCluster) matchesTruth(h *e2eHost) error {
 	}
 	for _, e := range c.engines {
 		key := messages.WorkerKey{Worker: messages.WorkerID(e.id)}
-		var held, indexed []messages.ExternalHash
-		for hash := range e.eng.Contents().Blocks {
-			held = append(held, messages.ExternalHash(hash))
-		}
+		held := e.eng.Contents().Held()
+		var indexed []messages.ExternalHash
 		for hash := range sink.held[key] {
 			indexed = append(indexed, hash)
 		}

@@ -66,12 +66,7 @@ func blocks(t *testing.T, svc *Service, id int) []messages.ExternalHash {
 
 // truth is what an engine holds, sorted.
 func truth(eng *simengine.Engine) []messages.ExternalHash {
-	var out []messages.ExternalHash
-	for h := range eng.Contents().Blocks {
-		out = append(out, messages.ExternalHash(h))
-	}
-	slices.Sort(out)
-	return out
+	return eng.Contents().Held()
 }
 
 // streamState is worker id's state and listener resyncs on svc.
