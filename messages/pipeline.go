@@ -50,8 +50,12 @@ type EngineBatch struct {
 	// Engine is the adapter name (engine.Lookup).
 	Engine string
 	// BlockSize is the stream's configured block size (0: trust the engine).
-	BlockSize  int
-	Seq        uint64
+	BlockSize int
+	Seq       uint64
+	// Payload is the engine's msgpack batch; nil makes the message a marker
+	// that carries only its Resync (the listener dropped the stream's state
+	// without a batch, e.g. when the connection broke), at Seq, the last
+	// delivered seq.
 	Payload    []byte
 	Resync     Resync
 	ReceivedAt int64 // unix nanoseconds, for lag figures

@@ -24,12 +24,20 @@ type Stats struct {
 	Rebuilds   uint64            // rebuilds by replay asked by the index (Rebuild)
 	InFlight   int
 	Replaying  bool
+	// Connected: the socket is subscribed (false from a socket error until
+	// it is subscribed again).
+	Connected  bool
 	NextSeq    uint64 // of the configured stream (one engine per socket)
 	Subscribed uint64 // socket (re)creations
 	// Streams holds each stream's next seq when engines are told apart by
 	// topic (Config.TopicIdentity).
 	Streams map[messages.StreamID]uint64
 }
+
+// Recovering reports whether the stream's state awaits verification: a
+// replay runs, or the connection is down (what the engine did meanwhile is
+// checked once it is back).
+func (s *Stats) Recovering() bool { return s.Replaying || !s.Connected }
 
 // StatsRequest asks a listener for its Stats (answered with ctx.Respond).
 type StatsRequest struct{}
@@ -49,8 +57,10 @@ type stream struct {
 type Actor struct {
 	cfg     Config
 	adapter engine.Adapter
-	main    *stream            // the configured stream
-	byPod   map[string]*stream // TopicIdentity: one stream per topic pod
+	main    *stream // the configured stream
+	// connected: the socket is subscribed (Stats.Connected).
+	connected bool
+	byPod     map[string]*stream // TopicIdentity: one stream per topic pod
 	// liveCredits and replayCredits bound what the subscription and the
 	// replay goroutine hand over (the window each); liveTaken/replayTaken
 	// count the credits the actor holds for batches it has not seen through.
@@ -143,11 +153,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.start(ctx)
 	case subscribed:
 		a.stats.Subscribed++
+		a.connected = true
 		if a.stats.Subscribed == 1 {
 			a.do(ctx, a.main, a.main.tracker.Start())
 		} else {
-			a.do(ctx, a.main, a.main.tracker.Resubscribed(m.afterError))
+			a.do(ctx, a.main, a.main.tracker.Resubscribed())
 		}
+	case socketError:
+		a.connected = false
+		a.stats.BadFrames["socket: "+m.err]++
+		a.do(ctx, a.main, a.main.tracker.Disconnected())
 	case liveBatch:
 		a.stats.Received++
 		a.liveTaken++
@@ -200,7 +215,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.startRebuild(ctx, m)
 	case *StatsRequest:
 		s := a.stats
-		s.InFlight, s.Replaying = len(a.origins), a.main.tracker.Replaying()
+		s.InFlight, s.Replaying, s.Connected = len(a.origins), a.main.tracker.Replaying(), a.connected
 		s.NextSeq, _ = a.main.tracker.Next()
 		s.Gaps = a.main.tracker.Gaps()
 		s.BadFrames, s.Resyncs, s.Replays = copyMap(s.BadFrames), copyMap(s.Resyncs), copyMap(s.Replays)
@@ -250,6 +265,11 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 			a.startReplay(ctx, act.Seq)
 		case Deliver:
 			a.deliver(ctx, st, act.Seq, act.Payload, act.Live)
+		case Drop:
+			a.stats.Resyncs[act.Reason.String()]++
+			a.log.Warn("stream degraded: index state dropped", "worker", st.id.Worker, "reason", act.Reason.String())
+			st.resync = messages.Resync{Reason: act.Reason.String()}
+			a.deliver(ctx, st, act.Seq, nil, false)
 		}
 	}
 	a.settle()

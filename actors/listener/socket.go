@@ -13,10 +13,12 @@ import (
 
 // Messages from the socket goroutines to their listener actor.
 type (
-	// subscribed: the subscription is in place (again); afterError: the
-	// previous socket failed (a broken connection, not silence).
-	subscribed struct{ afterError bool }
-	liveBatch  struct {
+	// subscribed: the subscription is in place (again).
+	subscribed struct{}
+	// socketError: the socket failed (a broken connection, a refused
+	// dial); it is recreated after a backoff.
+	socketError struct{ err string }
+	liveBatch   struct {
 		topic   []byte
 		seq     uint64
 		payload []byte
@@ -39,12 +41,10 @@ type (
 // an error or, for a dialing socket, after cfg.Silence without a message.
 func subscribe(ctx context.Context, cfg Config, c *credits, send func(any)) {
 	backoff := 50 * time.Millisecond
-	failed := false
 	for ctx.Err() == nil {
-		err := subscribeOnce(ctx, cfg, c, send, failed)
-		failed = err != nil
+		err := subscribeOnce(ctx, cfg, c, send)
 		if err != nil && ctx.Err() == nil {
-			send(badFrame{why: "socket: " + err.Error()})
+			send(socketError{err: err.Error()})
 			select {
 			case <-ctx.Done():
 			case <-time.After(backoff):
@@ -58,7 +58,7 @@ func subscribe(ctx context.Context, cfg Config, c *credits, send func(any)) {
 
 // subscribeOnce runs one socket incarnation; it returns nil when it was
 // recreated for silence.
-func subscribeOnce(ctx context.Context, cfg Config, c *credits, send func(any), afterError bool) error {
+func subscribeOnce(ctx context.Context, cfg Config, c *credits, send func(any)) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// No zmq4 automatic reconnect: it redials from a library goroutine that
@@ -78,7 +78,7 @@ func subscribeOnce(ctx context.Context, cfg Config, c *credits, send func(any), 
 	if err := sock.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
 		return err
 	}
-	send(subscribed{afterError: afterError})
+	send(subscribed{})
 	var watchdog *time.Timer
 	var silent atomic.Bool
 	if !cfg.Bind && cfg.Silence > 0 {

@@ -20,9 +20,10 @@ const (
 	ResyncReorderOverflow              // too many live batches arrived during a replay
 	ResyncResumed                      // continues a position loaded from a peer (keeps the state)
 	ResyncRecovery                     // rebuilt from the replay buffer after a batch the pipeline could not apply
+	ResyncDisconnected                 // the connection broke and there is no replay endpoint to verify continuity
 )
 
-var resyncNames = [...]string{"", "start", "restart", "history_missing", "replay_timeout", "reorder_overflow", "resumed", "recovery"}
+var resyncNames = [...]string{"", "start", "restart", "history_missing", "replay_timeout", "reorder_overflow", "resumed", "recovery", "disconnected"}
 
 // String returns the reason's label.
 func (r ResyncReason) String() string {
@@ -49,6 +50,10 @@ const (
 	// dropped: the stream continues the state loaded at Tracker.Resume, and
 	// Exact is that state's.
 	Resync
+	// Drop: drop what the index holds for this stream now, without waiting
+	// for a batch (the owner sends a marker carrying only the resync, at
+	// Seq, the last delivered seq); the stream is degraded from there.
+	Drop
 )
 
 // Action is one instruction from the Tracker.
@@ -105,9 +110,8 @@ type Tracker struct {
 	// at that batch, to check the publisher still has it.
 	lastHash             uint64
 	hashKnown, verifying bool
-	// suspect: the connection broke and continuity cannot be verified
-	// (no replay): the next delivered batch drops the state.
-	suspect bool
+	// dropped: a Drop was returned and nothing delivered since.
+	dropped bool
 }
 
 // maxReplayRetries bounds back-to-back replays for gaps that opened while a
@@ -176,18 +180,29 @@ func (t *Tracker) Start() []Action {
 // have restarted unseen — its new seqs can continue ours by coincidence.
 // With a replay endpoint and a delivered history, it asks for everything
 // after the last delivered batch, verifying that batch first (Replayed).
-// Without one, after a broken connection (afterError; not after mere
-// silence, which an idle engine causes) the next batch drops the stream's
-// state: continuity cannot be checked.
-func (t *Tracker) Resubscribed(afterError bool) []Action {
-	switch {
-	case !t.started || t.replaying:
+// Without one, Disconnected already dropped the state if the connection
+// broke; a socket recreated after mere silence kept a live connection to
+// the same publisher until then.
+func (t *Tracker) Resubscribed() []Action {
+	if !t.started || t.replaying || !t.cfg.Replay {
 		return nil
-	case t.cfg.Replay:
-		return t.replay(nil, t.next)
 	}
-	t.suspect = afterError
-	return nil
+	return t.replay(nil, t.next)
+}
+
+// Disconnected is called when the subscription's connection broke (an
+// error, not a socket recreated after silence). Without a replay endpoint
+// continuity cannot be checked once it is back: the publisher may restart
+// meanwhile and its new seqs continue ours by coincidence. So the stream's
+// state is dropped at once (Drop), not at its next batch — an engine that
+// restarted and stays idle sends none, and its old blocks would be
+// phantoms all that time. With a replay endpoint, Resubscribed verifies the
+// history instead.
+func (t *Tracker) Disconnected() []Action {
+	if t.cfg.Replay {
+		return nil
+	}
+	return t.drop(ResyncDisconnected)
 }
 
 // Recover drops the delivered history and asks the replay endpoint for
@@ -258,35 +273,74 @@ func (t *Tracker) Replayed(seq uint64, payload []byte) []Action {
 		if seq == t.next-1 {
 			why = ResyncRestart
 		}
-		t.started, t.firstWhy, t.resumed, t.hashKnown = false, why, false, false
-		return t.replay(nil, 0)
+		return t.startOver(why)
 	}
 	if !t.started || seq >= t.next {
 		t.replayGot++
 	}
-	acts := t.place(nil, seq, payload, ResyncHistoryMissing, false)
-	return t.drain(acts, false, 0)
+	// Held live batches wait for the replay's end: for a seq the replay
+	// holds, its copy is the publisher's, while a live one may be a stale
+	// batch of a previous publisher that arrived late (its connection's
+	// last messages interleaved with the new one's).
+	return t.place(nil, seq, payload, ResyncHistoryMissing, false)
 }
 
 // ReplayEnd handles the replay's end marker. A gap left before the held
 // batches after a replay that did deliver may have opened while the engine
 // was answering (the batch was published after it read its buffer): ask
 // again from there, a bounded number of times. A replay that delivered
-// nothing means the buffer no longer holds the history.
+// nothing means the buffer no longer holds the history; one that did not
+// even return the batch it was to verify means the publisher no longer has
+// it (it restarted, or its buffer moved on): start over.
 func (t *Tracker) ReplayEnd() []Action {
 	if !t.replaying {
 		return nil
 	}
+	if t.verifying {
+		return t.startOver(ResyncHistoryMissing)
+	}
+	acts := t.drain(nil, false, 0)
 	if t.replayGot > 0 && t.started && len(t.buffered) > 0 && t.buffered[0].seq > t.next && t.retries < maxReplayRetries {
 		t.retries++
-		return t.replay(nil, t.next)
+		return t.replay(acts, t.next)
 	}
-	return t.stopReplay(ResyncHistoryMissing)
+	return append(acts, t.stopReplay(ResyncHistoryMissing)...)
 }
 
 // ReplayTimeout is called when a replay produced no end marker in time (an
-// engine without replay never answers).
-func (t *Tracker) ReplayTimeout() []Action { return t.stopReplay(ResyncReplayTimeout) }
+// engine without replay never answers). If the replay was to verify the
+// delivered history, that history is unverified: its state is dropped now.
+func (t *Tracker) ReplayTimeout() []Action {
+	if !t.replaying {
+		return nil
+	}
+	var acts []Action
+	if t.verifying {
+		t.verifying = false
+		acts = t.drop(ResyncReplayTimeout)
+	}
+	return append(acts, t.stopReplay(ResyncReplayTimeout)...)
+}
+
+// startOver drops the stream's state now and asks the replay for
+// everything the buffer holds, as at start: the delivered history does not
+// continue into the publisher's. The drop does not wait for the replay — a
+// restarted publisher's buffer may hold nothing yet.
+func (t *Tracker) startOver(why ResyncReason) []Action {
+	acts := t.drop(why)
+	t.started, t.firstWhy, t.resumed, t.hashKnown = false, why, false, false
+	return t.replay(acts, 0)
+}
+
+// drop returns the Drop of the delivered state (none when nothing was
+// delivered or it is dropped already).
+func (t *Tracker) drop(why ResyncReason) []Action {
+	if !t.started || t.dropped {
+		return nil
+	}
+	t.dropped, t.resumed = true, false
+	return []Action{{Kind: Drop, Seq: t.next - 1, Reason: why}}
+}
 
 func (t *Tracker) stopReplay(gap ResyncReason) []Action {
 	if !t.replaying {
@@ -319,12 +373,10 @@ func (t *Tracker) place(acts []Action, seq uint64, payload []byte, gap ResyncRea
 		acts = append(acts, Action{Kind: Resync, Reason: t.firstWhy, Exact: exact})
 	case seq > t.next:
 		acts = append(acts, Action{Kind: Resync, Reason: gap})
-	case t.suspect:
-		acts = append(acts, Action{Kind: Resync, Reason: ResyncHistoryMissing})
 	case t.resumed:
 		acts = append(acts, Action{Kind: Resync, Reason: ResyncResumed, Exact: t.resumeExact, Keep: true})
 	}
-	t.started, t.next, t.resumed, t.suspect = true, seq+1, false, false
+	t.started, t.next, t.resumed, t.dropped = true, seq+1, false, false
 	if t.cfg.Replay {
 		t.lastHash, t.hashKnown = xxh3.Hash(payload), true
 	}

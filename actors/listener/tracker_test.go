@@ -8,13 +8,19 @@ import (
 )
 
 // trace renders actions compactly: "R0" replay from 0, "D3" deliver 3,
-// "X:start!" resync exact, "X:restart" resync degraded.
+// "D3e1" deliver 3 of publisher incarnation 1, "X:start!" resync exact,
+// "X:restart" resync degraded, "Z3:disconnected" drop now (marker at seq 3).
 func trace(acts []Action) string {
 	var parts []string
 	for _, a := range acts {
 		switch a.Kind {
 		case Deliver:
-			parts = append(parts, fmt.Sprintf("D%d", a.Seq))
+			d := fmt.Sprintf("D%d", a.Seq)
+			var epoch int
+			if fmt.Sscanf(string(a.Payload), "%d/", &epoch); epoch > 0 {
+				d += fmt.Sprintf("e%d", epoch) // a later publisher's batch
+			}
+			parts = append(parts, d)
 		case RequestReplay:
 			parts = append(parts, fmt.Sprintf("R%d", a.Seq))
 		case Resync:
@@ -26,6 +32,8 @@ func trace(acts []Action) string {
 				s += "+"
 			}
 			parts = append(parts, s)
+		case Drop:
+			parts = append(parts, fmt.Sprintf("Z%d:%s", a.Seq, a.Reason))
 		}
 	}
 	return strings.Join(parts, " ")
@@ -55,9 +63,10 @@ func feed(t *Tracker, steps ...step) string {
 		case 'V':
 			acts = append(acts, t.Recover()...)
 		case 'U':
-			acts = append(acts, t.Resubscribed(true)...)
+			acts = append(acts, t.Disconnected()...)
+			acts = append(acts, t.Resubscribed()...)
 		case 'u':
-			acts = append(acts, t.Resubscribed(false)...)
+			acts = append(acts, t.Resubscribed()...)
 		}
 	}
 	return trace(acts)
@@ -78,7 +87,7 @@ var (
 	T  = step{kind: 'T'}
 	S  = step{kind: 'S'}
 	V  = step{kind: 'V'}
-	U  = step{kind: 'U'} // resubscribed after a socket error
+	U  = step{kind: 'U'} // disconnected, then resubscribed
 	Us = step{kind: 'u'} // resubscribed after silence
 )
 
@@ -109,10 +118,10 @@ func TestTrackerScenarios(t *testing.T) {
 		{"gap filled by replay (from the last delivered batch, to verify it)", replay, []step{L(0), L(1), L(4), P(1), P(2), P(3), P(4), E, L(5)}, "X:start! D0 D1 R1 D2 D3 D4 D5"},
 		{"gap: live batches held during replay", replay, []step{L(0), L(3), L(4), L(5), P(0), P(1), P(2), E, L(6)}, "X:start! D0 R0 D1 D2 D3 D4 D5 D6"},
 		{"gap: history missing, rebuilt from the buffer", replay, []step{L(0), L(9), P(5), P(5), P(6), E, P(6), E},
-			"X:start! D0 R0 R0 X:history_missing D5 D6 R6 X:history_missing D9"},
+			"X:start! D0 R0 Z0:history_missing R0 X:history_missing D5 D6 R6 X:history_missing D9"},
 		{"a restart hidden by a gap is found by the verification", replay,
 			[]step{L(0), L(1), Le(5, 1), Pe(1, 1), Pe(0, 1), Pe(1, 1), Pe(2, 1), Pe(3, 1), Pe(4, 1), Pe(5, 1), E},
-			"X:start! D0 D1 R1 R0 X:restart! D0 D1 D2 D3 D4 D5"},
+			"X:start! D0 D1 R1 Z1:restart R0 X:restart! D0e1 D1e1 D2e1 D3e1 D4e1 D5e1"},
 		{"recovery rebuilds from the buffer", replay, []step{L(0), L(1), L(2), V, P(0), P(1), P(2), E, L(3)},
 			"X:start! D0 D1 D2 R0 X:recovery! D0 D1 D2 D3"},
 		{"recovery without replay does nothing", noReplay, []step{L(0), L(1), V, L(2)}, "X:start! D0 D1 D2"},
@@ -120,18 +129,23 @@ func TestTrackerScenarios(t *testing.T) {
 			[]step{L(0), L(1), U, P(1), P(2), P(3), E, L(4)}, "X:start! D0 D1 R1 D2 D3 D4"},
 		{"resubscribed: a restart continuing our seqs by coincidence is found", replay,
 			[]step{L(0), L(1), U, Le(2, 1), Pe(1, 1), Pe(0, 1), Pe(1, 1), Pe(2, 1), E},
-			"X:start! D0 D1 R1 R0 X:restart! D0 D1 D2"},
-		{"resubscribed after an error without replay: continuity unknown", noReplay, []step{L(0), U, L(1), L(2)}, "X:start! D0 X:history_missing D1 D2"},
-		{"resubscribed after an error without replay: a restart is exact", noReplay, []step{L(3), U, L(0)}, "X:start D3 X:restart! D0"},
+			"X:start! D0 D1 R1 Z1:restart R0 X:restart! D0e1 D1e1 D2e1"},
+		{"disconnected without replay: the state is dropped at once", noReplay, []step{L(0), U, L(1), L(2)}, "X:start! D0 Z0:disconnected D1 D2"},
+		{"disconnected without replay: a restart is then exact", noReplay, []step{L(3), U, L(0)}, "X:start D3 Z3:disconnected X:restart! D0"},
+		{"disconnected without replay: dropped once until a batch comes", noReplay, []step{L(0), U, U, L(1), U}, "X:start! D0 Z0:disconnected D1 Z1:disconnected"},
+		{"disconnected before any batch: nothing to drop", noReplay, []step{U, L(0)}, "X:start! D0"},
 		{"resubscribed after silence without replay: an idle engine keeps its state", noReplay, []step{L(0), Us, L(1)}, "X:start! D0 D1"},
 		{"gap opened during a replay is asked for again", replay, []step{L(0), L(2), P(0), P(1), L(4), E, P(2), P(3), E, L(5)}, "X:start! D0 R0 D1 D2 R2 D3 D4 D5"},
-		{"gap: replay times out", replay, []step{L(0), L(3), L(4), T}, "X:start! D0 R0 X:replay_timeout D3 D4"},
-		{"late answers after a timeout are ignored", replay, []step{L(0), L(3), T, P(1), P(2), E, L(4)}, "X:start! D0 R0 X:replay_timeout D3 D4"},
+		{"gap: replay times out", replay, []step{L(0), L(3), L(4), T}, "X:start! D0 R0 Z0:replay_timeout X:replay_timeout D3 D4"},
+		{"late answers after a timeout are ignored", replay, []step{L(0), L(3), T, P(1), P(2), E, L(4)}, "X:start! D0 R0 Z0:replay_timeout X:replay_timeout D3 D4"},
 		{"first live batch after seq 0 asks for the start", replay, []step{L(2), P(0), P(1), P(2), E, L(3)}, "R0 X:start! D0 D1 D2 D3"},
 		{"restart mid-stream with replay", replay, []step{L(0), L(1), L(1), L(2), P(0), P(1), P(2), E}, "X:start! D0 D1 R0 X:restart! D0 D1 D2"},
 		{"duplicate replay answers dropped", replay, []step{L(0), L(3), P(0), P(1), P(1), P(2), P(3), E}, "X:start! D0 R0 D1 D2 D3"},
 		{"reorder buffer overflow abandons the replay", TrackerConfig{Replay: true, SeqStartsAtZero: true, ReorderCap: 2},
 			[]step{L(0), L(5), L(6), L(7), P(1)}, "X:start! D0 R0 X:reorder_overflow D5 D6 D7"},
+		{"a previous publisher's batch arriving late is no part of the new one's history", replay,
+			[]step{L(0), L(1), Le(0, 1), Le(1, 1), L(1), Pe(0, 1), Pe(1, 1), Pe(2, 1), E},
+			"X:start! D0 D1 X:restart! D0e1 D1e1 R0 X:restart! D0e1 D1e1 D2e1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -209,7 +223,7 @@ func trackerTrial(t *testing.T, seed uint64, lossy bool) {
 			switch a.Kind {
 			case RequestReplay:
 				reqs = append(reqs, a.Seq)
-			case Resync:
+			case Resync, Drop:
 				resyncs++
 				clear(segment)
 				segEpochs = segEpochs[:0]

@@ -100,6 +100,10 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		ctx.Send(a.next, out)
 		sp.End()
 	}()
+	if m.Payload == nil {
+		lost = false // a marker: only its resync applies
+		return
+	}
 	dec, err := a.decoder(m.Engine)
 	if err != nil {
 		a.warn("unknown engine", "engine", m.Engine)

@@ -191,6 +191,53 @@ func TestBadMessagesAreCountedAndTheStreamGoesOn(t *testing.T) {
 	}
 }
 
+// An engine without a replay endpoint goes away (a restart): its blocks
+// leave the index as soon as the connection breaks, before it publishes
+// again — a restarted engine may stay idle, and its new seqs may continue
+// ours exactly, so continuity could never be checked later.
+func TestALostConnectionWithoutReplayDropsTheStreamAtOnce(t *testing.T) {
+	endpoint := freeEndpoint(t)
+	pub := newEnginePub(t, endpoint)
+	stream := messages.StreamID{Worker: 4}
+	p := startWithListener(t, listener.Config{Stream: stream, Endpoint: endpoint, Silence: -1}, pub)
+	key := messages.WorkerKey{Worker: 4}
+	blocks := func(want ...messages.ExternalHash) func() (bool, string) {
+		return func() (bool, string) {
+			snap, err := p.Snapshot(time.Second)
+			return err == nil && slices.Equal(snap.Blocks[key], want), fmt.Sprint(snap, err)
+		}
+	}
+	pub.send(t, storedBatch(0, 1, 2, 3))
+	eventually(t, "blocks of the first engine", blocks(1, 2, 3))
+
+	_ = pub.sock.Close()
+	eventually(t, "state dropped when the connection broke", blocks())
+	st, err := p.Status(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Streams[stream].State; got != "degraded" {
+		t.Errorf("state %q after the connection broke, want degraded", got)
+	}
+
+	// The restarted engine's seqs land exactly where the old ones stopped.
+	next := pub.seq
+	pub = newEnginePub(t, endpoint)
+	pub.seq = next
+	before, _ := p.ListenerStats(stream, time.Second)
+	eventually(t, "resubscription", func() (bool, string) {
+		pub.send(t, emptyBatch())
+		ls, err := p.ListenerStats(stream, time.Second)
+		return err == nil && ls.Received > before.Received, fmt.Sprint(ls, err)
+	})
+	pub.send(t, storedBatch(0, 7, 8))
+	eventually(t, "only the new engine's blocks", blocks(7, 8))
+	ls, _ := p.ListenerStats(stream, time.Second)
+	if ls.Resyncs["disconnected"] != 1 || ls.InFlight != 0 {
+		t.Errorf("resyncs %v, in flight %d", ls.Resyncs, ls.InFlight)
+	}
+}
+
 func TestBoundSubscriberEnginesDialIn(t *testing.T) {
 	endpoint := freeEndpoint(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -238,7 +238,7 @@ func (r *engineRun) close() {
 }
 
 // settle heartbeats every engine until each listener has delivered up to
-// the engine's last seq, finished replaying and had every batch applied,
+// the engine's last seq, is connected, finished replaying and had every batch applied,
 // then reads the index and the streams' states.
 func settle(ctx context.Context, cfg Config, p *pipeline.Pipeline, runs []*engineRun) (Observed, error) {
 	deadline := time.Now().Add(cfg.SettleTimeout)
@@ -272,9 +272,9 @@ func settled(p *pipeline.Pipeline, runs []*engineRun) (bool, string) {
 		}
 		next := r.eng.Stats().NextSeq
 		st := status.Streams[r.stream]
-		if ls.NextSeq != next || ls.Replaying || ls.InFlight != 0 || st.LastSeq+1 != next {
-			return false, fmt.Sprintf("worker %d: listener next %d (engine %d), replaying %v, in flight %d, applied seq %d; resyncs %v replays %v",
-				r.stream.Worker, ls.NextSeq, next, ls.Replaying, ls.InFlight, st.LastSeq, ls.Resyncs, ls.Replays)
+		if ls.NextSeq != next || ls.Recovering() || ls.InFlight != 0 || st.LastSeq+1 != next {
+			return false, fmt.Sprintf("worker %d: listener next %d (engine %d), replaying %v, connected %v, in flight %d, applied seq %d; resyncs %v replays %v",
+				r.stream.Worker, ls.NextSeq, next, ls.Replaying, ls.Connected, ls.InFlight, st.LastSeq, ls.Resyncs, ls.Replays)
 		}
 	}
 	return true, ""

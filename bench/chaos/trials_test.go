@@ -9,13 +9,16 @@ import (
 	"testing"
 )
 
-// The randomized trials run two populations: message faults with cuts, and
-// message faults with engine restarts. Cuts and restarts together pass
-// except on an engine without a replay endpoint whose restart hides behind
-// a silent reconnection, and cache-keeping restarts are only caught when a
-// later store names a kept parent: both are documented limits (the "Fault
-// injection" section of ARCHITECTURE.md); KVROUTER_CHAOS_KINDS=all runs them.
-var populations = []string{"drop,duplicate,reorder,truncate,corrupt,cut", "drop,duplicate,reorder,truncate,corrupt,restart_wipe"}
+// The randomized trials run three populations: message faults with cuts,
+// with engine restarts, and with both. Cache-keeping restarts are only
+// caught when a later store names a kept parent: a documented limit (the
+// "Fault injection" section of ARCHITECTURE.md); KVROUTER_CHAOS_KINDS=all
+// runs them.
+var populations = []string{
+	"drop,duplicate,reorder,truncate,corrupt,cut",
+	"drop,duplicate,reorder,truncate,corrupt,restart_wipe",
+	"drop,duplicate,reorder,truncate,corrupt,cut,restart_wipe",
+}
 
 // chaosConfig is the config of TestTrials and TestChaosSeed for a list of
 // fault kinds, its repro command naming them.
@@ -43,7 +46,7 @@ func envUint(t *testing.T, name string, def uint64) uint64 {
 	return v
 }
 
-// TestTrials runs the randomized trials: 50 per population (100) in a
+// TestTrials runs the randomized trials: 50 per population (150) in a
 // normal run. Long mode: KVROUTER_CHAOS_TRIALS=n per population,
 // KVROUTER_CHAOS_BASE=first seed, KVROUTER_CHAOS_KINDS=kinds|all for one
 // population of your own.

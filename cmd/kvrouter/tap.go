@@ -239,7 +239,7 @@ func (f *simFleet) verify(w io.Writer, p *pipeline.Pipeline) int {
 		stream := messages.StreamID{Worker: messages.WorkerID(i + 1)}
 		for {
 			ls, err := p.ListenerStats(stream, time.Second)
-			if err == nil && ls.NextSeq == e.Stats().NextSeq && !ls.Replaying && ls.InFlight == 0 {
+			if err == nil && ls.NextSeq == e.Stats().NextSeq && !ls.Recovering() && ls.InFlight == 0 {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -301,13 +301,16 @@ func (s *Service) rankInfo(k messages.WorkerKey, w *worker) httpapi.RankInfo {
 	var state = httpapi.StateRecovering
 	if st != nil {
 		ss := st.Streams[stream]
-		state = statusOf(ss.State, ls.Replaying)
+		state = statusOf(ss.State, ls.Recovering())
 		if ls.Delivered > 0 {
 			seq := ss.LastSeq
 			ri.LastSeq = &seq
 		}
 	}
 	ri.State = state
+	if !ls.Connected && ls.Subscribed > 0 {
+		ri.Warnings = append(ri.Warnings, "connection to the engine lost: reconnecting (its blocks are verified once it is back)")
+	}
 	if ls.Received == 0 && time.Since(w.at) > s.cfg.SilentAfter {
 		ri.Warnings = append(ri.Warnings, "no events received since registration")
 	}

@@ -327,11 +327,11 @@ func (s *Service) Ready(context.Context) error {
 	return nil
 }
 
-// statusOf maps the coalescer's stream state and the listener's replay
-// state to the API's.
-func statusOf(st coalescer.StreamState, replaying bool) httpapi.StreamState {
+// statusOf maps the coalescer's stream state and whether the listener is
+// recovering (listener.Stats.Recovering) to the API's.
+func statusOf(st coalescer.StreamState, recovering bool) httpapi.StreamState {
 	switch {
-	case replaying:
+	case recovering:
 		return httpapi.StateRecovering
 	case st == coalescer.StateExact:
 		return httpapi.StateExact

@@ -262,6 +262,51 @@ func TestServeWarnsAboutMisconfiguredWorkers(t *testing.T) {
 	}
 }
 
+// An engine that goes away is reported recovering, with a warning, while
+// the listener reconnects; it is exact again once it is back.
+func TestServeReportsALostEngine(t *testing.T) {
+	h := newHarness(t, 1)
+	h.engines[0].Serve(prompt(1, 4), "")
+	h.settle()
+	endpoint, replay := h.engines[0].Endpoint(), h.engines[0].ReplayEndpoint()
+	if err := h.engines[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	lost := func(ws []httpapi.WorkerInfo) bool {
+		return len(ws) == 1 && ws[0].Ranks[0].State == httpapi.StateRecovering && hasWarning(ws[0], "connection to the engine lost")
+	}
+	if ws := h.workersUntil(lost); !lost(ws) {
+		t.Fatalf("a lost engine is not reported: %+v", ws)
+	}
+	eng, err := simengine.New(simengine.Options{Endpoint: endpoint, ReplayEndpoint: replay, BlockSize: 4, CapacityBlocks: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	h.engines[0] = eng
+	h.settle()
+}
+
+// workersUntil polls /workers until done holds (10 s at most) and returns
+// the last answer.
+func (h *harness) workersUntil(done func([]httpapi.WorkerInfo) bool) []httpapi.WorkerInfo {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(h.url + "/workers")
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		var ws []httpapi.WorkerInfo
+		_ = json.NewDecoder(resp.Body).Decode(&ws)
+		resp.Body.Close()
+		if done(ws) || time.Now().After(deadline) {
+			return ws
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func hasWarning(w httpapi.WorkerInfo, substr string) bool {
 	for _, r := range w.Ranks {
 		for _, msg := range r.Warnings {

@@ -76,7 +76,7 @@ func newFake() *fakePipeline {
 	f := &fakePipeline{
 		status: coalescer.Status{Streams: map[messages.StreamID]coalescer.StreamStatus{
 			w7: {State: coalescer.StateExact, Lag: 3 * time.Millisecond}}},
-		listeners: map[messages.StreamID]*listener.Stats{w7: {Delivered: 5, Gaps: 1, Recoveries: 2,
+		listeners: map[messages.StreamID]*listener.Stats{w7: {Delivered: 5, Gaps: 1, Recoveries: 2, Connected: true, Subscribed: 1,
 			BadFrames: map[string]uint64{"topic": 3, "socket: dial tcp 10.0.0.5:5557: connection refused": 1, "socket: EOF": 2},
 			Replays:   map[string]uint64{"ok": 2}, Resyncs: map[string]uint64{"start": 1}}},
 		norm:     map[messages.StreamID]normalizer.Stats{w7: {}},

@@ -96,14 +96,14 @@ func read(pipes []Pipeline, timeout time.Duration) *readings {
 func (r *readings) stream(p Pipeline, id messages.StreamID, ss coalescer.StreamStatus, timeout time.Duration) {
 	w, d := labelWorker.Int64(int64(id.Worker)), labelDpRank.Int64(int64(id.DpRank))
 	r.lag.add(ss.Lag.Seconds(), w, d)
-	replaying := false
+	recovering := false
 	if ls, err := p.ListenerStats(id, timeout); err != nil {
 		r.errors++
 	} else {
 		r.listener(ls, w, d)
-		replaying = ls.Replaying
+		recovering = ls.Recovering()
 	}
-	current := stateOf(ss.State, replaying)
+	current := stateOf(ss.State, recovering)
 	for _, s := range states {
 		v := 0.0
 		if s == current {
@@ -154,11 +154,12 @@ func (r *readings) normalizer(s *normalizer.Stats, w, d attribute.KeyValue) {
 	}
 }
 
-// stateOf is the state /workers reports: a running replay is recovering,
+// stateOf is the state /workers reports: a recovering listener (a replay
+// runs or the connection is down) is recovering,
 // and so is a stream with no batch yet.
-func stateOf(st coalescer.StreamState, replaying bool) string {
+func stateOf(st coalescer.StreamState, recovering bool) string {
 	switch {
-	case replaying:
+	case recovering:
 		return stateRecovering
 	case st == coalescer.StateExact:
 		return stateExact
