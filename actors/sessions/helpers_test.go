@@ -147,8 +147,13 @@ func checkInvariants(t testing.TB, x *Index) {
 			t.Fatalf("stream %v: key %v, %d lineages", key, st.key, len(st.lins))
 		}
 		n := 0
-		for h, o := range st.owners {
-			all := append([]*lineage{o.one}, o.more...)
+		for h := range st.more {
+			if _, ok := st.owner[h]; !ok || len(st.more[h]) == 0 {
+				t.Fatalf("stream %v hash %d: %d more holders, owner %v", key, h, len(st.more[h]), ok)
+			}
+		}
+		for h := range st.owner {
+			all := st.holders(h, nil)
 			if len(all) != owned[key][h] {
 				t.Fatalf("stream %v hash %d: %d owners, %d holders", key, h, len(all), owned[key][h])
 			}

@@ -101,17 +101,15 @@ type session struct {
 // stream is one (worker, dp_rank): its sessions' lineages and, per engine
 // hash, the lineages holding it (engine hashes mean something only within
 // their stream).
+//
+// A hash is nearly always held by one lineage: owner maps it to that one
+// and more, rarely used, to the others — one pointer per (hash, stream)
+// entry instead of a pointer and a slice header (~40 B less per entry).
 type stream struct {
-	key    messages.WorkerKey
-	lins   map[*lineage]struct{}
-	owners map[messages.ExternalHash]owners
-}
-
-// owners lists the lineages holding one hash of a stream; nearly always
-// one, so the first is inline.
-type owners struct {
-	one  *lineage
-	more []*lineage
+	key   messages.WorkerKey
+	lins  map[*lineage]struct{}
+	owner map[messages.ExternalHash]*lineage
+	more  map[messages.ExternalHash][]*lineage
 }
 
 // New returns an empty index.
@@ -241,8 +239,7 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 		// held: l holds h (only possible when some lineage of st does).
 		pos, held := int32(-1), false
 		if st != nil {
-			if o, ok := st.owners[h]; ok {
-				o.addTier(h, tier)
+			if st.addTier(h, tier) {
 				pos, held = l.lookup(h)
 			}
 		}
@@ -334,7 +331,8 @@ func (x *Index) newLineage(s *session, id string, key messages.WorkerKey, now ti
 	}
 	st := x.streams[key]
 	if st == nil {
-		st = &stream{key: key, lins: make(map[*lineage]struct{}), owners: make(map[messages.ExternalHash]owners)}
+		st = &stream{key: key, lins: make(map[*lineage]struct{}), owner: make(map[messages.ExternalHash]*lineage),
+			more: make(map[messages.ExternalHash][]*lineage)}
 		x.streams[key] = st
 	}
 	l := &lineage{key: key, sess: s, st: st, idx: make(map[messages.ExternalHash]uint64), dirtyFrom: -1}
@@ -354,12 +352,8 @@ func (x *Index) remove(key messages.WorkerKey, tier uint8, hashes []messages.Ext
 	}
 	dirty, hold := x.dirty[:0], x.hold[:0]
 	for _, h := range hashes {
-		o, ok := st.owners[h]
-		if !ok {
-			continue
-		}
-		// Copy the holders: kill edits st.owners[h].
-		hold = append(append(hold[:0], o.one), o.more...)
+		// A copy of the holders: kill edits the owner maps.
+		hold = st.holders(h, hold[:0])
 		for _, l := range hold {
 			dirty = x.removeFrom(l, h, tier, dirty)
 		}
@@ -511,53 +505,63 @@ func (x *Index) unlink(s *session) {
 	s.prev, s.next = nil, nil
 }
 
-func (st *stream) addTier(h messages.ExternalHash, tier uint8) {
-	if o, ok := st.owners[h]; ok {
-		o.addTier(h, tier)
+// addTier adds the tier to every lineage of the stream holding h and
+// reports whether one does.
+func (st *stream) addTier(h messages.ExternalHash, tier uint8) bool {
+	one, ok := st.owner[h]
+	if !ok {
+		return false
 	}
-}
-
-func (o owners) addTier(h messages.ExternalHash, tier uint8) {
-	o.one.addTier(h, tier)
-	for _, l := range o.more {
+	one.addTier(h, tier)
+	for _, l := range st.more[h] {
 		l.addTier(h, tier)
 	}
+	return true
+}
+
+// holders appends the lineages of the stream holding h to buf.
+func (st *stream) holders(h messages.ExternalHash, buf []*lineage) []*lineage {
+	one, ok := st.owner[h]
+	if !ok {
+		return buf
+	}
+	return append(append(buf, one), st.more[h]...)
 }
 
 func (st *stream) own(h messages.ExternalHash, l *lineage) {
-	o, ok := st.owners[h]
-	if !ok {
-		st.owners[h] = owners{one: l}
+	if _, ok := st.owner[h]; !ok {
+		st.owner[h] = l
 		return
 	}
-	o.more = append(o.more, l)
-	st.owners[h] = o
+	st.more[h] = append(st.more[h], l)
 }
 
 func (st *stream) unown(h messages.ExternalHash, l *lineage) {
-	o, ok := st.owners[h]
+	one, ok := st.owner[h]
 	if !ok {
 		return
 	}
-	if o.one == l {
-		if n := len(o.more); n > 0 {
-			o.one = o.more[n-1]
-			o.more[n-1] = nil
-			o.more = o.more[:n-1]
-		} else {
-			delete(st.owners, h)
+	more := st.more[h]
+	if one != l {
+		i := slices.Index(more, l)
+		if i < 0 {
 			return
 		}
-	} else {
-		for i, m := range o.more {
-			if m == l {
-				n := len(o.more) - 1
-				o.more[i] = o.more[n]
-				o.more[n] = nil
-				o.more = o.more[:n]
-				break
-			}
-		}
+		more[i] = more[len(more)-1]
 	}
-	st.owners[h] = o
+	// The last of more takes l's place (as owner, or in more).
+	n := len(more)
+	switch {
+	case n == 0:
+		delete(st.owner, h)
+		return
+	case one == l:
+		st.owner[h] = more[n-1]
+	}
+	more[n-1] = nil
+	if n == 1 {
+		delete(st.more, h)
+	} else {
+		st.more[h] = more[:n-1]
+	}
 }

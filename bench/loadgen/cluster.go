@@ -46,6 +46,7 @@ func serviceConfig(cfg clusterConfig) service.Config {
 // and its simulated engines, one per worker (worker id = index + 1).
 type cluster struct {
 	cfg     clusterConfig
+	system  *actor.ActorSystem
 	svc     *service.Service
 	srv     *http.Server
 	url     string
@@ -70,7 +71,7 @@ func startCluster(cfg clusterConfig) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{cfg: cfg, svc: svc, stopHB: make(chan struct{})}
+	c := &cluster{cfg: cfg, system: system, svc: svc, stopHB: make(chan struct{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		svc.Close()
@@ -211,7 +212,7 @@ func (c *cluster) closeRouter() {
 	defer cancel()
 	_ = c.srv.Shutdown(ctx)
 	c.svc.Close()
-	c.svc, c.srv = nil, nil
+	c.system, c.svc, c.srv = nil, nil, nil
 }
 
 // close stops everything.
