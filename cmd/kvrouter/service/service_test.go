@@ -67,33 +67,25 @@ func (h *harness) post(path string, body any) (int, []byte) {
 	return resp.StatusCode, out
 }
 
-// settle waits until every registered worker's stream is exact and caught up.
+// settle waits until every registered worker's stream is exact and caught
+// up, heartbeating the engines meanwhile.
 func (h *harness) settle() {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		for _, e := range h.engines {
-			_ = e.Publish()
-		}
-		resp, err := http.Get(h.url + "/workers")
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		var ws []httpapi.WorkerInfo
-		_ = json.NewDecoder(resp.Body).Decode(&ws)
-		resp.Body.Close()
+	settled := func(ws []httpapi.WorkerInfo) bool {
 		ok := len(ws) == len(h.engines)
 		for i, w := range ws {
 			r := w.Ranks[0]
 			ok = ok && r.State == httpapi.StateExact && r.LastSeq != nil && *r.LastSeq+1 == h.engines[i].Stats().NextSeq
 		}
-		if ok {
-			return
+		if !ok {
+			for _, e := range h.engines {
+				_ = e.Publish()
+			}
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("workers never settled: %+v", ws)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return ok
+	}
+	if ws := h.workersUntil(settled); !settled(ws) {
+		h.t.Fatalf("workers never settled: %+v", ws)
 	}
 }
 
