@@ -50,6 +50,9 @@ type stream struct {
 	tracker *Tracker
 	resync  messages.Resync
 	topic   []byte
+	// dropped: a Drop emptied the stream's state and nothing was delivered
+	// since; a Resync then drops nothing more and is not counted again.
+	dropped bool
 }
 
 // Actor is one engine endpoint's listener (or, with TopicIdentity, one
@@ -250,7 +253,9 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 	for _, act := range acts {
 		switch act.Kind {
 		case Resync:
-			a.stats.Resyncs[act.Reason.String()]++
+			if !st.dropped {
+				a.stats.Resyncs[act.Reason.String()]++
+			}
 			if act.Reason == ResyncRestart {
 				a.recoveredBelow = 0 // a new publisher: its seqs start over
 			}
@@ -258,14 +263,16 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 			if st == a.main {
 				a.rebuildResync(act.Exact)
 			}
-			if !act.Exact && !act.Keep {
+			if !act.Exact && !act.Keep && !st.dropped {
 				a.log.Warn("stream degraded: index state dropped", "worker", st.id.Worker, "reason", act.Reason.String())
 			}
 		case RequestReplay:
 			a.startReplay(ctx, act.Seq)
 		case Deliver:
 			a.deliver(ctx, st, act.Seq, act.Payload, act.Live)
+			st.dropped = false
 		case Drop:
+			st.dropped = true
 			a.stats.Resyncs[act.Reason.String()]++
 			a.log.Warn("stream degraded: index state dropped", "worker", st.id.Worker, "reason", act.Reason.String())
 			st.resync = messages.Resync{Reason: act.Reason.String()}

@@ -68,9 +68,9 @@ func subscribeOnce(ctx context.Context, cfg Config, c *credits, send func(any)) 
 	defer sock.Close()
 	var err error
 	if cfg.Bind {
-		err = sock.Listen(cfg.Endpoint)
+		err = sock.Listen(socketEndpoint(cfg.Endpoint))
 	} else {
-		err = sock.Dial(cfg.Endpoint)
+		err = sock.Dial(socketEndpoint(cfg.Endpoint))
 	}
 	if err != nil {
 		return err
@@ -131,7 +131,7 @@ func replay(ctx context.Context, cfg Config, c *credits, adapter engine.Adapter,
 	sock := zmq4.NewDealer(ctx, zmq4.WithDialerRetry(100*time.Millisecond))
 	defer sock.Close()
 	done := func(timeout bool, err string) { send(replayDone{gen: gen, timeout: timeout, err: err}) }
-	if err := sock.Dial(cfg.ReplayEndpoint); err != nil {
+	if err := sock.Dial(socketEndpoint(cfg.ReplayEndpoint)); err != nil {
 		done(false, "dial: "+err.Error())
 		return
 	}
