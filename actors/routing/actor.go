@@ -60,13 +60,22 @@ type Bookkeeping struct {
 // BookkeepingReply carries the result (ErrUnknownRequest and friends).
 type BookkeepingReply struct{ Err error }
 
-// Props returns a route actor with the given routing configuration.
+// routeThroughput is how many messages one run of the route actor's
+// mailbox handles before it yields.
+const routeThroughput = 300
+
+// Props returns a route actor with the given routing configuration. Its
+// mailbox runs on the synchronized dispatcher: a request finding the
+// mailbox idle is handled on the sender's goroutine (the HTTP handler's),
+// one message at a time as ever, without waking another goroutine — the
+// route actor only computes and answers, it never waits on another actor.
 func Props(cfg Config) (*actor.Props, error) {
 	r, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r} }, mailbox.Counted(mailbox.Route)), nil
+	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r} }, mailbox.Counted(mailbox.Route),
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(routeThroughput))), nil
 }
 
 type routeActor struct {
