@@ -31,6 +31,7 @@ fmt-check:
 test: vet fmt-check
 	$(GO) test -race -count=1 $(RACE_PKGS)
 	$(GO) test -count=1 ./cluster/...
+	$(GO) test -count=1 -run '^(TestRunHostsEndToEnd|TestTwoHostsShareTheWorkers)$$' ./bench/loadgen
 	$(MAKE) test-cluster
 	$(MAKE) fuzz-smoke
 

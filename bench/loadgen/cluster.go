@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/cluster/clusterindex"
+	"github.com/kvrouter/kvrouter/cluster/member"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 	"github.com/kvrouter/kvrouter/messages"
@@ -28,8 +31,14 @@ type clusterConfig struct {
 	Workers   int
 	BlockSize int
 	Capacity  int // blocks per engine
-	Shards    int
-	Routing   routing.Config // the route actor's cost function
+	// Shards is the index's shard count: shard actors on one host, shard
+	// grains per namespace in a cluster.
+	Shards int
+	// Hosts is the number of routers: 1 is one process without a cluster;
+	// more are members of one cluster (test membership provider, gRPC on
+	// loopback) in this process, each with its own HTTP server.
+	Hosts   int
+	Routing routing.Config // the route actor's cost function
 	// SessionCredit weighs a /route session_id's lineage (service.Config).
 	SessionCredit float64
 	Logger        *slog.Logger
@@ -42,18 +51,124 @@ func serviceConfig(cfg clusterConfig) service.Config {
 		Pipeline: pipeline.Config{Index: indexer.Config{Shards: cfg.Shards}}, SessionCredit: cfg.SessionCredit}
 }
 
-// cluster is a router (the service, with its HTTP API on a loopback port)
-// and its simulated engines, one per worker (worker id = index + 1).
+// cluster is the routers (hosts: each a service with its HTTP API on a
+// loopback port) and the simulated engines, one per worker (worker id =
+// index + 1).
 type cluster struct {
 	cfg     clusterConfig
-	system  *actor.ActorSystem
-	svc     *service.Service
-	srv     *http.Server
-	url     string
+	hosts   []*routerHost
 	engines []*simengine.Engine
 	stopHB  chan struct{}
 	hbDone  sync.WaitGroup
 	closed  bool
+}
+
+// routerHost is one router: its actor system, service and HTTP server and,
+// in a cluster, its member.
+type routerHost struct {
+	system *actor.ActorSystem
+	svc    *service.Service
+	srv    *http.Server
+	url    string
+	node   *clusterindex.Node // nil: one host, no cluster
+}
+
+// host is the router that takes request i: round robin over the hosts, so
+// a request's route, prefill_done and free go to the same one (each host
+// keeps the load of the requests it routed).
+func (c *cluster) host(i int) *routerHost { return c.hosts[i%len(c.hosts)] }
+
+// clusterName is the bench cluster's name.
+const clusterName = "kvrouter-bench"
+
+// startHosts starts cfg.Hosts routers; more than one join one cluster and
+// are ready when each sees all the members.
+func startHosts(cfg clusterConfig) ([]*routerHost, error) {
+	n := max(cfg.Hosts, 1)
+	var agent *test.InMemAgent
+	if n > 1 {
+		agent = test.NewInMemAgent()
+	}
+	var hosts []*routerHost
+	fail := func(err error) ([]*routerHost, error) {
+		closeHosts(hosts)
+		return nil, err
+	}
+	for range n {
+		h := &routerHost{system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))}
+		scfg := serviceConfig(cfg)
+		if n > 1 {
+			h.node = clusterindex.NewNode(clusterindex.Config{Shards: cfg.Shards})
+			// GossipInterval: several members in one process (member.Config).
+			if _, err := h.node.Join(h.system, member.Config{Name: clusterName, Provider: member.ProviderTest, TestAgent: agent,
+				GossipInterval: time.Hour}); err != nil {
+				return fail(fmt.Errorf("loadgen: join host %d: %w", len(hosts)+1, err))
+			}
+			scfg.Pipeline.NewIndex, scfg.Cluster = h.node.NewIndex, h.node.Registry()
+		}
+		svc, err := service.New(h.system, scfg)
+		if err != nil {
+			if h.node != nil {
+				h.node.Leave()
+			}
+			return fail(err)
+		}
+		h.svc = svc
+		hosts = append(hosts, h)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fail(err)
+		}
+		h.url = "http://" + ln.Addr().String()
+		h.srv = httpapi.NewServer("", httpapi.New(svc, httpapi.Options{Logger: cfg.Logger}), httpapi.Options{Logger: cfg.Logger})
+		go func() { _ = h.srv.Serve(ln) }()
+	}
+	if n > 1 {
+		deadline := time.Now().Add(30 * time.Second)
+		for !allJoined(hosts) {
+			if time.Now().After(deadline) {
+				return fail(fmt.Errorf("loadgen: the %d hosts never all saw each other", n))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return hosts, nil
+}
+
+// allJoined reports whether every host's member sees every host.
+func allJoined(hosts []*routerHost) bool {
+	for _, h := range hosts {
+		if tp := h.node.Member().Topology(); tp == nil || len(tp.Members) != len(hosts) {
+			return false
+		}
+	}
+	return true
+}
+
+// closeHosts stops the routers: HTTP servers, services, then (in a
+// cluster) the members, which leave.
+func closeHosts(hosts []*routerHost) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, h := range hosts {
+		if h.srv != nil {
+			_ = h.srv.Shutdown(ctx)
+			// Shutdown leaves connections a client dialed but never used
+			// (net/http spares new ones for 5 s): their goroutines would
+			// keep the router reachable.
+			_ = h.srv.Close()
+		}
+		if h.svc != nil {
+			h.svc.Close()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		if h.node != nil {
+			wg.Go(h.node.Leave)
+		}
+	}
+	wg.Wait()
 }
 
 // heartbeatEvery keeps idle engines' streams alive: a listener recreates
@@ -66,20 +181,11 @@ func startCluster(cfg clusterConfig) (*cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
-	svc, err := service.New(system, serviceConfig(cfg))
+	hosts, err := startHosts(cfg)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{cfg: cfg, system: system, svc: svc, stopHB: make(chan struct{})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		svc.Close()
-		return nil, err
-	}
-	c.url = "http://" + ln.Addr().String()
-	c.srv = httpapi.NewServer("", httpapi.New(svc, httpapi.Options{Logger: cfg.Logger}), httpapi.Options{Logger: cfg.Logger})
-	go func() { _ = c.srv.Serve(ln) }()
+	c := &cluster{cfg: cfg, hosts: hosts, stopHB: make(chan struct{})}
 	for i := range cfg.Workers {
 		e, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
 			BlockSize: cfg.BlockSize, CapacityBlocks: cfg.Capacity, HashSeed: uint64(i) + 1})
@@ -88,7 +194,8 @@ func startCluster(cfg clusterConfig) (*cluster, error) {
 			return nil, fmt.Errorf("loadgen: engine %d: %w", i+1, err)
 		}
 		c.engines = append(c.engines, e)
-		if err := svc.Register(context.Background(), httpapi.Registration{InstanceID: messages.WorkerID(i + 1),
+		// Through each host in turn: a cluster replicates the registry.
+		if err := c.host(i).svc.Register(context.Background(), httpapi.Registration{InstanceID: messages.WorkerID(i + 1),
 			Endpoint: e.Endpoint(), ReplayEndpoint: e.ReplayEndpoint(), ModelName: benchModel, BlockSize: uint32(cfg.BlockSize)}); err != nil {
 			c.close()
 			return nil, fmt.Errorf("loadgen: register engine %d: %w", i+1, err)
@@ -126,7 +233,7 @@ func (c *cluster) heartbeats() {
 // streams reads /workers: how many ranks are not exact, and the index
 // entries ((block, worker) pairs) in all.
 func (c *cluster) streams() (notExact, entries int, err error) {
-	ws, err := c.svc.Workers(context.Background())
+	ws, err := c.hosts[0].svc.Workers(context.Background())
 	if err != nil {
 		return 0, 0, err
 	}
@@ -164,8 +271,16 @@ type probe struct {
 	sent   time.Time
 }
 
-// pollEvery is the pause between two visibility queries of one probe.
-const pollEvery = 50 * time.Microsecond
+// pollEvery is the pause between two visibility queries of one probe: a
+// query of a one-host index is cheap, one of a cluster asks every shard
+// grain (gRPC for the remote ones), and polling at the one-host pace
+// would load the cluster enough to keep its answers partial.
+func (c *cluster) pollEvery() time.Duration {
+	if len(c.hosts) > 1 {
+		return time.Millisecond
+	}
+	return 50 * time.Microsecond
+}
 
 var errNotVisible = errors.New("loadgen: published blocks not visible in the index")
 
@@ -176,7 +291,7 @@ func (c *cluster) visible(ctx context.Context, p *probe, timeout time.Duration) 
 	id := messages.WorkerID(p.worker + 1)
 	deadline := p.sent.Add(timeout)
 	for {
-		q, err := c.svc.Query(ctx, httpapi.QueryRequest{TokenIDs: p.tokens, ModelName: benchModel})
+		q, err := c.hosts[0].svc.Query(ctx, httpapi.QueryRequest{TokenIDs: p.tokens, ModelName: benchModel})
 		now := time.Now()
 		if err == nil && q.Scores[id][0] >= want {
 			return now, nil
@@ -184,7 +299,7 @@ func (c *cluster) visible(ctx context.Context, p *probe, timeout time.Duration) 
 		if now.After(deadline) || ctx.Err() != nil {
 			return now, errNotVisible
 		}
-		time.Sleep(pollEvery)
+		time.Sleep(c.pollEvery())
 	}
 }
 
@@ -202,17 +317,14 @@ func (c *cluster) serve(w int, r Request, session string) (cached int, p *probe,
 	return cached, p, nil
 }
 
-// closeRouter stops the HTTP server and the service (the engines stay).
+// closeRouter stops the routers (the engines stay).
 func (c *cluster) closeRouter() {
 	if c.closed {
 		return
 	}
 	c.closed = true
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = c.srv.Shutdown(ctx)
-	c.svc.Close()
-	c.system, c.svc, c.srv = nil, nil, nil
+	closeHosts(c.hosts)
+	c.hosts = nil
 }
 
 // close stops everything.

@@ -11,7 +11,7 @@ import (
 // the latest published batch offered to it, polls /query until that batch's
 // blocks are visible, records the lag, and takes the next latest one. One
 // probe at a time keeps its own load on the index to one query per
-// pollEvery. Stopping lets the probe under way (and one still offered)
+// cluster.pollEvery. Stopping lets the probe under way (and one still offered)
 // finish, so a phase shorter than its lag still has a figure.
 type lagProber struct {
 	c        *cluster
@@ -48,7 +48,7 @@ func (p *lagProber) run() {
 			if p.stopping.Load() {
 				return
 			}
-			time.Sleep(pollEvery)
+			time.Sleep(p.c.pollEvery())
 			continue
 		}
 		at, err := p.c.visible(context.Background(), pr, probeTimeout)

@@ -51,17 +51,20 @@ const registryWarmup = 200_000
 // requests it served, not on its index; warmed in the measured router and
 // in the empty one alike, the registry drops out of the difference.
 func (c *cluster) warmRegistry() error {
-	root := c.system.Root
-	pid := root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(struct{}); ok {
-			ctx.Respond(struct{}{})
+	for _, h := range c.hosts {
+		root := h.system.Root
+		pid := root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+			if _, ok := ctx.Message().(struct{}); ok {
+				ctx.Respond(struct{}{})
+			}
+		}))
+		for range registryWarmup {
+			if _, err := root.RequestFuture(pid, struct{}{}, time.Second).Result(); err != nil {
+				root.Stop(pid)
+				return fmt.Errorf("loadgen: registry warm-up: %w", err)
+			}
 		}
-	}))
-	defer root.Stop(pid)
-	for range registryWarmup {
-		if _, err := root.RequestFuture(pid, struct{}{}, time.Second).Result(); err != nil {
-			return fmt.Errorf("loadgen: registry warm-up: %w", err)
-		}
+		root.Stop(pid)
 	}
 	return nil
 }

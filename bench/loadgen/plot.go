@@ -33,7 +33,7 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 	}
 	for _, trace := range r.Config.Traces {
 		rows := slices.DeleteFunc(slices.Clone(r.Quality), func(q QualityRow) bool {
-			return q.Trace != trace || (q.Shards != 0 && len(r.Config.Shards) > 0 && q.Shards != r.Config.Shards[0])
+			return q.Trace != trace || q.Hosts > 1 || (q.Shards != 0 && len(r.Config.Shards) > 0 && q.Shards != r.Config.Shards[0])
 		})
 		if len(rows) == 0 {
 			continue
@@ -56,12 +56,12 @@ func latencyPlot(points []SweepPoint, path string) error {
 	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 	p.Legend.Top = true
 	type key struct {
-		transport       string
-		workers, shards int
+		transport              string
+		workers, shards, hosts int
 	}
 	series := map[key][]SweepPoint{}
 	for _, pt := range points {
-		k := key{pt.Transport, pt.Workers, pt.Shards}
+		k := key{pt.Transport, pt.Workers, pt.Shards, pt.Hosts}
 		series[k] = append(series[k], pt)
 	}
 	keys := make([]key, 0, len(series))
@@ -69,7 +69,8 @@ func latencyPlot(points []SweepPoint, path string) error {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b key) int {
-		return cmp.Or(cmp.Compare(a.transport, b.transport), cmp.Compare(a.workers, b.workers), cmp.Compare(a.shards, b.shards))
+		return cmp.Or(cmp.Compare(a.transport, b.transport), cmp.Compare(a.workers, b.workers), cmp.Compare(a.hosts, b.hosts),
+			cmp.Compare(a.shards, b.shards))
 	})
 	var lines []any
 	for _, k := range keys {
@@ -84,7 +85,11 @@ func latencyPlot(points []SweepPoint, path string) error {
 				}
 			}
 			if len(xys) > 0 {
-				lines = append(lines, fmt.Sprintf("%s, %d workers, %d shards, %s", k.transport, k.workers, k.shards, q.name), xys)
+				where := fmt.Sprintf("%d shards", k.shards)
+				if k.hosts > 1 {
+					where = fmt.Sprintf("%d hosts", k.hosts)
+				}
+				lines = append(lines, fmt.Sprintf("%s, %d workers, %s, %s", k.transport, k.workers, where, q.name), xys)
 			}
 		}
 	}

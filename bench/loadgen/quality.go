@@ -34,7 +34,8 @@ func (c *cluster) replayRouted(reqs []Request, sessions bool, inFlight int) (rou
 			req.SessionID = r.Session
 		}
 		t0 := time.Now()
-		res, err := c.svc.Route(ctx, req)
+		svc := c.host(i).svc
+		res, err := svc.Route(ctx, req)
 		if err != nil {
 			return run, fmt.Errorf("loadgen: route request %d: %w", i, err)
 		}
@@ -48,11 +49,11 @@ func (c *cluster) replayRouted(reqs []Request, sessions bool, inFlight int) (rou
 			return run, err
 		}
 		run.tally.Add(w, len(r.Tokens), cached*c.cfg.BlockSize)
-		if err := c.svc.PrefillDone(ctx, id); err != nil {
+		if err := svc.PrefillDone(ctx, id); err != nil {
 			return run, fmt.Errorf("loadgen: prefill_done %s: %w", id, err)
 		}
 		if done := i - inFlight; done >= 0 {
-			if err := c.svc.Free(ctx, "q"+strconv.Itoa(done)); err != nil {
+			if err := c.host(done).svc.Free(ctx, "q"+strconv.Itoa(done)); err != nil {
 				return run, fmt.Errorf("loadgen: free q%d: %w", done, err)
 			}
 		}

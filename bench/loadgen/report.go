@@ -38,6 +38,7 @@ type ReportConfig struct {
 	Capacity          int       `json:"capacity_blocks"`
 	InFlightPerWorker int       `json:"in_flight_per_worker"`
 	Shards            []int     `json:"shards"`
+	Hosts             []int     `json:"hosts"`
 	OverlapWeights    []float64 `json:"overlap_weights"`
 	Temperature       float64   `json:"temperature"`
 	SessionCredit     float64   `json:"session_credit"`
@@ -51,6 +52,7 @@ type IngestResult struct {
 	Trace         string  `json:"trace"`
 	Workers       int     `json:"workers"`
 	Shards        int     `json:"shards"`
+	Hosts         int     `json:"hosts"` // routers (1: no cluster)
 	Requests      int     `json:"requests"`
 	StoredBlocks  int     `json:"stored_blocks"`
 	RemovedBlocks int     `json:"removed_blocks"`
@@ -70,6 +72,7 @@ type SweepPoint struct {
 	Transport string  `json:"transport"` // "in-process" or "http"
 	Workers   int     `json:"workers"`
 	Shards    int     `json:"shards"`
+	Hosts     int     `json:"hosts"` // routers (1: no cluster)
 	Offered   float64 `json:"offered_per_s"`
 	Achieved  float64 `json:"achieved_per_s"`
 	Requests  int     `json:"requests"`
@@ -93,6 +96,7 @@ type MemoryResult struct {
 	Trace         string  `json:"trace"`
 	Workers       int     `json:"workers"`
 	Shards        int     `json:"shards"`
+	Hosts         int     `json:"hosts"` // routers (1: no cluster)
 	Entries       int     `json:"entries"`
 	HeapBytes     int64   `json:"heap_bytes"`       // the router's heap at the end of the replay
 	FixedBytes    int64   `json:"fixed_heap_bytes"` // an empty router's, same workers
@@ -104,6 +108,7 @@ type QualityRow struct {
 	Trace   string `json:"trace"`
 	Workers int    `json:"workers"`
 	Shards  int    `json:"shards"`
+	Hosts   int    `json:"hosts"` // routers (1: no cluster)
 	Policy  string `json:"policy"`
 	// OverlapWeight is the routing cost's overlap weight (kvrouter rows).
 	OverlapWeight float64 `json:"overlap_weight,omitempty"`
@@ -135,38 +140,38 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "kvrouter bench (%s) — %d CPUs, %s, %s, %s, %.0f s\n", r.Mode, m.CPUs, m.CPUModel, m.GoVersion, m.Date, r.Seconds)
 	if len(r.Ingest) > 0 {
 		fmt.Fprintln(w, "\nIngest (simulated engines → ZeroMQ → pipeline → index, engines on the same cores)")
-		fmt.Fprintln(tw, "trace\tworkers\tshards\trequests\tstored blocks\tblocks/s\tevents/s\tlag p50 µs\tlag p99 µs\tlag p99.9 µs\tvalid\t")
+		fmt.Fprintln(tw, "trace\tworkers\tshards\thosts\trequests\tstored blocks\tblocks/s\tevents/s\tlag p50 µs\tlag p99 µs\tlag p99.9 µs\tvalid\t")
 		for _, x := range r.Ingest {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Trace, x.Workers, x.Shards, x.Requests, x.StoredBlocks,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Trace, x.Workers, x.Shards, x.Hosts, x.Requests, x.StoredBlocks,
 				si(x.BlocksPerSec), si(x.EventsPerSec), lagUs(x.Lag, x.Lag.P50), lagUs(x.Lag, x.Lag.P99), lagUs(x.Lag, x.Lag.P999), validity(x.Valid, x.Invalid))
 		}
 		tw.Flush()
 	}
 	if len(r.Sweep) > 0 {
 		fmt.Fprintf(w, "\nRoute latency, open-loop sweep (latency from release at the offered pace; feed %s: %s)\n", r.Config.Feed, feedNote[r.Config.Feed])
-		fmt.Fprintln(tw, "transport\tworkers\tshards\toffered/s\tachieved/s\terrors\tp50 µs\tp99 µs\tp99.9 µs\tlag p99 µs\tsched p99 µs\tstate\t")
+		fmt.Fprintln(tw, "transport\tworkers\tshards\thosts\toffered/s\tachieved/s\terrors\tp50 µs\tp99 µs\tp99.9 µs\tlag p99 µs\tsched p99 µs\tstate\t")
 		for _, x := range r.Sweep {
 			state := validity(x.Valid, x.Invalid)
 			if x.Saturated {
 				state = "saturated; " + state
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Transport, x.Workers, x.Shards, si(x.Offered), si(x.Achieved),
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Transport, x.Workers, x.Shards, x.Hosts, si(x.Offered), si(x.Achieved),
 				x.Errors, us(x.Latency.P50), us(x.Latency.P99), us(x.Latency.P999), lagUs(x.Lag, x.Lag.P99), us(x.SchedP99), state)
 		}
 		tw.Flush()
 	}
 	if len(r.Memory) > 0 {
 		fmt.Fprintln(w, "\nMemory (router heap released when the router closes, less an empty router's, over index entries)")
-		fmt.Fprintln(tw, "trace\tworkers\tshards\tentries\theap MiB\tempty MiB\tB/entry\t")
+		fmt.Fprintln(tw, "trace\tworkers\tshards\thosts\tentries\theap MiB\tempty MiB\tB/entry\t")
 		for _, x := range r.Memory {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.0f\t\n", x.Trace, x.Workers, x.Shards, x.Entries,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.0f\t\n", x.Trace, x.Workers, x.Shards, x.Hosts, x.Entries,
 				float64(x.HeapBytes)/(1<<20), float64(x.FixedBytes)/(1<<20), x.BytesPerEntry)
 		}
 		tw.Flush()
 	}
 	if len(r.Quality) > 0 {
 		fmt.Fprintln(w, "\nRouting quality (hit rate = cached prompt tokens / prompt tokens, as the serving engine saw it)")
-		fmt.Fprintln(tw, "trace\tworkers\tshards\tpolicy\trequests\thit rate\tof bound\trequest CoV\tprefill CoV\troute p99 µs\tlag p99 µs\tvalid\t")
+		fmt.Fprintln(tw, "trace\tworkers\tshards\thosts\tpolicy\trequests\thit rate\tof bound\trequest CoV\tprefill CoV\troute p99 µs\tlag p99 µs\tvalid\t")
 		for _, x := range r.Quality {
 			route, lag := "-", "-"
 			if x.Route.N > 0 {
@@ -175,7 +180,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if x.Lag.N > 0 {
 				lag = us(x.Lag.P99)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%.1f%%\t%.1f%%\t%.3f\t%.3f\t%s\t%s\t%s\t\n", x.Trace, x.Workers, x.Shards, x.Policy, x.Requests,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%.1f%%\t%.1f%%\t%.3f\t%.3f\t%s\t%s\t%s\t\n", x.Trace, x.Workers, x.Shards, x.Hosts, x.Policy, x.Requests,
 				100*x.HitRate, 100*x.OfBound, x.RequestCoV, x.PrefillCoV, route, lag, validity(x.Valid, x.Invalid))
 		}
 		tw.Flush()

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/cluster/clusterindex"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 )
 
 // Config is one `kvrouter bench` run.
@@ -32,6 +34,11 @@ type Config struct {
 	InFlightPerWorker int
 	Sessions          []bool // kvrouter replays: with session ids (true) and/or without (false)
 	Shards            []int  // index shard counts (pipeline.Config.Index.Shards)
+	// Hosts are the router host counts: 1 runs one router with each of
+	// Shards; n > 1 runs n cluster members on loopback in this process
+	// with clusterindex.DefaultShards shard grains. An ingest run and the
+	// kvrouter replays (with their sweep and memory) per layout.
+	Hosts []int
 	// OverlapWeights are the routing cost's overlap weights the kvrouter
 	// replays run with (routing.Config.OverlapWeight), one replay each;
 	// the sweep and memory use the first.
@@ -71,11 +78,12 @@ const DefaultSessionCredit = 1
 // QuickConfig is the quick mode (under two minutes on 2 cores): the first
 // 2,000 conversation requests on 4, 16 and 64 workers, each with an index
 // of 1, 2 and 4 shards, one ingest pass per shard count, and a sweep of
-// 1 s points on 16 workers per shard count.
+// 1 s points on 16 workers per shard count; one host (--hosts adds
+// clusters).
 func QuickConfig() Config {
 	return Config{
 		Mode: "quick", Traces: []string{ConversationTrace}, TokensPerBlock: 16, Requests: 2000,
-		Workers: []int{4, 16, 64}, Capacity: 8192, InFlightPerWorker: 2, Sessions: []bool{true}, Shards: []int{1, 2, 4},
+		Workers: []int{4, 16, 64}, Capacity: 8192, InFlightPerWorker: 2, Sessions: []bool{true}, Shards: []int{1, 2, 4}, Hosts: []int{1},
 		OverlapWeights: []float64{routing.DefaultConfig().OverlapWeight}, SessionCredit: DefaultSessionCredit,
 		IngestWorkers: 8, IngestPasses: 1, SweepWorkers: []int{16},
 		Rates:         []float64{1000, 2000, 5000, 10000, 20000, 40000, 80000},
@@ -84,13 +92,14 @@ func QuickConfig() Config {
 }
 
 // FullConfig is the full mode: both traces in full on 4, 16, 64 and 1,000
-// workers (one index shard), kvrouter with and without session ids, with
-// the default overlap weight and RecommendedOverlapWeight, four ingest
-// passes, and sweeps of 3 s points on 16 and 1,000 workers.
+// workers (one index shard on one host, then 2 and 3 hosts), kvrouter with
+// and without session ids, with the default overlap weight and
+// RecommendedOverlapWeight, four ingest passes, and sweeps of 3 s points on
+// 16 and 1,000 workers.
 func FullConfig() Config {
 	c := QuickConfig()
 	c.Mode, c.Traces, c.Requests = "full", []string{ConversationTrace, SyntheticTrace}, 0
-	c.Workers, c.Sessions, c.IngestPasses, c.Shards = []int{4, 16, 64, 1000}, []bool{true, false}, 4, []int{1}
+	c.Workers, c.Sessions, c.IngestPasses, c.Shards, c.Hosts = []int{4, 16, 64, 1000}, []bool{true, false}, 4, []int{1}, []int{1, 2, 3}
 	c.OverlapWeights = []float64{routing.DefaultConfig().OverlapWeight, RecommendedOverlapWeight}
 	c.SweepWorkers, c.PointDuration = []int{16, 1000}, 3*time.Second
 	c.Rates = []float64{1000, 2000, 5000, 10000, 20000, 40000, 60000, 80000, 120000}
@@ -130,6 +139,9 @@ func (c *Config) Validate() error {
 	if len(c.Shards) == 0 || slices.Min(c.Shards) <= 0 {
 		return errors.New("shard counts must be positive")
 	}
+	if len(c.Hosts) == 0 || slices.Min(c.Hosts) <= 0 {
+		return errors.New("host counts must be positive")
+	}
 	return nil
 }
 
@@ -140,7 +152,7 @@ func Run(cfg Config) (*Report, error) {
 	}
 	r := &runner{cfg: cfg, rep: &Report{Mode: cfg.Mode, Machine: ReadMachine(), Config: ReportConfig{
 		TokensPerBlock: cfg.TokensPerBlock, Requests: cfg.Requests, Capacity: cfg.Capacity, InFlightPerWorker: cfg.InFlightPerWorker,
-		Shards: cfg.Shards, OverlapWeights: cfg.OverlapWeights, Temperature: cfg.Temperature, SessionCredit: cfg.SessionCredit,
+		Shards: cfg.Shards, Hosts: cfg.Hosts, OverlapWeights: cfg.OverlapWeights, Temperature: cfg.Temperature, SessionCredit: cfg.SessionCredit,
 		Clients: cfg.Clients, PointSeconds: cfg.PointDuration.Seconds(), Feed: cfg.Feed}}}
 	start := time.Now()
 	for i, path := range cfg.Traces {
@@ -165,40 +177,72 @@ func (r *runner) progress(format string, args ...any) {
 	}
 }
 
+// layout is where the index runs: on hosts routers, in shards shards (shard
+// actors on one host, grains per namespace in a cluster).
+type layout struct{ hosts, shards int }
+
+// layouts are the configured layouts: one host with each shard count, then
+// each larger host count with the cluster's default grain count.
+func (r *runner) layouts() []layout {
+	var out []layout
+	for _, h := range r.cfg.Hosts {
+		if h == 1 {
+			for _, s := range r.cfg.Shards {
+				out = append(out, layout{1, s})
+			}
+		} else {
+			out = append(out, layout{h, clusterindex.DefaultShards})
+		}
+	}
+	return out
+}
+
+// String labels a layout in progress lines: "2 shards" or "3 hosts".
+func (l layout) String() string {
+	if l.hosts > 1 {
+		return fmt.Sprintf("%d hosts", l.hosts)
+	}
+	return fmt.Sprintf("%d shards", l.shards)
+}
+
 // clusterConfig sizes a cluster; weight is the routing overlap weight.
-func (r *runner) clusterConfig(workers, shards int, weight float64) clusterConfig {
+func (r *runner) clusterConfig(workers int, l layout, weight float64) clusterConfig {
 	// A source of its own, seeded: sampling (temperature > 0) repeats,
 	// and a weight of 0 is taken as given (service.New reads a config
 	// without weight, temperature and source as "unset").
 	rc := routing.Config{OverlapWeight: weight, Temperature: r.cfg.Temperature, Rand: rand.NewPCG(r.cfg.Seed, uint64(workers))}
-	return clusterConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity, Shards: shards,
+	return clusterConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity, Shards: l.shards, Hosts: l.hosts,
 		Routing: rc, SessionCredit: r.cfg.SessionCredit, Logger: r.cfg.Logger}
 }
 
-// trace runs every phase on one trace; the sweep only on the first.
+// trace runs every phase on one trace; the sweep only on the first. The
+// baselines come first, then each layout's ingest run and kvrouter replays
+// — one layout after the other, so that a cluster's members, which wind
+// down in the background after leaving, come after every one-host
+// measurement.
 func (r *runner) trace(path string, first bool) error {
 	name := TraceName(path)
-	if r.cfg.IngestWorkers > 0 && r.cfg.IngestPasses > 0 {
-		for _, shards := range r.cfg.Shards {
-			if err := r.ingest(path, shards); err != nil {
-				return err
-			}
-		}
-	}
 	reqs, err := LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Limit: r.cfg.Requests})
 	if err != nil {
 		return err
 	}
-	var sweepReqs []Request // fresh prompts (another token seed), loaded once
+	bounds := map[int]float64{}
 	for _, workers := range r.cfg.Workers {
-		bound, err := r.offline(name, reqs, workers)
-		if err != nil {
+		if bounds[workers], err = r.offline(name, reqs, workers); err != nil {
 			return err
 		}
-		for _, shards := range r.cfg.Shards {
+	}
+	var sweepReqs []Request // fresh prompts (another token seed), loaded once
+	for _, l := range r.layouts() {
+		if r.cfg.IngestWorkers > 0 && r.cfg.IngestPasses > 0 {
+			if err := r.ingest(path, l); err != nil {
+				return err
+			}
+		}
+		for _, workers := range r.cfg.Workers {
 			for si, sessions := range r.cfg.Sessions {
 				for wi, weight := range r.cfg.OverlapWeights {
-					rs := replaySpec{workers: workers, shards: shards, sessions: sessions, weight: weight, bound: bound,
+					rs := replaySpec{workers: workers, layout: l, sessions: sessions, weight: weight, bound: bounds[workers],
 						memory: si == 0 && wi == 0}
 					rs.sweep = first && rs.memory && slices.Contains(r.cfg.SweepWorkers, workers) && len(r.cfg.Rates) > 0
 					if rs.sweep && sweepReqs == nil {
@@ -217,7 +261,7 @@ func (r *runner) trace(path string, first bool) error {
 }
 
 // ingest runs the ingest phase on a fresh cluster.
-func (r *runner) ingest(path string, shards int) error {
+func (r *runner) ingest(path string, l layout) error {
 	var reqs []Request
 	for pass := range r.cfg.IngestPasses {
 		rs, err := LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Seed: uint64(pass) + 100})
@@ -226,7 +270,7 @@ func (r *runner) ingest(path string, shards int) error {
 		}
 		reqs = append(reqs, rs...)
 	}
-	c, err := startCluster(r.clusterConfig(r.cfg.IngestWorkers, shards, r.cfg.OverlapWeights[0]))
+	c, err := startCluster(r.clusterConfig(r.cfg.IngestWorkers, l, r.cfg.OverlapWeights[0]))
 	if err != nil {
 		return err
 	}
@@ -235,9 +279,9 @@ func (r *runner) ingest(path string, shards int) error {
 	if err != nil {
 		return err
 	}
-	res.Trace, res.Shards = TraceName(path), shards
+	res.Trace, res.Shards, res.Hosts = TraceName(path), l.shards, l.hosts
 	r.rep.Ingest = append(r.rep.Ingest, res)
-	r.progress("ingest  %-12s %4d workers: %s blocks/s, %s events/s, lag p99 %s µs (%s)", res.Trace, res.Workers,
+	r.progress("ingest  %-12s %4d workers %s: %s blocks/s, %s events/s, lag p99 %s µs (%s)", res.Trace, res.Workers, l,
 		si(res.BlocksPerSec), si(res.EventsPerSec), us(res.Lag.P99), validity(res.Valid, res.Invalid))
 	return nil
 }
@@ -280,10 +324,11 @@ func (r *runner) addQuality(row QualityRow, t Tally, bound float64) {
 // clairvoyant bound of its worker count, and whether the latency sweep and
 // the memory measure follow it.
 type replaySpec struct {
-	workers, shards int
-	sessions        bool
-	weight, bound   float64
-	memory, sweep   bool
+	workers       int
+	layout        layout
+	sessions      bool
+	weight, bound float64
+	memory, sweep bool
 }
 
 // policyName labels a kvrouter replay's rows: "kvrouter", with
@@ -303,7 +348,7 @@ func (r *runner) policyName(rs replaySpec) string {
 // kvrouter replays the trace through a fresh router, then (when asked)
 // sweeps route latency on it, then measures its memory.
 func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs []Request) error {
-	cc := r.clusterConfig(rs.workers, rs.shards, rs.weight)
+	cc := r.clusterConfig(rs.workers, rs.layout, rs.weight)
 	c, err := startCluster(cc)
 	if err != nil {
 		return err
@@ -313,14 +358,17 @@ func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs 
 	if err != nil {
 		return err
 	}
-	row := QualityRow{Trace: name, Workers: rs.workers, Shards: rs.shards, Policy: r.policyName(rs), OverlapWeight: rs.weight,
+	row := QualityRow{Trace: name, Workers: rs.workers, Shards: rs.layout.shards, Hosts: rs.layout.hosts, Policy: r.policyName(rs), OverlapWeight: rs.weight,
 		Route: Summarize(run.route), Lag: Summarize(run.lags)}
 	row.Valid, row.Invalid = c.validity(run.lags, run.timeouts)
 	r.addQuality(row, run.tally, rs.bound)
 	if rs.sweep {
-		r.sweep(c, name, rs.shards, sweepReqs, rs.sessions)
+		r.sweep(c, name, rs.layout, sweepReqs, rs.sessions)
 	}
-	if !rs.memory {
+	// A cluster's heap cannot be told apart in one process: its members
+	// wind down in the background after leaving (the cluster section of
+	// ARCHITECTURE.md measures how its entries spread instead).
+	if !rs.memory || rs.layout.hosts > 1 {
 		return nil
 	}
 	m, err := c.measureMemory()
@@ -331,19 +379,24 @@ func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs 
 	if m.FixedBytes, err = emptyRouterHeap(cc); err != nil {
 		return err
 	}
-	m.Trace, m.Shards, m.BytesPerEntry = name, rs.shards, PerEntry(m.HeapBytes, m.FixedBytes, m.Entries)
+	m.Trace, m.Shards, m.Hosts, m.BytesPerEntry = name, rs.layout.shards, rs.layout.hosts, PerEntry(m.HeapBytes, m.FixedBytes, m.Entries)
 	r.rep.Memory = append(r.rep.Memory, m)
-	r.progress("memory  %-12s %4d workers %d shards: %d entries, %.0f B/entry", name, rs.workers, rs.shards, m.Entries, m.BytesPerEntry)
+	r.progress("memory  %-12s %4d workers %s: %d entries, %.0f B/entry", name, rs.workers, rs.layout, m.Entries, m.BytesPerEntry)
 	return nil
 }
 
 // sweep offers increasing rates over each transport until saturation.
-func (r *runner) sweep(c *cluster, name string, shards int, reqs []Request, sessions bool) {
+func (r *runner) sweep(c *cluster, name string, l layout, reqs []Request, sessions bool) {
 	offset := 0
+	var svcs []*service.Service
+	var urls []string
+	for _, h := range c.hosts {
+		svcs, urls = append(svcs, h.svc), append(urls, h.url)
+	}
 	for _, tname := range r.cfg.Transports {
-		var t transport = &inProcess{svc: c.svc, reqs: reqs}
+		var t transport = &inProcess{svcs: svcs, reqs: reqs}
 		if tname == TransportHTTP {
-			h, err := newOverHTTP(c.url, reqs, r.cfg.Clients)
+			h, err := newOverHTTP(urls, reqs, r.cfg.Clients)
 			if err != nil {
 				r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("http sweep skipped: %v", err))
 				continue
@@ -355,9 +408,9 @@ func (r *runner) sweep(c *cluster, name string, shards int, reqs []Request, sess
 				sessions: sessions, feed: r.cfg.Feed, prefix: fmt.Sprintf("%s-%.0f-", tname, rate)}
 			pt := c.sweepPoint(t, reqs, spec)
 			offset += pt.Requests
-			pt.Trace, pt.Transport, pt.Shards = name, tname, shards
+			pt.Trace, pt.Transport, pt.Shards, pt.Hosts = name, tname, l.shards, l.hosts
 			r.rep.Sweep = append(r.rep.Sweep, pt)
-			r.progress("sweep   %-10s %4d workers %d shards %7s/s offered: %7s/s, p50 %s µs, p99 %s µs, p99.9 %s µs, sched p99 %s µs%s (%s)", tname, pt.Workers, shards,
+			r.progress("sweep   %-10s %4d workers %s %7s/s offered: %7s/s, p50 %s µs, p99 %s µs, p99.9 %s µs, sched p99 %s µs%s (%s)", tname, pt.Workers, l,
 				si(pt.Offered), si(pt.Achieved), us(pt.Latency.P50), us(pt.Latency.P99), us(pt.Latency.P999), us(pt.SchedP99),
 				map[bool]string{true: ", saturated", false: ""}[pt.Saturated], validity(pt.Valid, pt.Invalid))
 			if pt.Saturated {

@@ -9,16 +9,19 @@ import (
 
 const testTrace = "../../" + ConversationTrace // from bench/loadgen to the repository root
 
-// TestRunEndToEnd runs the harness small: 400 conversation requests on 4
-// simulated workers through the real pipeline (an index of 2 shards) and
-// route path, a short ingest phase and a two-point sweep over both
-// transports.
-func TestRunEndToEnd(t *testing.T) {
+// smallConfig is a run on 4 workers over the conversation trace's first
+// requests, sweeping rates (300 ms points, 8 clients) on them.
+func smallConfig(requests int, rates ...float64) Config {
 	cfg := QuickConfig()
-	cfg.Traces, cfg.Requests, cfg.Workers, cfg.SweepWorkers = []string{testTrace}, 400, []int{4}, []int{4}
-	cfg.Shards = []int{2}
-	cfg.IngestWorkers, cfg.IngestPasses = 2, 1
-	cfg.Rates, cfg.PointDuration, cfg.Clients = []float64{200, 400}, 300*time.Millisecond, 8
+	cfg.Traces, cfg.Requests, cfg.Workers, cfg.SweepWorkers = []string{testTrace}, requests, []int{4}, []int{4}
+	cfg.Rates, cfg.PointDuration, cfg.Clients = rates, 300*time.Millisecond, 8
+	return cfg
+}
+
+// runByPolicy runs cfg and returns the report and its quality rows by
+// policy, each of which must have answered every request.
+func runByPolicy(t *testing.T, cfg Config) (*Report, map[string]QualityRow) {
+	t.Helper()
 	rep, err := Run(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -26,10 +29,22 @@ func TestRunEndToEnd(t *testing.T) {
 	hit := map[string]QualityRow{}
 	for _, q := range rep.Quality {
 		hit[q.Policy] = q
-		if q.Requests != 400 {
-			t.Errorf("%s answered %d of 400 requests", q.Policy, q.Requests)
+		if q.Requests != cfg.Requests {
+			t.Errorf("%s answered %d of %d requests", q.Policy, q.Requests, cfg.Requests)
 		}
 	}
+	return rep, hit
+}
+
+// TestRunEndToEnd runs the harness small: 400 conversation requests on 4
+// simulated workers through the real pipeline (an index of 2 shards) and
+// route path, a short ingest phase and a two-point sweep over both
+// transports.
+func TestRunEndToEnd(t *testing.T) {
+	cfg := smallConfig(400, 200, 400)
+	cfg.Shards, cfg.Hosts = []int{2}, []int{1}
+	cfg.IngestWorkers, cfg.IngestPasses = 2, 1
+	rep, hit := runByPolicy(t, cfg)
 	kv, random, bound := hit[NameKVRouter], hit[NameRandom], hit[NameClairvoyant]
 	if !(bound.HitRate >= kv.HitRate && kv.HitRate > random.HitRate) {
 		t.Errorf("hit rates: clairvoyant %.3f, kvrouter %.3f, random %.3f", bound.HitRate, kv.HitRate, random.HitRate)

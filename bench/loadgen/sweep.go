@@ -21,33 +21,39 @@ const (
 	TransportHTTP      = "http"
 )
 
-// transport sends one route request and returns the chosen worker's index.
+// transport sends request i to host h and returns the chosen worker's
+// index.
 type transport interface {
-	route(ctx context.Context, i int, id, session string) (int, error)
+	route(ctx context.Context, h, i int, id, session string) (int, error)
 }
 
-// inProcess calls the service directly: hashing, index actor, route actor.
+// inProcess calls the hosts' services directly: hashing, index actor,
+// route actor.
 type inProcess struct {
-	svc  *service.Service
+	svcs []*service.Service
 	reqs []Request
 }
 
-func (t *inProcess) route(ctx context.Context, i int, id, session string) (int, error) {
-	res, err := t.svc.Route(ctx, httpapi.RouteRequest{TokenIDs: t.reqs[i].Tokens, ModelName: benchModel, RequestID: id, SessionID: session})
+func (t *inProcess) route(ctx context.Context, h, i int, id, session string) (int, error) {
+	res, err := t.svcs[h].Route(ctx, httpapi.RouteRequest{TokenIDs: t.reqs[i].Tokens, ModelName: benchModel, RequestID: id, SessionID: session})
 	return int(res.WorkerID) - 1, err
 }
 
-// overHTTP posts to /route over keep-alive connections; the token lists
-// are JSON-encoded ahead of time so the client spends little CPU.
+// overHTTP posts to the hosts' /route over keep-alive connections; the
+// token lists are JSON-encoded ahead of time so the client spends little
+// CPU.
 type overHTTP struct {
 	client *http.Client
-	url    string
+	urls   []string
 	tokens [][]byte
 }
 
-func newOverHTTP(url string, reqs []Request, conns int) (*overHTTP, error) {
-	t := &overHTTP{url: url + "/route", tokens: make([][]byte, len(reqs)),
+func newOverHTTP(urls []string, reqs []Request, conns int) (*overHTTP, error) {
+	t := &overHTTP{tokens: make([][]byte, len(reqs)),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns}}}
+	for _, u := range urls {
+		t.urls = append(t.urls, u+"/route")
+	}
 	for i, r := range reqs {
 		b, err := json.Marshal(r.Tokens)
 		if err != nil {
@@ -58,7 +64,7 @@ func newOverHTTP(url string, reqs []Request, conns int) (*overHTTP, error) {
 	return t, nil
 }
 
-func (t *overHTTP) route(ctx context.Context, i int, id, session string) (int, error) {
+func (t *overHTTP) route(ctx context.Context, h, i int, id, session string) (int, error) {
 	body := make([]byte, 0, len(t.tokens[i])+128)
 	body = append(body, `{"model_name":"`+benchModel+`","request_id":`...)
 	body = strconv.AppendQuote(body, id)
@@ -68,7 +74,7 @@ func (t *overHTTP) route(ctx context.Context, i int, id, session string) (int, e
 	}
 	body = append(body, `,"token_ids":`...)
 	body = append(append(body, t.tokens[i]...), '}')
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.urls[h], bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -146,14 +152,15 @@ func (c *cluster) sweepPoint(t transport, reqs []Request, spec pointSpec) SweepP
 				if spec.sessions {
 					session = reqs[k].Session
 				}
-				w, err := t.route(ctx, k, id, session)
+				h := j.i % len(c.hosts)
+				w, err := t.route(ctx, h, k, id, session)
 				if err != nil || w < 0 || w >= len(c.engines) {
 					failed++
 					continue
 				}
 				mine = append(mine, time.Since(j.sent))
 				feed.offer(w, &reqs[k], session)
-				_ = c.svc.Free(ctx, id)
+				_ = c.hosts[h].svc.Free(ctx, id)
 			}
 			mu.Lock()
 			lat = append(lat, mine...)

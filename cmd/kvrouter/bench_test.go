@@ -12,7 +12,7 @@ func TestBenchHelpExplainsEveryFlag(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, f := range []string{"-quick", "-full", "-json", "-plots", "-trace", "-tokens-per-block", "-requests", "-workers",
-		"-capacity", "-in-flight-per-worker", "-sessions", "-shards", "-ingest-workers", "-ingest-passes", "-sweep-workers", "-rates",
+		"-capacity", "-in-flight-per-worker", "-sessions", "-shards", "-hosts", "-ingest-workers", "-ingest-passes", "-sweep-workers", "-rates",
 		"-point-duration", "-clients", "-transports", "-seed", "-quiet", "-cpuprofile", "-overlap-weight", "-temperature",
 		"-session-credit", "-feed", "-chaos", "-chaos-trials", "-chaos-seed", "-chaos-kinds"} {
 		if !strings.Contains(out.String(), "  "+f) {
