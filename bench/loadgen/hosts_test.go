@@ -8,9 +8,11 @@ package loadgen
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 )
 
 // TestRunHostsEndToEnd runs the harness on two router hosts (cluster
@@ -43,8 +45,9 @@ func TestRunHostsEndToEnd(t *testing.T) {
 	}
 }
 
-// startCluster with two hosts starts two members that see each other, and
-// every host knows every worker, whichever host registered it.
+// startCluster with two hosts starts two members that see each other;
+// every host knows every worker, whichever host registered it, and frees
+// only the requests it routed.
 func TestTwoHostsShareTheWorkers(t *testing.T) {
 	r := &runner{cfg: QuickConfig()}
 	c, err := startCluster(r.clusterConfig(4, layout{hosts: 2, shards: clusterindex.DefaultShards}, 1))
@@ -60,5 +63,17 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 		if err != nil || len(ws) != 4 {
 			t.Errorf("host %d knows %d workers (%v), want 4", i, len(ws), err)
 		}
+	}
+	// Bookkeeping is per host: the host that routed a request frees it;
+	// another says why it does not know it.
+	ctx := context.Background()
+	if _, err := c.hosts[0].svc.Route(ctx, httpapi.RouteRequest{TokenIDs: make([]uint32, 64), ModelName: benchModel, RequestID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.hosts[1].svc.Free(ctx, "r"); err == nil || !strings.Contains(err.Error(), "not routed by this host") {
+		t.Errorf("free on another host: %v", err)
+	}
+	if err := c.hosts[0].svc.Free(ctx, "r"); err != nil {
+		t.Errorf("free on the routing host: %v", err)
 	}
 }

@@ -250,6 +250,10 @@ func (s *Service) bookkeeping(id string, free bool) error {
 			return httpapi.Errorf(httpapi.ErrInvalid, "invalid_request", "%v", r.Err)
 		}
 	}
+	if s.cfg.Cluster != nil {
+		return httpapi.Errorf(httpapi.ErrNotFound, "unknown_request",
+			"request %q is not routed by this host (or already freed or expired): each host books the requests it routed", id)
+	}
 	return httpapi.Errorf(httpapi.ErrNotFound, "unknown_request", "request %q is not routed (or already freed or expired)", id)
 }
 
