@@ -60,6 +60,14 @@ type Bookkeeping struct {
 // BookkeepingReply carries the result (ErrUnknownRequest and friends).
 type BookkeepingReply struct{ Err error }
 
+// LoadRequest asks for the load this route actor booked, per (worker,
+// dp_rank) with a tracked request (answered with *LoadReply): what a
+// cluster host shares with the others.
+type LoadRequest struct{}
+
+// LoadReply is the booked load (Load.AppendRanks).
+type LoadReply struct{ Ranks []RankLoad }
+
 // routeThroughput is how many messages one run of the route actor's
 // mailbox handles before it yields.
 const routeThroughput = 300
@@ -103,6 +111,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		}
 		sp.End()
 		ctx.Respond(&RouteReply{Decision: d, Err: err})
+	case *LoadRequest:
+		ctx.Respond(&LoadReply{Ranks: a.router.Load().AppendRanks(nil)})
 	case *Bookkeeping:
 		var err error
 		if m.Free {

@@ -84,7 +84,15 @@ type Overlap struct {
 type Candidate struct {
 	Key      messages.WorkerKey
 	Degraded bool
+	// Remote is the load other router hosts booked on the candidate (a
+	// cluster: each host books the requests it routed); it adds to this
+	// Router's own bookkeeping when scoring (zero on one host).
+	Remote RemoteLoad
 }
+
+// RemoteLoad is load booked elsewhere: §7's active prefill tokens and
+// decode blocks.
+type RemoteLoad struct{ PrefillTokens, Blocks int64 }
 
 // Score is one candidate's evaluation.
 type Score struct {
@@ -261,9 +269,9 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 		if ov != nil {
 			o = ov[i]
 		}
-		var p, b int64
+		p, b := c.Remote.PrefillTokens, c.Remote.Blocks
 		if h := hints[i].slot; h >= 0 {
-			p, b = slots[h].PrefillTokens, slots[h].Blocks
+			p, b = p+slots[h].PrefillTokens, b+slots[h].Blocks
 		}
 		cached := min(int64(o)*bs, isl)
 		logit := w*(float64(p+isl-cached)/fbs) + float64(b)

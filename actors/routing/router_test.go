@@ -452,6 +452,35 @@ func TestDegraded(t *testing.T) {
 	}
 }
 
+// Load booked on other router hosts (Candidate.Remote) adds to this
+// Router's own: it moves the decision and shows in the scores.
+func TestRemoteLoad(t *testing.T) {
+	A, B := wk(1, 0), wk(2, 0)
+	r := newRouter(t, DefaultConfig())
+	now := time.Unix(0, 0)
+	// A holds 2 blocks of the prompt; locally B carries one booked request.
+	if _, err := r.Route(Request{ID: "local", ISL: 32, BlockSize: 16}, nil, []Candidate{{Key: B}}, now); err != nil {
+		t.Fatal(err)
+	}
+	req := Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}
+	d, err := r.Decide(req, []Overlap{{A, 2}}, []Candidate{{Key: A}, {Key: B}})
+	if err != nil || d.Worker != A {
+		t.Fatalf("without remote load: %+v, %v; want A", d, err)
+	}
+	// Elsewhere A carries 3 requests in decode (12 blocks) and one prefill.
+	c := []Candidate{{Key: A, Remote: RemoteLoad{PrefillTokens: 48, Blocks: 12}}, {Key: B}}
+	d, err = r.Decide(req, []Overlap{{A, 2}}, c)
+	if err != nil || d.Worker != B {
+		t.Fatalf("with A's remote load: %+v, %v; want B", d, err)
+	}
+	if s := d.Scores[0]; s.ActivePrefillTokens != 48 || s.DecodeBlocks != 12 || s.Logit != (48+64-32)/16.0+12 {
+		t.Errorf("A's score %+v: remote load not counted", s)
+	}
+	if s := d.Scores[1]; s.ActivePrefillTokens != 32 || s.DecodeBlocks != 2 {
+		t.Errorf("B's score %+v: its own booking lost", s)
+	}
+}
+
 func TestTemperatureDistribution(t *testing.T) {
 	// Logits 0..4 → norm 0, .25, .5, .75, 1; T = 0.5 →
 	// p ∝ 1, e^-.5, e^-1, e^-1.5, e^-2 = .429, .260, .158, .096, .058.

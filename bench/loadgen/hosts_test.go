@@ -8,8 +8,11 @@ package loadgen
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
@@ -46,8 +49,8 @@ func TestRunHostsEndToEnd(t *testing.T) {
 }
 
 // startCluster with two hosts starts two members that see each other;
-// every host knows every worker, whichever host registered it, and frees
-// only the requests it routed.
+// every host knows every worker, whichever host registered it, frees only
+// the requests it routed, and scores with the load the other booked.
 func TestTwoHostsShareTheWorkers(t *testing.T) {
 	r := &runner{cfg: QuickConfig()}
 	c, err := startCluster(r.clusterConfig(4, layout{hosts: 2, shards: clusterindex.DefaultShards}, 1))
@@ -65,15 +68,51 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 		}
 	}
 	// Bookkeeping is per host: the host that routed a request frees it;
-	// another says why it does not know it.
+	// another says why it does not know it. The load it booked reaches the
+	// other host's scores, and leaves them when freed.
 	ctx := context.Background()
-	if _, err := c.hosts[0].svc.Route(ctx, httpapi.RouteRequest{TokenIDs: make([]uint32, 64), ModelName: benchModel, RequestID: "r"}); err != nil {
+	routed, err := c.hosts[0].svc.Route(ctx, httpapi.RouteRequest{TokenIDs: make([]uint32, 64), ModelName: benchModel, RequestID: "r"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	seenBy1 := func(blocks uint64) func() (bool, string) {
+		n := 0
+		return func() (bool, string) {
+			n++
+			id := "probe" + strconv.Itoa(n)
+			res, err := c.hosts[1].svc.Route(ctx, httpapi.RouteRequest{TokenIDs: []uint32{1}, ModelName: benchModel, RequestID: id, IncludeScores: true})
+			if err != nil {
+				return false, err.Error()
+			}
+			_ = c.hosts[1].svc.Free(ctx, id)
+			for _, sc := range res.Scores {
+				if sc.WorkerID == routed.WorkerID {
+					return sc.ActiveDecodeBlocks == blocks, fmt.Sprintf("%+v", sc)
+				}
+			}
+			return false, fmt.Sprintf("no score for worker %d", routed.WorkerID)
+		}
+	}
+	eventually(t, "host 1 sees host 0's booking", seenBy1(4)) // 64 tokens: 4 blocks of 16
 	if err := c.hosts[1].svc.Free(ctx, "r"); err == nil || !strings.Contains(err.Error(), "not routed by this host") {
 		t.Errorf("free on another host: %v", err)
 	}
 	if err := c.hosts[0].svc.Free(ctx, "r"); err != nil {
 		t.Errorf("free on the routing host: %v", err)
 	}
+	eventually(t, "host 1 sees the free", seenBy1(0))
+}
+
+// eventually polls cond until it holds (10 s at most).
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+	}
+	t.Fatalf("%s: not reached; last: %s", what, last)
 }

@@ -2320,6 +2320,159 @@ func (x *StreamStates) GetStates() []*StreamState {
 	return nil
 }
 
+// LoadsRequest asks a member for the load it booked: the requests it
+// routed and still tracks, summed per (worker, dp_rank). Answered with
+// Loads. Every host adds the others' to its own when it routes.
+type LoadsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadsRequest) Reset() {
+	*x = LoadsRequest{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadsRequest) ProtoMessage() {}
+
+func (x *LoadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadsRequest.ProtoReflect.Descriptor instead.
+func (*LoadsRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{34}
+}
+
+// RankLoad is one (worker, dp_rank)'s booked load on one member.
+type RankLoad struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *WorkerKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	PrefillTokens int64                  `protobuf:"varint,2,opt,name=prefill_tokens,json=prefillTokens,proto3" json:"prefill_tokens,omitempty"`
+	Blocks        int64                  `protobuf:"varint,3,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RankLoad) Reset() {
+	*x = RankLoad{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RankLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RankLoad) ProtoMessage() {}
+
+func (x *RankLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RankLoad.ProtoReflect.Descriptor instead.
+func (*RankLoad) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RankLoad) GetKey() *WorkerKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RankLoad) GetPrefillTokens() int64 {
+	if x != nil {
+		return x.PrefillTokens
+	}
+	return 0
+}
+
+func (x *RankLoad) GetBlocks() int64 {
+	if x != nil {
+		return x.Blocks
+	}
+	return 0
+}
+
+// Loads lists the load one member booked.
+type Loads struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Loads         []*RankLoad            `protobuf:"bytes,2,rep,name=loads,proto3" json:"loads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Loads) Reset() {
+	*x = Loads{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Loads) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Loads) ProtoMessage() {}
+
+func (x *Loads) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Loads.ProtoReflect.Descriptor instead.
+func (*Loads) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Loads) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *Loads) GetLoads() []*RankLoad {
+	if x != nil {
+		return x.Loads
+	}
+	return nil
+}
+
 // Sequenced is one message a member's index front sends to a shard grain,
 // numbered: seq counts, from 1, what front sender sent to that shard, so
 // the grain applies each front's messages in order and exactly once even
@@ -2345,7 +2498,7 @@ type Sequenced struct {
 
 func (x *Sequenced) Reset() {
 	*x = Sequenced{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[34]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2510,7 @@ func (x *Sequenced) String() string {
 func (*Sequenced) ProtoMessage() {}
 
 func (x *Sequenced) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[34]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2523,7 @@ func (x *Sequenced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sequenced.ProtoReflect.Descriptor instead.
 func (*Sequenced) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{34}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Sequenced) GetSender() uint64 {
@@ -2515,7 +2668,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[35]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2680,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[35]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2693,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{35}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Fence) GetStream() *WorkerKey {
@@ -2575,7 +2728,7 @@ type Cursor struct {
 
 func (x *Cursor) Reset() {
 	*x = Cursor{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[36]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2740,7 @@ func (x *Cursor) String() string {
 func (*Cursor) ProtoMessage() {}
 
 func (x *Cursor) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[36]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2753,7 @@ func (x *Cursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cursor.ProtoReflect.Descriptor instead.
 func (*Cursor) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{36}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Cursor) GetSender() uint64 {
@@ -2635,7 +2788,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2800,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2813,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{37}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Handover) GetFrom() uint64 {
@@ -2867,7 +3020,15 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"`\n" +
 	"\fStreamStates\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x128\n" +
-	"\x06states\x18\x02 \x03(\v2 .kvrouter.cluster.v1.StreamStateR\x06states\"\xd4\x03\n" +
+	"\x06states\x18\x02 \x03(\v2 .kvrouter.cluster.v1.StreamStateR\x06states\"\x0e\n" +
+	"\fLoadsRequest\"{\n" +
+	"\bRankLoad\x120\n" +
+	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12%\n" +
+	"\x0eprefill_tokens\x18\x02 \x01(\x03R\rprefillTokens\x12\x16\n" +
+	"\x06blocks\x18\x03 \x01(\x03R\x06blocks\"T\n" +
+	"\x05Loads\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x123\n" +
+	"\x05loads\x18\x02 \x03(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x05loads\"\xd4\x03\n" +
 	"\tSequenced\x12\x16\n" +
 	"\x06sender\x18\x01 \x01(\x04R\x06sender\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12=\n" +
@@ -2917,7 +3078,7 @@ func file_cluster_clusterpb_kvrouter_proto_rawDescGZIP() []byte {
 }
 
 var file_cluster_clusterpb_kvrouter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(EventKind)(0),              // 0: kvrouter.cluster.v1.EventKind
 	(StorageTier)(0),            // 1: kvrouter.cluster.v1.StorageTier
@@ -2955,10 +3116,13 @@ var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(*StreamStatesRequest)(nil), // 33: kvrouter.cluster.v1.StreamStatesRequest
 	(*StreamState)(nil),         // 34: kvrouter.cluster.v1.StreamState
 	(*StreamStates)(nil),        // 35: kvrouter.cluster.v1.StreamStates
-	(*Sequenced)(nil),           // 36: kvrouter.cluster.v1.Sequenced
-	(*Fence)(nil),               // 37: kvrouter.cluster.v1.Fence
-	(*Cursor)(nil),              // 38: kvrouter.cluster.v1.Cursor
-	(*Handover)(nil),            // 39: kvrouter.cluster.v1.Handover
+	(*LoadsRequest)(nil),        // 36: kvrouter.cluster.v1.LoadsRequest
+	(*RankLoad)(nil),            // 37: kvrouter.cluster.v1.RankLoad
+	(*Loads)(nil),               // 38: kvrouter.cluster.v1.Loads
+	(*Sequenced)(nil),           // 39: kvrouter.cluster.v1.Sequenced
+	(*Fence)(nil),               // 40: kvrouter.cluster.v1.Fence
+	(*Cursor)(nil),              // 41: kvrouter.cluster.v1.Cursor
+	(*Handover)(nil),            // 42: kvrouter.cluster.v1.Handover
 }
 var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	0,  // 0: kvrouter.cluster.v1.KvCacheEvent.kind:type_name -> kvrouter.cluster.v1.EventKind
@@ -2997,23 +3161,25 @@ var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	28, // 33: kvrouter.cluster.v1.RegistrySync.entries:type_name -> kvrouter.cluster.v1.RegistryEntry
 	2,  // 34: kvrouter.cluster.v1.StreamState.key:type_name -> kvrouter.cluster.v1.WorkerKey
 	34, // 35: kvrouter.cluster.v1.StreamStates.states:type_name -> kvrouter.cluster.v1.StreamState
-	7,  // 36: kvrouter.cluster.v1.Sequenced.batch:type_name -> kvrouter.cluster.v1.RouterEventBatch
-	13, // 37: kvrouter.cluster.v1.Sequenced.remove:type_name -> kvrouter.cluster.v1.RemoveWorker
-	24, // 38: kvrouter.cluster.v1.Sequenced.seed:type_name -> kvrouter.cluster.v1.Seed
-	19, // 39: kvrouter.cluster.v1.Sequenced.stats:type_name -> kvrouter.cluster.v1.StatsRequest
-	22, // 40: kvrouter.cluster.v1.Sequenced.snapshot:type_name -> kvrouter.cluster.v1.SnapshotRequest
-	14, // 41: kvrouter.cluster.v1.Sequenced.dump:type_name -> kvrouter.cluster.v1.DumpRequest
-	27, // 42: kvrouter.cluster.v1.Sequenced.refed:type_name -> kvrouter.cluster.v1.Refed
-	2,  // 43: kvrouter.cluster.v1.Fence.stream:type_name -> kvrouter.cluster.v1.WorkerKey
-	15, // 44: kvrouter.cluster.v1.Handover.dump:type_name -> kvrouter.cluster.v1.DumpResult
-	37, // 45: kvrouter.cluster.v1.Handover.fences:type_name -> kvrouter.cluster.v1.Fence
-	38, // 46: kvrouter.cluster.v1.Handover.cursors:type_name -> kvrouter.cluster.v1.Cursor
-	8,  // 47: kvrouter.cluster.v1.Handover.status:type_name -> kvrouter.cluster.v1.ShardStatus
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	2,  // 36: kvrouter.cluster.v1.RankLoad.key:type_name -> kvrouter.cluster.v1.WorkerKey
+	37, // 37: kvrouter.cluster.v1.Loads.loads:type_name -> kvrouter.cluster.v1.RankLoad
+	7,  // 38: kvrouter.cluster.v1.Sequenced.batch:type_name -> kvrouter.cluster.v1.RouterEventBatch
+	13, // 39: kvrouter.cluster.v1.Sequenced.remove:type_name -> kvrouter.cluster.v1.RemoveWorker
+	24, // 40: kvrouter.cluster.v1.Sequenced.seed:type_name -> kvrouter.cluster.v1.Seed
+	19, // 41: kvrouter.cluster.v1.Sequenced.stats:type_name -> kvrouter.cluster.v1.StatsRequest
+	22, // 42: kvrouter.cluster.v1.Sequenced.snapshot:type_name -> kvrouter.cluster.v1.SnapshotRequest
+	14, // 43: kvrouter.cluster.v1.Sequenced.dump:type_name -> kvrouter.cluster.v1.DumpRequest
+	27, // 44: kvrouter.cluster.v1.Sequenced.refed:type_name -> kvrouter.cluster.v1.Refed
+	2,  // 45: kvrouter.cluster.v1.Fence.stream:type_name -> kvrouter.cluster.v1.WorkerKey
+	15, // 46: kvrouter.cluster.v1.Handover.dump:type_name -> kvrouter.cluster.v1.DumpResult
+	40, // 47: kvrouter.cluster.v1.Handover.fences:type_name -> kvrouter.cluster.v1.Fence
+	41, // 48: kvrouter.cluster.v1.Handover.cursors:type_name -> kvrouter.cluster.v1.Cursor
+	8,  // 49: kvrouter.cluster.v1.Handover.status:type_name -> kvrouter.cluster.v1.ShardStatus
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_cluster_clusterpb_kvrouter_proto_init() }
@@ -3021,7 +3187,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 	if File_cluster_clusterpb_kvrouter_proto != nil {
 		return
 	}
-	file_cluster_clusterpb_kvrouter_proto_msgTypes[34].OneofWrappers = []any{
+	file_cluster_clusterpb_kvrouter_proto_msgTypes[37].OneofWrappers = []any{
 		(*Sequenced_Batch)(nil),
 		(*Sequenced_Remove)(nil),
 		(*Sequenced_Seed)(nil),
@@ -3036,7 +3202,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_clusterpb_kvrouter_proto_rawDesc), len(file_cluster_clusterpb_kvrouter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   38,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -15,6 +15,35 @@ type StreamState struct {
 	Warnings []string
 }
 
+// RankLoad is the load one member booked for one (worker, dp_rank): the
+// requests it routed and still tracks (routing.RankLoad's sums).
+type RankLoad struct {
+	Key           messages.WorkerKey
+	PrefillTokens int64
+	Blocks        int64
+}
+
+func fromLoads(ls []RankLoad) []*clusterpb.RankLoad {
+	out := make([]*clusterpb.RankLoad, len(ls))
+	for i, l := range ls {
+		out[i] = &clusterpb.RankLoad{Key: clusterpb.FromKey(l.Key), PrefillTokens: l.PrefillTokens, Blocks: l.Blocks}
+	}
+	return out
+}
+
+// toLoads converts a member's answer, dropping entries without a key or
+// with negative sums (a peer's bug must not lower anyone's load).
+func toLoads(ps []*clusterpb.RankLoad) []RankLoad {
+	var out []RankLoad
+	for _, p := range ps {
+		if p.GetKey() == nil || p.PrefillTokens < 0 || p.Blocks < 0 {
+			continue
+		}
+		out = append(out, RankLoad{Key: clusterpb.ToKey(p.Key), PrefillTokens: p.PrefillTokens, Blocks: p.Blocks})
+	}
+	return out
+}
+
 func fromEntries(es []Entry) []*clusterpb.RegistryEntry {
 	out := make([]*clusterpb.RegistryEntry, len(es))
 	for i, e := range es {

@@ -46,6 +46,7 @@ type Replica struct {
 	pid    *actor.PID
 	member atomic.Pointer[member.Member]
 	states atomic.Pointer[func() []StreamState]
+	loads  atomic.Pointer[func() []RankLoad]
 
 	mu       sync.Mutex
 	table    *Table
@@ -183,15 +184,38 @@ func (r *Replica) ServeStates(f func() []StreamState) { r.states.Store(&f) }
 
 // States asks member m for the state of the streams it follows.
 func (r *Replica) States(m string, timeout time.Duration) ([]StreamState, error) {
-	res, err := r.system.Root.RequestFuture(actor.NewPID(m, ActorName), &clusterpb.StreamStatesRequest{}, timeout).Result()
+	s, err := ask[*clusterpb.StreamStates](r, m, &clusterpb.StreamStatesRequest{}, "stream states", timeout)
 	if err != nil {
-		return nil, fmt.Errorf("stream states from %s: %w", m, err)
-	}
-	s, ok := res.(*clusterpb.StreamStates)
-	if !ok {
-		return nil, fmt.Errorf("stream states from %s: unexpected answer %T", m, res)
+		return nil, err
 	}
 	return toStates(s.States), nil
+}
+
+// ServeLoads sets what this member answers when another asks for the load
+// it booked (the requests its route actors track).
+func (r *Replica) ServeLoads(f func() []RankLoad) { r.loads.Store(&f) }
+
+// Loads asks member m for the load it booked.
+func (r *Replica) Loads(m string, timeout time.Duration) ([]RankLoad, error) {
+	l, err := ask[*clusterpb.Loads](r, m, &clusterpb.LoadsRequest{}, "booked load", timeout)
+	if err != nil {
+		return nil, err
+	}
+	return toLoads(l.Loads), nil
+}
+
+// ask sends msg to member m's replica and waits for its answer of type T.
+func ask[T any](r *Replica, m string, msg any, what string, timeout time.Duration) (T, error) {
+	var zero T
+	res, err := r.system.Root.RequestFuture(actor.NewPID(m, ActorName), msg, timeout).Result()
+	if err != nil {
+		return zero, fmt.Errorf("%s from %s: %w", what, m, err)
+	}
+	v, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("%s from %s: unexpected answer %T", what, m, res)
+	}
+	return v, nil
 }
 
 func (r *Replica) merge(ps []*clusterpb.RegistryEntry) {
@@ -280,14 +304,28 @@ func (a *replicaActor) Receive(ctx actor.Context) {
 		a.r.mu.Unlock()
 		ctx.Respond(&clusterpb.RegistrySync{Entries: fromEntries(all)})
 	case *clusterpb.StreamStatesRequest:
-		f := a.r.states.Load()
-		if f == nil {
-			ctx.Respond(&clusterpb.StreamStates{Member: a.r.Self()})
-			return
-		}
-		// The states are read from the pipelines' actors with timeouts:
-		// off the actor's goroutine.
-		sender, root, self := ctx.Sender(), ctx.ActorSystem().Root, a.r.Self()
-		go func() { root.Send(sender, &clusterpb.StreamStates{Member: self, States: fromStates((*f)())}) }()
+		self := a.r.Self()
+		respondOff(ctx, func() any {
+			if f := a.r.states.Load(); f != nil {
+				return &clusterpb.StreamStates{Member: self, States: fromStates((*f)())}
+			}
+			return &clusterpb.StreamStates{Member: self}
+		})
+	case *clusterpb.LoadsRequest:
+		self := a.r.Self()
+		respondOff(ctx, func() any {
+			if f := a.r.loads.Load(); f != nil {
+				return &clusterpb.Loads{Member: self, Loads: fromLoads((*f)())}
+			}
+			return &clusterpb.Loads{Member: self}
+		})
 	}
+}
+
+// respondOff answers the current request with what answer builds, on a
+// goroutine of its own: the answers are read from the pipelines' and route
+// actors with timeouts, which must not hold up this actor.
+func respondOff(ctx actor.Context, answer func() any) {
+	sender, root := ctx.Sender(), ctx.ActorSystem().Root
+	go func() { root.Send(sender, answer()) }()
 }

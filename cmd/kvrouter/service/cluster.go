@@ -265,3 +265,59 @@ func (s *Service) remoteRankInfo(k messages.WorkerKey, w *worker, st registry.St
 	}
 	return ri
 }
+
+// localLoads is the load this host's route actors booked: what it tells
+// the other members (registry.Replica.ServeLoads).
+func (s *Service) localLoads() []registry.RankLoad {
+	s.mu.Lock()
+	routes := make([]*actor.PID, 0, len(s.spaces))
+	for _, ns := range s.spaces {
+		routes = append(routes, ns.route)
+	}
+	s.mu.Unlock()
+	var out []registry.RankLoad
+	for _, pid := range routes {
+		r, err := request[*routing.LoadReply](s, pid, &routing.LoadRequest{})
+		if err != nil {
+			continue // a busy route actor: the others see none of its load this round
+		}
+		for _, l := range r.Ranks {
+			out = append(out, registry.RankLoad{Key: l.Key, PrefillTokens: l.PrefillTokens, Blocks: l.Blocks})
+		}
+	}
+	return out
+}
+
+// remoteLoads sums, per (worker, dp_rank), the load the other members
+// booked: each host books only the requests it routed, so without this a
+// host spreading requests with others would see part of the fleet's load.
+// A member that does not answer within the timeout counts as none (nil on
+// one host).
+func (s *Service) remoteLoads() map[messages.WorkerKey]routing.RemoteLoad {
+	c := s.cfg.Cluster
+	if c == nil {
+		return nil
+	}
+	self := c.Self()
+	var others []string
+	for _, m := range c.Members() {
+		if m != self {
+			others = append(others, m)
+		}
+	}
+	answers := make([][]registry.RankLoad, len(others))
+	var wg sync.WaitGroup
+	for i, m := range others {
+		wg.Go(func() { answers[i], _ = c.Loads(m, s.cfg.Timeout) })
+	}
+	wg.Wait()
+	out := map[messages.WorkerKey]routing.RemoteLoad{}
+	for _, ls := range answers {
+		for _, l := range ls {
+			r := out[l.Key]
+			r.PrefillTokens, r.Blocks = r.PrefillTokens+l.PrefillTokens, r.Blocks+l.Blocks
+			out[l.Key] = r
+		}
+	}
+	return out
+}

@@ -71,6 +71,9 @@ type Service struct {
 	mu      sync.Mutex
 	spaces  map[nsKey]*namespace
 	workers map[messages.WorkerKey]*worker
+	// remote is the load the other members of a cluster booked, per
+	// (worker, dp_rank) (remoteLoads); nil on one host.
+	remote map[messages.WorkerKey]routing.RemoteLoad
 }
 
 type nsKey struct{ model, tenant string }
@@ -122,6 +125,7 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	go s.followStates()
 	if cfg.Cluster != nil {
 		cfg.Cluster.ServeStates(s.localStates)
+		cfg.Cluster.ServeLoads(s.localLoads)
 		s.mu.Lock()
 		s.reconcile()
 		s.mu.Unlock()
@@ -135,7 +139,8 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 const stateEvery = 250 * time.Millisecond
 
 // followStates keeps every route actor's candidates' Degraded flags in step
-// with their streams' states.
+// with their streams' states and, in a cluster, their remote load with what
+// the other members booked.
 func (s *Service) followStates() {
 	t := time.NewTicker(stateEvery)
 	defer t.Stop()
@@ -144,7 +149,9 @@ func (s *Service) followStates() {
 		case <-s.stop:
 			return
 		case <-t.C:
+			remote := s.remoteLoads()
 			s.mu.Lock()
+			s.remote = remote
 			for _, ns := range s.spaces {
 				s.syncCandidates(ns)
 			}
@@ -264,6 +271,7 @@ func (s *Service) syncCandidates(ns *namespace) {
 			st := status.Streams[messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}].State
 			cands[i].Degraded = st == coalescer.StateDegraded
 		}
+		cands[i].Remote = s.remote[k]
 	}
 	ns.cands = cands
 	s.system.Root.Send(ns.route, &routing.SetCandidates{Candidates: cands})

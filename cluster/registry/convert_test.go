@@ -1,0 +1,31 @@
+package registry
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/kvrouter/kvrouter/cluster/clusterpb"
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// Booked loads cross members as protobuf and come back equal; a peer's
+// entry without a key or with negative sums is dropped (it must not lower
+// anyone's load).
+func TestLoadsRoundTrip(t *testing.T) {
+	in := []RankLoad{
+		{Key: messages.WorkerKey{Worker: 1}, PrefillTokens: 48, Blocks: 12},
+		{Key: messages.WorkerKey{Worker: 2, DpRank: 1}, Blocks: 3},
+	}
+	ps := fromLoads(in)
+	if got := toLoads(ps); !slices.Equal(got, in) {
+		t.Errorf("round trip: %+v, want %+v", got, in)
+	}
+	bad := append(ps,
+		&clusterpb.RankLoad{PrefillTokens: 5},
+		&clusterpb.RankLoad{Key: clusterpb.FromKey(messages.WorkerKey{Worker: 3}), Blocks: -1},
+		&clusterpb.RankLoad{Key: clusterpb.FromKey(messages.WorkerKey{Worker: 4}), PrefillTokens: -7},
+	)
+	if got := toLoads(bad); !slices.Equal(got, in) {
+		t.Errorf("with bad entries: %+v, want %+v", got, in)
+	}
+}
