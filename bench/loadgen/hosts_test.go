@@ -49,8 +49,9 @@ func TestRunHostsEndToEnd(t *testing.T) {
 }
 
 // startCluster with two hosts starts two members that see each other;
-// every host knows every worker, whichever host registered it, frees only
-// the requests it routed, and scores with the load the other booked.
+// every host knows every worker, whichever host registered it, takes
+// prefill_done and free for requests the other routed, and scores with the
+// load the other booked.
 func TestTwoHostsShareTheWorkers(t *testing.T) {
 	r := &runner{cfg: QuickConfig()}
 	c, err := startCluster(r.clusterConfig(4, layout{hosts: 2, shards: clusterindex.DefaultShards}, 1))
@@ -67,9 +68,9 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 			t.Errorf("host %d knows %d workers (%v), want 4", i, len(ws), err)
 		}
 	}
-	// Bookkeeping is per host: the host that routed a request frees it;
-	// another says why it does not know it. The load it booked reaches the
-	// other host's scores, and leaves them when freed.
+	// Bookkeeping is per host: the host that routed a request books it;
+	// the load reaches the other host's scores, and leaves them when the
+	// request is freed — through either host.
 	ctx := context.Background()
 	routed, err := c.hosts[0].svc.Route(ctx, httpapi.RouteRequest{TokenIDs: make([]uint32, 64), ModelName: benchModel, RequestID: "r"})
 	if err != nil {
@@ -94,11 +95,15 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 		}
 	}
 	eventually(t, "host 1 sees host 0's booking", seenBy1(4)) // 64 tokens: 4 blocks of 16
-	if err := c.hosts[1].svc.Free(ctx, "r"); err == nil || !strings.Contains(err.Error(), "not routed by this host") {
-		t.Errorf("free on another host: %v", err)
+	// prefill_done and free reach the routing host from the other one.
+	if err := c.hosts[1].svc.PrefillDone(ctx, "r"); err != nil {
+		t.Errorf("prefill_done through host 1: %v", err)
 	}
-	if err := c.hosts[0].svc.Free(ctx, "r"); err != nil {
-		t.Errorf("free on the routing host: %v", err)
+	if err := c.hosts[1].svc.Free(ctx, "r"); err != nil {
+		t.Errorf("free through host 1: %v", err)
+	}
+	if err := c.hosts[0].svc.Free(ctx, "r"); err == nil || !strings.Contains(err.Error(), "not routed by any host") {
+		t.Errorf("second free: %v, want unknown on every host", err)
 	}
 	eventually(t, "host 1 sees the free", seenBy1(0))
 }

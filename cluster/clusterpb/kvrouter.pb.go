@@ -2473,6 +2473,115 @@ func (x *Loads) GetLoads() []*RankLoad {
 	return nil
 }
 
+// BookkeepingRequest marks a routed request's prefill done (free false)
+// or frees it, on the member that routed it: a host that does not know
+// the id asks the others. Answered with BookkeepingAnswer.
+type BookkeepingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Free          bool                   `protobuf:"varint,2,opt,name=free,proto3" json:"free,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BookkeepingRequest) Reset() {
+	*x = BookkeepingRequest{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BookkeepingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BookkeepingRequest) ProtoMessage() {}
+
+func (x *BookkeepingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BookkeepingRequest.ProtoReflect.Descriptor instead.
+func (*BookkeepingRequest) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *BookkeepingRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *BookkeepingRequest) GetFree() bool {
+	if x != nil {
+		return x.Free
+	}
+	return false
+}
+
+// BookkeepingAnswer says whether the member knew the request and, when it
+// did but refused the change, why.
+type BookkeepingAnswer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BookkeepingAnswer) Reset() {
+	*x = BookkeepingAnswer{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BookkeepingAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BookkeepingAnswer) ProtoMessage() {}
+
+func (x *BookkeepingAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BookkeepingAnswer.ProtoReflect.Descriptor instead.
+func (*BookkeepingAnswer) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *BookkeepingAnswer) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *BookkeepingAnswer) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Sequenced is one message a member's index front sends to a shard grain,
 // numbered: seq counts, from 1, what front sender sent to that shard, so
 // the grain applies each front's messages in order and exactly once even
@@ -2498,7 +2607,7 @@ type Sequenced struct {
 
 func (x *Sequenced) Reset() {
 	*x = Sequenced{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2619,7 @@ func (x *Sequenced) String() string {
 func (*Sequenced) ProtoMessage() {}
 
 func (x *Sequenced) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2632,7 @@ func (x *Sequenced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sequenced.ProtoReflect.Descriptor instead.
 func (*Sequenced) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{37}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Sequenced) GetSender() uint64 {
@@ -2668,7 +2777,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2789,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2802,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{38}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Fence) GetStream() *WorkerKey {
@@ -2728,7 +2837,7 @@ type Cursor struct {
 
 func (x *Cursor) Reset() {
 	*x = Cursor{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2849,7 @@ func (x *Cursor) String() string {
 func (*Cursor) ProtoMessage() {}
 
 func (x *Cursor) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2862,7 @@ func (x *Cursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cursor.ProtoReflect.Descriptor instead.
 func (*Cursor) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{39}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Cursor) GetSender() uint64 {
@@ -2788,7 +2897,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2800,7 +2909,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2813,7 +2922,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{40}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Handover) GetFrom() uint64 {
@@ -3028,7 +3137,14 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x06blocks\x18\x03 \x01(\x03R\x06blocks\"T\n" +
 	"\x05Loads\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x123\n" +
-	"\x05loads\x18\x02 \x03(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x05loads\"\xd4\x03\n" +
+	"\x05loads\x18\x02 \x03(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x05loads\"G\n" +
+	"\x12BookkeepingRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04free\x18\x02 \x01(\bR\x04free\"?\n" +
+	"\x11BookkeepingAnswer\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xd4\x03\n" +
 	"\tSequenced\x12\x16\n" +
 	"\x06sender\x18\x01 \x01(\x04R\x06sender\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12=\n" +
@@ -3078,7 +3194,7 @@ func file_cluster_clusterpb_kvrouter_proto_rawDescGZIP() []byte {
 }
 
 var file_cluster_clusterpb_kvrouter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(EventKind)(0),              // 0: kvrouter.cluster.v1.EventKind
 	(StorageTier)(0),            // 1: kvrouter.cluster.v1.StorageTier
@@ -3119,10 +3235,12 @@ var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(*LoadsRequest)(nil),        // 36: kvrouter.cluster.v1.LoadsRequest
 	(*RankLoad)(nil),            // 37: kvrouter.cluster.v1.RankLoad
 	(*Loads)(nil),               // 38: kvrouter.cluster.v1.Loads
-	(*Sequenced)(nil),           // 39: kvrouter.cluster.v1.Sequenced
-	(*Fence)(nil),               // 40: kvrouter.cluster.v1.Fence
-	(*Cursor)(nil),              // 41: kvrouter.cluster.v1.Cursor
-	(*Handover)(nil),            // 42: kvrouter.cluster.v1.Handover
+	(*BookkeepingRequest)(nil),  // 39: kvrouter.cluster.v1.BookkeepingRequest
+	(*BookkeepingAnswer)(nil),   // 40: kvrouter.cluster.v1.BookkeepingAnswer
+	(*Sequenced)(nil),           // 41: kvrouter.cluster.v1.Sequenced
+	(*Fence)(nil),               // 42: kvrouter.cluster.v1.Fence
+	(*Cursor)(nil),              // 43: kvrouter.cluster.v1.Cursor
+	(*Handover)(nil),            // 44: kvrouter.cluster.v1.Handover
 }
 var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	0,  // 0: kvrouter.cluster.v1.KvCacheEvent.kind:type_name -> kvrouter.cluster.v1.EventKind
@@ -3172,8 +3290,8 @@ var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	27, // 44: kvrouter.cluster.v1.Sequenced.refed:type_name -> kvrouter.cluster.v1.Refed
 	2,  // 45: kvrouter.cluster.v1.Fence.stream:type_name -> kvrouter.cluster.v1.WorkerKey
 	15, // 46: kvrouter.cluster.v1.Handover.dump:type_name -> kvrouter.cluster.v1.DumpResult
-	40, // 47: kvrouter.cluster.v1.Handover.fences:type_name -> kvrouter.cluster.v1.Fence
-	41, // 48: kvrouter.cluster.v1.Handover.cursors:type_name -> kvrouter.cluster.v1.Cursor
+	42, // 47: kvrouter.cluster.v1.Handover.fences:type_name -> kvrouter.cluster.v1.Fence
+	43, // 48: kvrouter.cluster.v1.Handover.cursors:type_name -> kvrouter.cluster.v1.Cursor
 	8,  // 49: kvrouter.cluster.v1.Handover.status:type_name -> kvrouter.cluster.v1.ShardStatus
 	50, // [50:50] is the sub-list for method output_type
 	50, // [50:50] is the sub-list for method input_type
@@ -3187,7 +3305,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 	if File_cluster_clusterpb_kvrouter_proto != nil {
 		return
 	}
-	file_cluster_clusterpb_kvrouter_proto_msgTypes[37].OneofWrappers = []any{
+	file_cluster_clusterpb_kvrouter_proto_msgTypes[39].OneofWrappers = []any{
 		(*Sequenced_Batch)(nil),
 		(*Sequenced_Remove)(nil),
 		(*Sequenced_Seed)(nil),
@@ -3202,7 +3320,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_clusterpb_kvrouter_proto_rawDesc), len(file_cluster_clusterpb_kvrouter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

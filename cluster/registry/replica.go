@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -47,6 +48,7 @@ type Replica struct {
 	member atomic.Pointer[member.Member]
 	states atomic.Pointer[func() []StreamState]
 	loads  atomic.Pointer[func() []RankLoad]
+	keep   atomic.Pointer[func(id string, free bool) (bool, error)]
 
 	mu       sync.Mutex
 	table    *Table
@@ -204,6 +206,27 @@ func (r *Replica) Loads(m string, timeout time.Duration) ([]RankLoad, error) {
 	return toLoads(l.Loads), nil
 }
 
+// ServeBookkeeping sets how this member applies a bookkeeping call
+// (prefill_done, free) another member forwards: found false for a request
+// none of its route actors tracks.
+func (r *Replica) ServeBookkeeping(f func(id string, free bool) (found bool, err error)) {
+	r.keep.Store(&f)
+}
+
+// Bookkeep asks member m to apply a bookkeeping call to request id, which
+// m may have routed: found says whether m tracks it, err why m refused the
+// change (or why m did not answer, found false).
+func (r *Replica) Bookkeep(m, id string, free bool, timeout time.Duration) (found bool, err error) {
+	a, err := ask[*clusterpb.BookkeepingAnswer](r, m, &clusterpb.BookkeepingRequest{RequestId: id, Free: free}, "bookkeeping", timeout)
+	switch {
+	case err != nil:
+		return false, err
+	case a.Error != "":
+		return true, errors.New(a.Error)
+	}
+	return a.Found, nil
+}
+
 // ask sends msg to member m's replica and waits for its answer of type T.
 func ask[T any](r *Replica, m string, msg any, what string, timeout time.Duration) (T, error) {
 	var zero T
@@ -310,6 +333,19 @@ func (a *replicaActor) Receive(ctx actor.Context) {
 				return &clusterpb.StreamStates{Member: self, States: fromStates((*f)())}
 			}
 			return &clusterpb.StreamStates{Member: self}
+		})
+	case *clusterpb.BookkeepingRequest:
+		respondOff(ctx, func() any {
+			f := a.r.keep.Load()
+			if f == nil {
+				return &clusterpb.BookkeepingAnswer{}
+			}
+			found, err := (*f)(m.RequestId, m.Free)
+			ans := &clusterpb.BookkeepingAnswer{Found: found}
+			if found && err != nil { // not found with an error (a timeout): not known here
+				ans.Error = err.Error()
+			}
+			return ans
 		})
 	case *clusterpb.LoadsRequest:
 		self := a.r.Self()

@@ -321,3 +321,42 @@ func (s *Service) remoteLoads() map[messages.WorkerKey]routing.RemoteLoad {
 	}
 	return out
 }
+
+// forwardBookkeeping applies a bookkeeping call this host cannot (it did
+// not route the request) on the member that routed it: each host books the
+// requests it routed, and a client need not know which one that was. The
+// members are asked at once; those that do not answer within the timeout
+// are taken as not knowing the request.
+func (s *Service) forwardBookkeeping(id string, free bool) error {
+	c := s.cfg.Cluster
+	self := c.Self()
+	type answer struct {
+		found bool
+		err   error
+	}
+	var answers []answer
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range c.Members() {
+		if m == self {
+			continue
+		}
+		wg.Go(func() {
+			found, err := c.Bookkeep(m, id, free, s.cfg.Timeout)
+			mu.Lock()
+			answers = append(answers, answer{found, err})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, a := range answers {
+		switch {
+		case a.found && a.err != nil:
+			return httpapi.Errorf(httpapi.ErrInvalid, "invalid_request", "%v", a.err)
+		case a.found:
+			return nil
+		}
+	}
+	return httpapi.Errorf(httpapi.ErrNotFound, "unknown_request",
+		"request %q is not routed by any host (or already freed or expired)", id)
+}

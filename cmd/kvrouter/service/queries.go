@@ -235,26 +235,36 @@ func (s *Service) PrefillDone(_ context.Context, id string) error { return s.boo
 // Free implements httpapi.Backend.
 func (s *Service) Free(_ context.Context, id string) error { return s.bookkeeping(id, true) }
 
-// bookkeeping asks every namespace's route actor (request ids are global to
-// the client; a namespace that does not know the id says so).
+// bookkeeping applies prefill_done or free to the request: on this host if
+// it routed it, else (a cluster) on the member that did.
 func (s *Service) bookkeeping(id string, free bool) error {
+	found, err := s.localBookkeeping(id, free)
+	if found || err != nil {
+		return err
+	}
+	if s.cfg.Cluster != nil {
+		return s.forwardBookkeeping(id, free)
+	}
+	return httpapi.Errorf(httpapi.ErrNotFound, "unknown_request", "request %q is not routed (or already freed or expired)", id)
+}
+
+// localBookkeeping asks every namespace's route actor (request ids are
+// global to the client; a namespace that does not know the id says so):
+// found false when none tracks the request.
+func (s *Service) localBookkeeping(id string, free bool) (found bool, err error) {
 	for _, ns := range s.sortedSpaces() {
 		r, err := request[*routing.BookkeepingReply](s, ns.route, &routing.Bookkeeping{ID: id, Free: free})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if r.Err == nil {
-			return nil
+			return true, nil
 		}
 		if !errors.Is(r.Err, routing.ErrUnknownRequest) {
-			return httpapi.Errorf(httpapi.ErrInvalid, "invalid_request", "%v", r.Err)
+			return true, httpapi.Errorf(httpapi.ErrInvalid, "invalid_request", "%v", r.Err)
 		}
 	}
-	if s.cfg.Cluster != nil {
-		return httpapi.Errorf(httpapi.ErrNotFound, "unknown_request",
-			"request %q is not routed by this host (or already freed or expired): each host books the requests it routed", id)
-	}
-	return httpapi.Errorf(httpapi.ErrNotFound, "unknown_request", "request %q is not routed (or already freed or expired)", id)
+	return false, nil
 }
 
 // Workers implements httpapi.Backend.

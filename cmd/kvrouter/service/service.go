@@ -126,6 +126,7 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	if cfg.Cluster != nil {
 		cfg.Cluster.ServeStates(s.localStates)
 		cfg.Cluster.ServeLoads(s.localLoads)
+		cfg.Cluster.ServeBookkeeping(s.localBookkeeping)
 		s.mu.Lock()
 		s.reconcile()
 		s.mu.Unlock()
