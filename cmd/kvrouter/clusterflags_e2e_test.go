@@ -55,6 +55,21 @@ func TestClusterHostLoss(t *testing.T) {
 	c := newE2ECluster(t, 3)
 	c.checkConverged(t, "three hosts", c.hosts)
 	followers := c.checkOneFollower(t, c.hosts)
+	// A request routed by one host is booked there; prefill_done and free
+	// reach it through the others.
+	prompt := c.engines[0].prompts[0]
+	if _, err := c.hosts[0].post("/route", map[string]any{"token_ids": prompt, "model_name": e2eModel, "request_id": "across"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.hosts[1].post("/route/across/prefill_done", nil); err != nil {
+		t.Errorf("prefill_done through another host: %v", err)
+	}
+	if _, err := c.hosts[2].post("/route/across/free", nil); err != nil {
+		t.Errorf("free through another host: %v", err)
+	}
+	if _, err := c.hosts[1].post("/route/across/free", nil); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("second free: %v, want 404", err)
+	}
 	v := 0 // the host following the most streams
 	for i := range c.hosts {
 		if len(followers[i]) > len(followers[v]) {
