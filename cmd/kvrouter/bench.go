@@ -104,7 +104,7 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		})
 	b.strFlag("shards", "comma-separated index shard `counts` (quick: 1,2,4; full: 1): a replay, ingest run and sweep per count",
 		func(c *loadgen.Config, v string) (err error) { c.Shards, err = intList(v); return err })
-	b.strFlag("hosts", "comma-separated router host `counts` (quick: 1; full: 1,2,3): 1 runs one router with each --shards count; n > 1 runs n cluster members on loopback in this process (8 shard grains): an ingest run, the replays, sweep and memory per count",
+	b.strFlag("hosts", "comma-separated router host `counts` (quick: 1; full: 1,2,3): 1 runs one router with each --shards count; n > 1 runs n cluster members on loopback in this process (8 shard grains): an ingest run, the replays and sweep per count (memory: one host only)",
 		func(c *loadgen.Config, v string) (err error) { c.Hosts, err = intList(v); return err })
 	b.strFlag("overlap-weight", "comma-separated routing overlap `weights` (serve's --overlap-weight, default 1): a kvrouter replay per weight; the sweep uses the first",
 		func(c *loadgen.Config, v string) (err error) {
