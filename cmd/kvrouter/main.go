@@ -67,12 +67,19 @@ func newFlags(name, help string, stderr io.Writer) *flag.FlagSet {
 // parseFlags parses args; done reports that the command must return code
 // now (after --help: 0; on a flag error or a stray argument: 2).
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
+	// The flag package prints the usage itself on --help and on errors (to
+	// stderr); it is printed here instead, once: --help to stdout.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = usage
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fs.Usage()
+			usage()
 			return 0, true
 		}
+		usage() // after the flag package's error line, on stderr
 		return 2, true
 	}
 	if fs.NArg() > 0 {
