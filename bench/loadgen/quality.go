@@ -15,6 +15,9 @@ type routedRun struct {
 	route    []time.Duration
 	lags     []time.Duration
 	timeouts int
+	// partial counts answers that lacked part of the index (a cluster's
+	// shard grains that missed the route deadline or were rebuilding).
+	partial int
 }
 
 // replayRouted replays reqs one at a time through the real route path:
@@ -40,6 +43,9 @@ func (c *cluster) replayRouted(reqs []Request, sessions bool, inFlight int) (rou
 			return run, fmt.Errorf("loadgen: route request %d: %w", i, err)
 		}
 		run.route = append(run.route, time.Since(t0))
+		if res.Partial {
+			run.partial++
+		}
 		w := int(res.WorkerID) - 1
 		if w < 0 || w >= len(c.engines) {
 			return run, fmt.Errorf("loadgen: request %d routed to unknown worker %d", i, res.WorkerID)

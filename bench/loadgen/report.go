@@ -118,8 +118,11 @@ type QualityRow struct {
 	RequestCoV    float64 `json:"request_cov"`
 	PrefillCoV    float64 `json:"prefill_cov"`
 	Route         Latency `json:"route_latency,omitzero"`
-	Lag           Latency `json:"lag,omitzero"`
-	Tally         Tally   `json:"tally"`
+	// Partial counts route answers that lacked part of the index (a
+	// cluster: shard grains that missed the route deadline).
+	Partial int     `json:"partial_answers,omitempty"`
+	Lag     Latency `json:"lag,omitzero"`
+	Tally   Tally   `json:"tally"`
 	// Valid is false when the replay fell behind (kvrouter rows only: the
 	// others run offline).
 	Valid   bool   `json:"valid"`

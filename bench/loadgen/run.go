@@ -359,7 +359,7 @@ func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs 
 		return err
 	}
 	row := QualityRow{Trace: name, Workers: rs.workers, Shards: rs.layout.shards, Hosts: rs.layout.hosts, Policy: r.policyName(rs), OverlapWeight: rs.weight,
-		Route: Summarize(run.route), Lag: Summarize(run.lags)}
+		Route: Summarize(run.route), Lag: Summarize(run.lags), Partial: run.partial}
 	row.Valid, row.Invalid = c.validity(run.lags, run.timeouts)
 	r.addQuality(row, run.tally, rs.bound)
 	if rs.sweep {
