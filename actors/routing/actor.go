@@ -57,8 +57,20 @@ type Bookkeeping struct {
 	Free bool
 }
 
-// BookkeepingReply carries the result (ErrUnknownRequest and friends).
-type BookkeepingReply struct{ Err error }
+// BookkeepingReply carries the result (ErrUnknownRequest and friends) and
+// the load the call released (zero when none): what a
+// cluster host tells the others.
+type BookkeepingReply struct {
+	Err      error
+	Released RankLoad
+}
+
+// RemoteUpdate sets one candidate's remote load (Candidate.Remote) between
+// two SetCandidates: load another router host just booked.
+type RemoteUpdate struct {
+	Key  messages.WorkerKey
+	Load RemoteLoad
+}
 
 // LoadRequest asks for the load this route actor booked, per (worker,
 // dp_rank) with a tracked request (answered with *LoadReply): what a
@@ -89,12 +101,21 @@ func Props(cfg Config) (*actor.Props, error) {
 type routeActor struct {
 	router *Router
 	cands  []Candidate
+	index  map[messages.WorkerKey]int // cands by key
 }
 
 func (a *routeActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *SetCandidates:
 		a.cands = slices.Clone(m.Candidates)
+		a.index = make(map[messages.WorkerKey]int, len(a.cands))
+		for i, c := range a.cands {
+			a.index[c.Key] = i
+		}
+	case *RemoteUpdate:
+		if i, ok := a.index[m.Key]; ok {
+			a.cands[i].Remote = m.Load
+		}
 	case *DropWorker:
 		a.router.Load().DropWorker(m.Worker)
 	case *RouteRequest:
@@ -114,12 +135,18 @@ func (a *routeActor) Receive(ctx actor.Context) {
 	case *LoadRequest:
 		ctx.Respond(&LoadReply{Ranks: a.router.Load().AppendRanks(nil)})
 	case *Bookkeeping:
+		load := a.router.Load()
+		held, _ := load.Held(m.ID)
 		var err error
 		if m.Free {
-			err = a.router.Load().Free(m.ID)
+			err = load.Free(m.ID)
 		} else {
-			err = a.router.Load().PrefillDone(m.ID, time.Now())
+			err = load.PrefillDone(m.ID, time.Now())
+			held.Blocks = 0 // prefill_done releases the prefill tokens only
 		}
-		ctx.Respond(&BookkeepingReply{Err: err})
+		if err != nil {
+			held = RankLoad{}
+		}
+		ctx.Respond(&BookkeepingReply{Err: err, Released: held})
 	}
 }

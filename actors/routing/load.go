@@ -182,6 +182,21 @@ func (l *Load) Phase(id string) (key messages.WorkerKey, inPrefill, ok bool) {
 	return l.slots[e.slot].Key, e.phase == phasePrefill, true
 }
 
+// Held returns the load a tracked request holds on its rank: its prefill
+// tokens while in prefill, and its blocks (ok false for an id not tracked).
+func (l *Load) Held(id string) (RankLoad, bool) {
+	i, ok := l.ids[id]
+	if !ok {
+		return RankLoad{}, false
+	}
+	e := &l.entries[i]
+	h := RankLoad{Key: l.slots[e.slot].Key, Blocks: e.blocks}
+	if e.phase == phasePrefill {
+		h.PrefillTokens = e.prefillTokens
+	}
+	return h, true
+}
+
 // tick advances the monotone clock to now and returns it.
 func (l *Load) tick(now time.Time) int64 {
 	if !l.started {

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
@@ -17,13 +16,7 @@ import (
 // records nothing.
 func TestDecideSpan(t *testing.T) {
 	exp := spantest.Install(t, nil)
-	system := actor.NewActorSystem()
-	props, err := Props(DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := system.Root.Spawn(props)
-	defer system.Root.Stop(pid)
+	system, pid := spawnRouteActor(t)
 	a, b := messages.WorkerKey{Worker: 1}, messages.WorkerKey{Worker: 2, DpRank: 1}
 	system.Root.Send(pid, &SetCandidates{Candidates: []Candidate{{Key: a, Degraded: true}, {Key: b}}})
 	route := func(id string, tc messages.TraceContext) *RouteReply {

@@ -2473,6 +2473,61 @@ func (x *Loads) GetLoads() []*RankLoad {
 	return nil
 }
 
+// LoadDelta is load a member just booked (a request it routed), pushed to
+// the others at once so that they do not send the next requests to a
+// worker that only looks idle until the next Loads snapshot.
+type LoadDelta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Load          *RankLoad              `protobuf:"bytes,2,opt,name=load,proto3" json:"load,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadDelta) Reset() {
+	*x = LoadDelta{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadDelta) ProtoMessage() {}
+
+func (x *LoadDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadDelta.ProtoReflect.Descriptor instead.
+func (*LoadDelta) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *LoadDelta) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *LoadDelta) GetLoad() *RankLoad {
+	if x != nil {
+		return x.Load
+	}
+	return nil
+}
+
 // BookkeepingRequest marks a routed request's prefill done (free false)
 // or frees it, on the member that routed it: a host that does not know
 // the id asks the others. Answered with BookkeepingAnswer.
@@ -2486,7 +2541,7 @@ type BookkeepingRequest struct {
 
 func (x *BookkeepingRequest) Reset() {
 	*x = BookkeepingRequest{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2553,7 @@ func (x *BookkeepingRequest) String() string {
 func (*BookkeepingRequest) ProtoMessage() {}
 
 func (x *BookkeepingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[37]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2566,7 @@ func (x *BookkeepingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookkeepingRequest.ProtoReflect.Descriptor instead.
 func (*BookkeepingRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{37}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BookkeepingRequest) GetRequestId() string {
@@ -2540,7 +2595,7 @@ type BookkeepingAnswer struct {
 
 func (x *BookkeepingAnswer) Reset() {
 	*x = BookkeepingAnswer{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2607,7 @@ func (x *BookkeepingAnswer) String() string {
 func (*BookkeepingAnswer) ProtoMessage() {}
 
 func (x *BookkeepingAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2620,7 @@ func (x *BookkeepingAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookkeepingAnswer.ProtoReflect.Descriptor instead.
 func (*BookkeepingAnswer) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{38}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BookkeepingAnswer) GetFound() bool {
@@ -2607,7 +2662,7 @@ type Sequenced struct {
 
 func (x *Sequenced) Reset() {
 	*x = Sequenced{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2674,7 @@ func (x *Sequenced) String() string {
 func (*Sequenced) ProtoMessage() {}
 
 func (x *Sequenced) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2687,7 @@ func (x *Sequenced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sequenced.ProtoReflect.Descriptor instead.
 func (*Sequenced) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{39}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Sequenced) GetSender() uint64 {
@@ -2777,7 +2832,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2789,7 +2844,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2802,7 +2857,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{40}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Fence) GetStream() *WorkerKey {
@@ -2837,7 +2892,7 @@ type Cursor struct {
 
 func (x *Cursor) Reset() {
 	*x = Cursor{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +2904,7 @@ func (x *Cursor) String() string {
 func (*Cursor) ProtoMessage() {}
 
 func (x *Cursor) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,7 +2917,7 @@ func (x *Cursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cursor.ProtoReflect.Descriptor instead.
 func (*Cursor) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{41}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Cursor) GetSender() uint64 {
@@ -2897,7 +2952,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +2964,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +2977,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{42}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Handover) GetFrom() uint64 {
@@ -3137,7 +3192,10 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x06blocks\x18\x03 \x01(\x03R\x06blocks\"T\n" +
 	"\x05Loads\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x123\n" +
-	"\x05loads\x18\x02 \x03(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x05loads\"G\n" +
+	"\x05loads\x18\x02 \x03(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x05loads\"V\n" +
+	"\tLoadDelta\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x121\n" +
+	"\x04load\x18\x02 \x01(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x04load\"G\n" +
 	"\x12BookkeepingRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -3194,7 +3252,7 @@ func file_cluster_clusterpb_kvrouter_proto_rawDescGZIP() []byte {
 }
 
 var file_cluster_clusterpb_kvrouter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(EventKind)(0),              // 0: kvrouter.cluster.v1.EventKind
 	(StorageTier)(0),            // 1: kvrouter.cluster.v1.StorageTier
@@ -3235,12 +3293,13 @@ var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(*LoadsRequest)(nil),        // 36: kvrouter.cluster.v1.LoadsRequest
 	(*RankLoad)(nil),            // 37: kvrouter.cluster.v1.RankLoad
 	(*Loads)(nil),               // 38: kvrouter.cluster.v1.Loads
-	(*BookkeepingRequest)(nil),  // 39: kvrouter.cluster.v1.BookkeepingRequest
-	(*BookkeepingAnswer)(nil),   // 40: kvrouter.cluster.v1.BookkeepingAnswer
-	(*Sequenced)(nil),           // 41: kvrouter.cluster.v1.Sequenced
-	(*Fence)(nil),               // 42: kvrouter.cluster.v1.Fence
-	(*Cursor)(nil),              // 43: kvrouter.cluster.v1.Cursor
-	(*Handover)(nil),            // 44: kvrouter.cluster.v1.Handover
+	(*LoadDelta)(nil),           // 39: kvrouter.cluster.v1.LoadDelta
+	(*BookkeepingRequest)(nil),  // 40: kvrouter.cluster.v1.BookkeepingRequest
+	(*BookkeepingAnswer)(nil),   // 41: kvrouter.cluster.v1.BookkeepingAnswer
+	(*Sequenced)(nil),           // 42: kvrouter.cluster.v1.Sequenced
+	(*Fence)(nil),               // 43: kvrouter.cluster.v1.Fence
+	(*Cursor)(nil),              // 44: kvrouter.cluster.v1.Cursor
+	(*Handover)(nil),            // 45: kvrouter.cluster.v1.Handover
 }
 var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	0,  // 0: kvrouter.cluster.v1.KvCacheEvent.kind:type_name -> kvrouter.cluster.v1.EventKind
@@ -3281,23 +3340,24 @@ var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	34, // 35: kvrouter.cluster.v1.StreamStates.states:type_name -> kvrouter.cluster.v1.StreamState
 	2,  // 36: kvrouter.cluster.v1.RankLoad.key:type_name -> kvrouter.cluster.v1.WorkerKey
 	37, // 37: kvrouter.cluster.v1.Loads.loads:type_name -> kvrouter.cluster.v1.RankLoad
-	7,  // 38: kvrouter.cluster.v1.Sequenced.batch:type_name -> kvrouter.cluster.v1.RouterEventBatch
-	13, // 39: kvrouter.cluster.v1.Sequenced.remove:type_name -> kvrouter.cluster.v1.RemoveWorker
-	24, // 40: kvrouter.cluster.v1.Sequenced.seed:type_name -> kvrouter.cluster.v1.Seed
-	19, // 41: kvrouter.cluster.v1.Sequenced.stats:type_name -> kvrouter.cluster.v1.StatsRequest
-	22, // 42: kvrouter.cluster.v1.Sequenced.snapshot:type_name -> kvrouter.cluster.v1.SnapshotRequest
-	14, // 43: kvrouter.cluster.v1.Sequenced.dump:type_name -> kvrouter.cluster.v1.DumpRequest
-	27, // 44: kvrouter.cluster.v1.Sequenced.refed:type_name -> kvrouter.cluster.v1.Refed
-	2,  // 45: kvrouter.cluster.v1.Fence.stream:type_name -> kvrouter.cluster.v1.WorkerKey
-	15, // 46: kvrouter.cluster.v1.Handover.dump:type_name -> kvrouter.cluster.v1.DumpResult
-	42, // 47: kvrouter.cluster.v1.Handover.fences:type_name -> kvrouter.cluster.v1.Fence
-	43, // 48: kvrouter.cluster.v1.Handover.cursors:type_name -> kvrouter.cluster.v1.Cursor
-	8,  // 49: kvrouter.cluster.v1.Handover.status:type_name -> kvrouter.cluster.v1.ShardStatus
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	37, // 38: kvrouter.cluster.v1.LoadDelta.load:type_name -> kvrouter.cluster.v1.RankLoad
+	7,  // 39: kvrouter.cluster.v1.Sequenced.batch:type_name -> kvrouter.cluster.v1.RouterEventBatch
+	13, // 40: kvrouter.cluster.v1.Sequenced.remove:type_name -> kvrouter.cluster.v1.RemoveWorker
+	24, // 41: kvrouter.cluster.v1.Sequenced.seed:type_name -> kvrouter.cluster.v1.Seed
+	19, // 42: kvrouter.cluster.v1.Sequenced.stats:type_name -> kvrouter.cluster.v1.StatsRequest
+	22, // 43: kvrouter.cluster.v1.Sequenced.snapshot:type_name -> kvrouter.cluster.v1.SnapshotRequest
+	14, // 44: kvrouter.cluster.v1.Sequenced.dump:type_name -> kvrouter.cluster.v1.DumpRequest
+	27, // 45: kvrouter.cluster.v1.Sequenced.refed:type_name -> kvrouter.cluster.v1.Refed
+	2,  // 46: kvrouter.cluster.v1.Fence.stream:type_name -> kvrouter.cluster.v1.WorkerKey
+	15, // 47: kvrouter.cluster.v1.Handover.dump:type_name -> kvrouter.cluster.v1.DumpResult
+	43, // 48: kvrouter.cluster.v1.Handover.fences:type_name -> kvrouter.cluster.v1.Fence
+	44, // 49: kvrouter.cluster.v1.Handover.cursors:type_name -> kvrouter.cluster.v1.Cursor
+	8,  // 50: kvrouter.cluster.v1.Handover.status:type_name -> kvrouter.cluster.v1.ShardStatus
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_cluster_clusterpb_kvrouter_proto_init() }
@@ -3305,7 +3365,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 	if File_cluster_clusterpb_kvrouter_proto != nil {
 		return
 	}
-	file_cluster_clusterpb_kvrouter_proto_msgTypes[39].OneofWrappers = []any{
+	file_cluster_clusterpb_kvrouter_proto_msgTypes[40].OneofWrappers = []any{
 		(*Sequenced_Batch)(nil),
 		(*Sequenced_Remove)(nil),
 		(*Sequenced_Seed)(nil),
@@ -3320,7 +3380,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_clusterpb_kvrouter_proto_rawDesc), len(file_cluster_clusterpb_kvrouter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -49,6 +49,7 @@ type Replica struct {
 	states atomic.Pointer[func() []StreamState]
 	loads  atomic.Pointer[func() []RankLoad]
 	keep   atomic.Pointer[func(id string, free bool) (bool, error)]
+	delta  atomic.Pointer[func(member string, l RankLoad)]
 
 	mu       sync.Mutex
 	table    *Table
@@ -206,6 +207,20 @@ func (r *Replica) Loads(m string, timeout time.Duration) ([]RankLoad, error) {
 	return toLoads(l.Loads), nil
 }
 
+// PushLoad sends load this member just booked (positive) or released
+// (negative) to every other member (fire and forget: the next Loads
+// snapshot corrects a lost one).
+func (r *Replica) PushLoad(l RankLoad) {
+	msg := &clusterpb.LoadDelta{Member: r.Self(), Load: fromLoads([]RankLoad{l})[0]}
+	for _, m := range r.others() {
+		r.system.Root.Send(actor.NewPID(m, ActorName), msg)
+	}
+}
+
+// ServeLoadDeltas sets what this member does with load another pushed
+// (PushLoad). f runs on the replica's actor: it must not block.
+func (r *Replica) ServeLoadDeltas(f func(member string, l RankLoad)) { r.delta.Store(&f) }
+
 // ServeBookkeeping sets how this member applies a bookkeeping call
 // (prefill_done, free) another member forwards: found false for a request
 // none of its route actors tracks.
@@ -347,6 +362,12 @@ func (a *replicaActor) Receive(ctx actor.Context) {
 			}
 			return ans
 		})
+	case *clusterpb.LoadDelta:
+		// Unlike a snapshot's sums, a delta is negative when load is
+		// released.
+		if f, l := a.r.delta.Load(), m.GetLoad(); f != nil && l.GetKey() != nil {
+			(*f)(m.Member, RankLoad{Key: clusterpb.ToKey(l.Key), PrefillTokens: l.PrefillTokens, Blocks: l.Blocks})
+		}
 	case *clusterpb.LoadsRequest:
 		self := a.r.Self()
 		respondOff(ctx, func() any {

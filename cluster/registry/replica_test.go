@@ -77,3 +77,43 @@ func TestReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadExchange: a member answers Loads with what it serves, pushes
+// deltas (negative ones too) to the others as they happen, and applies a
+// bookkeeping call another forwards.
+func TestLoadExchange(t *testing.T) {
+	agent := test.NewInMemAgent()
+	rs := []*Replica{join(t, agent), join(t, agent)}
+	eventually(t, "both members see each other", func() bool { return len(rs[0].Members()) == 2 && len(rs[1].Members()) == 2 })
+	k := messages.WorkerKey{Worker: 3, DpRank: 1}
+	rs[1].ServeLoads(func() []RankLoad { return []RankLoad{{Key: k, PrefillTokens: 64, Blocks: 4}} })
+	got, err := rs[0].Loads(rs[1].Self(), time.Second)
+	if err != nil || len(got) != 1 || got[0] != (RankLoad{Key: k, PrefillTokens: 64, Blocks: 4}) {
+		t.Fatalf("loads from member 1: %+v, %v", got, err)
+	}
+	deltas := make(chan RankLoad, 2)
+	rs[1].ServeLoadDeltas(func(member string, l RankLoad) {
+		if member == rs[0].Self() {
+			deltas <- l
+		}
+	})
+	rs[0].PushLoad(RankLoad{Key: k, PrefillTokens: 32, Blocks: 2})
+	rs[0].PushLoad(RankLoad{Key: k, PrefillTokens: -32})
+	for _, want := range []RankLoad{{Key: k, PrefillTokens: 32, Blocks: 2}, {Key: k, PrefillTokens: -32}} {
+		select {
+		case l := <-deltas:
+			if l != want {
+				t.Errorf("delta %+v, want %+v", l, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("delta %+v never arrived", want)
+		}
+	}
+	rs[1].ServeBookkeeping(func(id string, free bool) (bool, error) { return id == "known" && free, nil })
+	if found, err := rs[0].Bookkeep(rs[1].Self(), "known", true, time.Second); !found || err != nil {
+		t.Errorf("forwarded free of a known request: %v, %v", found, err)
+	}
+	if found, err := rs[0].Bookkeep(rs[1].Self(), "other", true, time.Second); found || err != nil {
+		t.Errorf("forwarded free of an unknown request: %v, %v", found, err)
+	}
+}

@@ -360,3 +360,42 @@ func (s *Service) forwardBookkeeping(id string, free bool) error {
 	return httpapi.Errorf(httpapi.ErrNotFound, "unknown_request",
 		"request %q is not routed by any host (or already freed or expired)", id)
 }
+
+// deltaQueue bounds the pushed loads waiting for applyDeltas; past it they
+// are dropped (the next snapshot, within stateEvery, counts them anyway).
+const deltaQueue = 4096
+
+// queueDelta hands load another member pushed to applyDeltas without
+// blocking the registry's actor.
+func (s *Service) queueDelta(_ string, l registry.RankLoad) {
+	select {
+	case s.deltas <- l:
+	default:
+	}
+}
+
+// applyDeltas adds the load other members push as they book it to their
+// remote load and to the route actor's candidate at once: between two
+// snapshots a worker another host just chose must not look idle here
+// (every host would send it the next request: herding).
+func (s *Service) applyDeltas() {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case l := <-s.deltas:
+			s.mu.Lock()
+			if s.remote == nil {
+				s.remote = map[messages.WorkerKey]routing.RemoteLoad{}
+			}
+			r := s.remote[l.Key]
+			// A release may meet a snapshot that already left it out.
+			r.PrefillTokens, r.Blocks = max(r.PrefillTokens+l.PrefillTokens, 0), max(r.Blocks+l.Blocks, 0)
+			s.remote[l.Key] = r
+			if w := s.workers[l.Key]; w != nil {
+				s.system.Root.Send(w.ns.route, &routing.RemoteUpdate{Key: l.Key, Load: r})
+			}
+			s.mu.Unlock()
+		}
+	}
+}

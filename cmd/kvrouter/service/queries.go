@@ -145,6 +145,10 @@ func (s *Service) route(ctx context.Context, req httpapi.RouteRequest) (httpapi.
 	if reply.Err != nil {
 		return httpapi.RouteResult{}, 0, decisionError(reply.Err, req.RequestID)
 	}
+	if c := s.cfg.Cluster; c != nil {
+		d := reply.Decision
+		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks})
+	}
 	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, reply.Decision)
 	if cov.Partial() {
 		out.Recovering, out.Partial = s.recovering(ns, cov), true
@@ -258,6 +262,9 @@ func (s *Service) localBookkeeping(id string, free bool) (found bool, err error)
 			return false, err
 		}
 		if r.Err == nil {
+			if c, rel := s.cfg.Cluster, r.Released; c != nil && (rel.PrefillTokens != 0 || rel.Blocks != 0) {
+				c.PushLoad(registry.RankLoad{Key: rel.Key, PrefillTokens: -rel.PrefillTokens, Blocks: -rel.Blocks})
+			}
 			return true, nil
 		}
 		if !errors.Is(r.Err, routing.ErrUnknownRequest) {

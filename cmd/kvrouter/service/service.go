@@ -72,8 +72,12 @@ type Service struct {
 	spaces  map[nsKey]*namespace
 	workers map[messages.WorkerKey]*worker
 	// remote is the load the other members of a cluster booked, per
-	// (worker, dp_rank) (remoteLoads); nil on one host.
+	// (worker, dp_rank): the last snapshot (remoteLoads) plus what they
+	// pushed since (applyDeltas); nil on one host.
 	remote map[messages.WorkerKey]routing.RemoteLoad
+	// deltas carries load other members pushed, from the registry's actor
+	// to applyDeltas.
+	deltas chan registry.RankLoad
 }
 
 type nsKey struct{ model, tenant string }
@@ -120,13 +124,15 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	if !(cfg.SessionCredit >= 0) || math.IsInf(cfg.SessionCredit, 1) {
 		return nil, fmt.Errorf("service: session credit %v must be finite and ≥ 0", cfg.SessionCredit)
 	}
-	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}),
+	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}), deltas: make(chan registry.RankLoad, deltaQueue),
 		spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{}}
 	go s.followStates()
 	if cfg.Cluster != nil {
 		cfg.Cluster.ServeStates(s.localStates)
 		cfg.Cluster.ServeLoads(s.localLoads)
 		cfg.Cluster.ServeBookkeeping(s.localBookkeeping)
+		cfg.Cluster.ServeLoadDeltas(s.queueDelta)
+		go s.applyDeltas()
 		s.mu.Lock()
 		s.reconcile()
 		s.mu.Unlock()

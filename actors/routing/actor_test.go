@@ -1,0 +1,72 @@
+package routing
+
+import (
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// spawnRouteActor starts a route actor with the default configuration,
+// stopped at cleanup.
+func spawnRouteActor(t *testing.T) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
+	system := actor.NewActorSystem()
+	props, err := Props(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { system.Root.Stop(pid) })
+	return system, pid
+}
+
+// The route actor scores with the remote load a RemoteUpdate sets, until
+// the next SetCandidates replaces the list; bookkeeping replies say what
+// load they released; LoadRequest reports what it booked itself.
+func TestActorRemoteUpdate(t *testing.T) {
+	system, pid := spawnRouteActor(t)
+	A, B := wk(1, 0), wk(2, 0)
+	ask := func(msg any) any {
+		t.Helper()
+		res, err := system.Root.RequestFuture(pid, msg, time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	route := func(id string) *RouteReply {
+		t.Helper()
+		return ask(&RouteRequest{Request: Request{ID: id, ISL: 64, BlockSize: 16}, Overlaps: []Overlap{{Key: A, Blocks: 2}}}).(*RouteReply)
+	}
+	system.Root.Send(pid, &SetCandidates{Candidates: []Candidate{{Key: A}, {Key: B}}})
+	system.Root.Send(pid, &RemoteUpdate{Key: A, Load: RemoteLoad{Blocks: 40}})
+	if d := route("r1").Decision; d.Worker != B {
+		t.Errorf("A carries 40 remote blocks: routed to %v, want B", d.Worker)
+	}
+	system.Root.Send(pid, &SetCandidates{Candidates: []Candidate{{Key: A}, {Key: B}}}) // the next snapshot: A idle again
+	if d := route("r2").Decision; d.Worker != A {
+		t.Errorf("after SetCandidates: routed to %v, want A (its overlap)", d.Worker)
+	}
+	// Bookkeeping says what it released: prefill_done the prefill tokens
+	// (64, nothing cached on B), free the blocks (the prefill is gone).
+	if r := ask(&Bookkeeping{ID: "r1"}).(*BookkeepingReply); r.Err != nil || r.Released != (RankLoad{Key: B, PrefillTokens: 64}) {
+		t.Errorf("prefill_done released %+v (%v)", r.Released, r.Err)
+	}
+	if r := ask(&Bookkeeping{ID: "r1", Free: true}).(*BookkeepingReply); r.Err != nil || r.Released != (RankLoad{Key: B, Blocks: 4}) {
+		t.Errorf("free released %+v (%v)", r.Released, r.Err)
+	}
+	if r := ask(&Bookkeeping{ID: "r1", Free: true}).(*BookkeepingReply); r.Err == nil || r.Released != (RankLoad{}) {
+		t.Errorf("second free released %+v (%v)", r.Released, r.Err)
+	}
+	ask(&RouteRequest{Request: Request{ID: "r3", ISL: 64, BlockSize: 16}}) // B again: two ranks booked
+	got := ask(&LoadRequest{}).(*LoadReply).Ranks
+	if len(got) != 2 {
+		t.Fatalf("booked ranks %+v, want A and B", got)
+	}
+	for _, r := range got {
+		if r.Blocks != 4 {
+			t.Errorf("rank %v booked %d blocks, want 4 (one 64-token request)", r.Key, r.Blocks)
+		}
+	}
+}
