@@ -83,7 +83,7 @@ func Start(system *actor.ActorSystem, cfg Config) (*Replica, error) {
 // table (bounded by the timeout), then keeps in step (see Config).
 func (r *Replica) Join(m *member.Member) {
 	r.member.Store(m)
-	r.pull(r.others())
+	r.pull(r.Others())
 	go r.watch()
 }
 
@@ -168,7 +168,7 @@ func (r *Replica) Put(es ...Entry) (unacked []string) {
 	r.mu.Unlock()
 	r.notify()
 	msg := &clusterpb.RegistryPut{Entries: fromEntries(es)}
-	others := r.others()
+	others := r.Others()
 	futures := make([]*actor.Future, len(others))
 	for i, m := range others {
 		futures[i] = r.system.Root.RequestFuture(actor.NewPID(m, ActorName), msg, r.cfg.Timeout)
@@ -212,7 +212,7 @@ func (r *Replica) Loads(m string, timeout time.Duration) ([]RankLoad, error) {
 // snapshot corrects a lost one).
 func (r *Replica) PushLoad(l RankLoad) {
 	msg := &clusterpb.LoadDelta{Member: r.Self(), Load: fromLoads([]RankLoad{l})[0]}
-	for _, m := range r.others() {
+	for _, m := range r.Others() {
 		r.system.Root.Send(actor.NewPID(m, ActorName), msg)
 	}
 }
@@ -274,8 +274,8 @@ func (r *Replica) notify() {
 	}
 }
 
-// others lists the current members but this one.
-func (r *Replica) others() []string {
+// Others lists the current members but this one.
+func (r *Replica) Others() []string {
 	self := r.Self()
 	return slices.DeleteFunc(r.Members(), func(m string) bool { return m == self })
 }
@@ -317,11 +317,11 @@ func (r *Replica) watch() {
 		if tp != nil && tp.TopologyHash != hash {
 			hash = tp.TopologyHash
 			r.notify()
-			r.pull(r.others())
+			r.pull(r.Others())
 			last = time.Now()
 			continue
 		}
-		if others := r.others(); len(others) > 0 && time.Since(last) >= r.cfg.SyncEvery {
+		if others := r.Others(); len(others) > 0 && time.Since(last) >= r.cfg.SyncEvery {
 			r.pull([]string{others[rand.IntN(len(others))]})
 			last = time.Now()
 		}

@@ -298,19 +298,10 @@ func (s *Service) remoteLoads() map[messages.WorkerKey]routing.RemoteLoad {
 	if c == nil {
 		return nil
 	}
-	self := c.Self()
-	var others []string
-	for _, m := range c.Members() {
-		if m != self {
-			others = append(others, m)
-		}
-	}
-	answers := make([][]registry.RankLoad, len(others))
-	var wg sync.WaitGroup
-	for i, m := range others {
-		wg.Go(func() { answers[i], _ = c.Loads(m, s.cfg.Timeout) })
-	}
-	wg.Wait()
+	answers := askOthers(c, func(m string) []registry.RankLoad {
+		ls, _ := c.Loads(m, s.cfg.Timeout)
+		return ls
+	})
 	out := map[messages.WorkerKey]routing.RemoteLoad{}
 	for _, ls := range answers {
 		for _, l := range ls {
@@ -329,26 +320,14 @@ func (s *Service) remoteLoads() map[messages.WorkerKey]routing.RemoteLoad {
 // are taken as not knowing the request.
 func (s *Service) forwardBookkeeping(id string, free bool) error {
 	c := s.cfg.Cluster
-	self := c.Self()
 	type answer struct {
 		found bool
 		err   error
 	}
-	var answers []answer
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range c.Members() {
-		if m == self {
-			continue
-		}
-		wg.Go(func() {
-			found, err := c.Bookkeep(m, id, free, s.cfg.Timeout)
-			mu.Lock()
-			answers = append(answers, answer{found, err})
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	answers := askOthers(c, func(m string) answer {
+		found, err := c.Bookkeep(m, id, free, s.cfg.Timeout)
+		return answer{found, err}
+	})
 	for _, a := range answers {
 		switch {
 		case a.found && a.err != nil:
@@ -398,4 +377,17 @@ func (s *Service) applyDeltas() {
 			s.mu.Unlock()
 		}
 	}
+}
+
+// askOthers calls ask for every other member at once and returns the
+// answers, in member order.
+func askOthers[T any](c *registry.Replica, ask func(member string) T) []T {
+	others := c.Others()
+	out := make([]T, len(others))
+	var wg sync.WaitGroup
+	for i, m := range others {
+		wg.Go(func() { out[i] = ask(m) })
+	}
+	wg.Wait()
+	return out
 }

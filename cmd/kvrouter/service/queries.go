@@ -17,6 +17,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/cmd/kvrouter/telemetry"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/blockhash"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
@@ -322,7 +323,7 @@ func (s *Service) rankInfo(k messages.WorkerKey, w *worker) httpapi.RankInfo {
 	var state = httpapi.StateRecovering
 	if st != nil {
 		ss := st.Streams[stream]
-		state = statusOf(ss.State, ls.Recovering())
+		state = httpapi.StreamState(telemetry.StateOf(ss.State, ls.Recovering()))
 		if ls.Delivered > 0 {
 			seq := ss.LastSeq
 			ri.LastSeq = &seq

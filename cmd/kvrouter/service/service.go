@@ -341,17 +341,3 @@ func (s *Service) Ready(context.Context) error {
 	}
 	return nil
 }
-
-// statusOf maps the coalescer's stream state and whether the listener is
-// recovering (listener.Stats.Recovering) to the API's.
-func statusOf(st coalescer.StreamState, recovering bool) httpapi.StreamState {
-	switch {
-	case recovering:
-		return httpapi.StateRecovering
-	case st == coalescer.StateExact:
-		return httpapi.StateExact
-	case st == coalescer.StateDegraded:
-		return httpapi.StateDegraded
-	}
-	return httpapi.StateRecovering // no batch yet
-}

@@ -103,7 +103,7 @@ func (r *readings) stream(p Pipeline, id messages.StreamID, ss coalescer.StreamS
 		r.listener(ls, w, d)
 		recovering = ls.Recovering()
 	}
-	current := stateOf(ss.State, recovering)
+	current := StateOf(ss.State, recovering)
 	for _, s := range states {
 		v := 0.0
 		if s == current {
@@ -154,10 +154,11 @@ func (r *readings) normalizer(s *normalizer.Stats, w, d attribute.KeyValue) {
 	}
 }
 
-// stateOf is the state /workers reports: a recovering listener (a replay
-// runs or the connection is down) is recovering,
-// and so is a stream with no batch yet.
-func stateOf(st coalescer.StreamState, recovering bool) string {
+// StateOf is a stream's state as /workers and the worker-state metric
+// report it (httpapi.StreamState's values): recovering while its listener
+// recovers (listener.Stats.Recovering: a replay runs or the connection is
+// down) and before its first batch, else the coalescer's exact or degraded.
+func StateOf(st coalescer.StreamState, recovering bool) string {
 	switch {
 	case recovering:
 		return stateRecovering
