@@ -171,8 +171,8 @@ func shMaxMeanInts(v []int) float64 {
 	return float64(mx) * float64(len(v)) / float64(sum)
 }
 
-// TestShardingMeasure is the sharding-key measurement of ARCHITECTURE.md
-// ("Sharding the index"). It replays the whole Mooncake conversation trace
+// TestShardingMeasure is the sharding-key measurement behind
+// actors/indexer/README.md ("Sharding"; figures in bench/README.md). It replays the whole Mooncake conversation trace
 // (12,031 requests, 16 tokens per hash_id), plain and with an 8-block
 // shared system prompt (hot branch), over 64 and 1,000 simulated workers
 // with LRU caches, through every design with 1, 2, 4 and 8 shards, fails

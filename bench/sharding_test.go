@@ -1,7 +1,7 @@
 package bench
 
-// Sharding-key comparison for the shard actors of issue 4 (pipeline-semantics
-// §6): the Mooncake conversation trace is served by simulated engine caches
+// Sharding-key comparison for the index's shard actors
+// (actors/indexer/README.md, "Sharding"): the Mooncake conversation trace is served by simulated engine caches
 // (finite LRU, so removes happen), their events are applied to an unsharded
 // radix.Tree and to sharded indexes built from radix.Tree values, and every
 // query's merged answer is checked against the unsharded tree's.

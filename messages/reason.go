@@ -15,7 +15,7 @@ const (
 	ReasonLimitExceeded // more hashes/tokens/bytes/nesting than the configured caps
 	ReasonTruncated     // the batch ended inside this event; later events are lost with it
 
-	// Group filter (wire-format §4).
+	// Group filter (actors/normalizer/README.md, "Rules" 3).
 	ReasonNonMainAttentionKind  // kv_cache_spec_kind is a known non-main kind
 	ReasonUnknownKind           // kv_cache_spec_kind is a string kvrouter does not know
 	ReasonNonMainAttentionGroup // group_idx's learned kind is non-main
@@ -26,7 +26,8 @@ const (
 	ReasonUnknownLocality // locality is neither LOCAL nor REMOTE
 	ReasonUnknownMedium   // medium names no tier kvrouter knows
 
-	// Conversion to local hashes (wire-format §5).
+	// Conversion to local hashes (actors/normalizer/README.md, "Rules" 5, and
+	// "Cache namespaces").
 	ReasonAmbiguousCacheNamespace // parent's engine hash was stored under two namespaces
 	ReasonSelfReferencingChain    // a block hash repeats in the event or equals its parent
 	ReasonBlockSizeMismatch       // engine block_size differs from the configured one

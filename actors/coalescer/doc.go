@@ -1,7 +1,8 @@
 // Package coalescer is the pure core of the session coalescer: it turns the
 // PlacementEvents of one (worker, dp_rank) stream into RouterEvents with dense
 // event ids, merging consecutive events that the index may apply as one
-// (pipeline-semantics §3–§4).
+// (the rules below; the index's side of event ids is in
+// actors/indexer/README.md, "Event ids").
 //
 // A Stream is a plain deterministic value: no goroutines, no clock, no I/O.
 // Push feeds it one event in engine order and appends what must be emitted

@@ -1,7 +1,7 @@
 // Package indexer holds a namespace's prefix index as shard actors, each
 // owning a radix.Tree (package radix) for a slice of the workers.
 //
-// Sharding is by worker (see ARCHITECTURE.md, "Sharding the index"): every
+// Sharding is by worker (README.md beside this file, "Sharding"): every
 // (worker, dp_rank) stream lives on shard Jump(worker, N), so a worker's
 // events are applied by one actor in the order its coalescers emitted them,
 // and each shard's answers are exact for its workers. A query fans out to

@@ -5,14 +5,8 @@
 // feeds what they receive to the Tracker and forwards batches, in order, to
 // the normalizer pool.
 //
-// Flow control: the actor keeps at most Config.Window batches in flight
-// (delivered but not yet acknowledged by the end of the pipeline with
-// messages.Applied). When the window is full the socket goroutine stops
-// reading; ZeroMQ's own queues then fill and the engine's PUB drops (its
-// high-water mark), which the Tracker sees as a gap and repairs by replay —
-// so a slow pipeline costs replays, never unbounded memory.
-//
-// Tracing: each delivered batch opens the root span of its trace and carries
-// its context (messages.EngineBatch.Trace); a resync is an event on the batch
-// that carries it, and each replay is a span of its own (tracing.go).
+// README.md beside this file gives the rules: sequencing and replay, hidden
+// restarts, resyncs and the exact/degraded state, recovery after a batch the
+// pipeline could not apply, flow control by credits (Config.Window), and
+// tracing.
 package listener

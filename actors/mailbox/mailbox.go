@@ -2,8 +2,11 @@
 // mailboxes and not yet handled (the one being handled included): the
 // queue depth an operator watches
 // (kvrouter_mailbox_depth{actor}). Mailboxes stay protoactor's unbounded
-// ones — the bound on what can queue comes from the listeners' credits
-// (ARCHITECTURE.md, "Flow control") — and this makes that bound visible.
+// ones: its blocking bounded mailbox (actor.Bounded) blocks the sender when
+// full, and in a probe of the pinned version the sender never resumed after
+// the receiver drained. The bound on what can queue comes from the
+// listeners' credits instead (actors/listener/README.md, "Flow control"),
+// and this makes that bound visible.
 //
 // The counters are process-wide, like a metrics registry: every actor of a
 // kind adds to its kind's two atomic counters (a few nanoseconds per

@@ -29,7 +29,7 @@ func classifyKind(kind string) kindClass {
 }
 
 // groupFilter decides whether an event belongs to the main attention group
-// (wire-format §4, Dynamo's order): an explicit kind decides; else the kind
+// (README.md, "Rules" 3; Dynamo's order): an explicit kind decides; else the kind
 // learned for (dp_rank, group_idx) from earlier BlockStored events; else
 // group 0 (or no group at all) is main.
 func (r *rankState) groupFilter(ev *wire.Event) messages.Reason {

@@ -1,6 +1,7 @@
-// Package routing is the pure core of kvrouter's routing decision
-// (pipeline-semantics §7): the cost function over the candidate (worker,
-// dp_rank)s and the per-rank load bookkeeping that feeds it.
+// Package routing is the pure core of kvrouter's routing decision: the cost
+// function over the candidate (worker, dp_rank)s (# Cost below, the
+// reference router's formula) and the per-rank load bookkeeping that feeds
+// it (# Load).
 //
 // A Router is a plain deterministic value — no goroutines, no clock, no I/O.
 // The route actor owns one, asks the index for the request's overlaps, calls
@@ -18,8 +19,8 @@
 //	logit          = overlap_weight × prefill_blocks + decode_blocks
 //
 // Lower is better. The cap at isl only matters for an overlap longer than the
-// request (bad input); otherwise it is §7's formula exactly. Defaults: weight
-// 1, temperature 0. Degraded candidates are scored the same way with the
+// request (bad input); otherwise it is the reference's formula exactly.
+// Defaults: weight 1, temperature 0. Degraded candidates are scored the same way with the
 // overlap the index reports; the Decision says whether the chosen one is
 // degraded and how many candidates were.
 //

@@ -72,13 +72,13 @@ func (c *LoadConfig) defaults() {
 // routed to it and still tracked.
 type RankLoad struct {
 	Key messages.WorkerKey
-	// PrefillTokens is §7's active_prefill_tokens: the prefill tokens (isl −
-	// cached tokens) of requests not yet PrefillDone.
+	// PrefillTokens is the cost's active_prefill_tokens (doc.go, Cost): the
+	// prefill tokens (isl − cached tokens) of requests not yet PrefillDone.
 	PrefillTokens int64
-	// Blocks is §7's decode_blocks: the blocks of every tracked request on
-	// the rank, in prefill or in decode. A request holds its KV blocks from
-	// the moment it is routed (as in the reference's active sequences), so
-	// its blocks are counted from Add; PrefillDone only drops its prefill
+	// Blocks is the cost's decode_blocks (doc.go, Cost): the blocks of every
+	// tracked request on the rank, in prefill or in decode. A request holds
+	// its KV blocks from the moment it is routed (as in the reference's
+	// active sequences), so its blocks are counted from Add; PrefillDone only drops its prefill
 	// tokens, and Free drops both.
 	Blocks int64
 	// PrefillRequests and DecodeRequests count the requests in each phase.

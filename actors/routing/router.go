@@ -37,9 +37,9 @@ const (
 // every field is used as given (an OverlapWeight of 0 means load-only
 // routing, not "default").
 type Config struct {
-	// OverlapWeight multiplies prefill_blocks in the logit (§7; default 1).
+	// OverlapWeight multiplies prefill_blocks in the logit (doc.go, Cost; default 1).
 	OverlapWeight float64
-	// Temperature 0 picks the argmin deterministically; > 0 samples (§7).
+	// Temperature 0 picks the argmin deterministically; > 0 samples (doc.go).
 	Temperature float64
 	// Rand drives sampling at Temperature > 0 (one Uint64 per decision).
 	// nil: a PCG seeded with DefaultSeed1, DefaultSeed2.
@@ -48,7 +48,8 @@ type Config struct {
 	Load LoadConfig
 }
 
-// DefaultConfig returns §7's defaults: overlap weight 1, temperature 0.
+// DefaultConfig returns the reference router's defaults: overlap weight 1,
+// temperature 0.
 func DefaultConfig() Config {
 	return Config{OverlapWeight: 1}
 }
@@ -90,7 +91,7 @@ type Candidate struct {
 	Remote RemoteLoad
 }
 
-// RemoteLoad is load booked elsewhere: §7's active prefill tokens and
+// RemoteLoad is load booked elsewhere: the cost's active prefill tokens and
 // decode blocks.
 type RemoteLoad struct{ PrefillTokens, Blocks int64 }
 
@@ -143,7 +144,7 @@ type Decision struct {
 	Scores []Score
 }
 
-// Router is the routing decision core: the cost function of §7 over the
+// Router is the routing decision core: the cost function (doc.go) over the
 // candidates, with the request bookkeeping (Load) that supplies the load
 // terms. It is a plain value for one goroutine (an actor's state): no
 // clock, no goroutines; the same inputs and the same Rand state always give
@@ -228,7 +229,7 @@ func (r *Router) Route(req Request, overlaps []Overlap, cands []Candidate, now t
 	return d, r.load.Add(req.ID, d.Worker, d.PrefillTokens, d.RequestBlocks, now)
 }
 
-// Decide scores every candidate with §7's cost and picks one; it does not
+// Decide scores every candidate with the cost (doc.go) and picks one; it does not
 // change the load. Candidates absent from overlaps have overlap 0; an
 // overlap for a key that is not a candidate is ignored; a key listed twice
 // in overlaps counts with its largest value. Candidates should be distinct

@@ -51,7 +51,7 @@ type rankLoad struct {
 	prefill, blocks int64
 }
 
-// TestCost checks hand-computed logits and winners of §7's cost.
+// TestCost checks hand-computed logits and winners of the cost (doc.go, Cost).
 func TestCost(t *testing.T) {
 	A, B, C := wk(1, 0), wk(2, 0), wk(2, 1)
 	tests := []struct {

@@ -1,9 +1,8 @@
-// Package sessions is the pure core of kvrouter's session lineage index
-// (issue 9): beside the physical index, it records for each (worker,
-// dp_rank) stream and session the chain of engine block hashes that session
-// stored there, so a follow-up turn can be routed toward the worker that
-// holds the session's newest blocks — blocks a prompt-prefix match may not
-// reach yet.
+// Package sessions is the pure core of kvrouter's session lineage index:
+// beside the physical index, it records for each (worker, dp_rank) stream
+// and session the chain of engine block hashes that session stored there,
+// so a follow-up turn can be routed toward the worker that holds the
+// session's newest blocks — blocks a prompt-prefix match may not reach yet.
 //
 // An Index is a plain deterministic value — no actors, no goroutines, no
 // clock: Apply feeds it RouterEvents in stream order with the caller's now,
@@ -23,7 +22,7 @@
 //     lineage on one stream never
 //     resolves parents, claims blocks or gains credit from another stream's
 //     events, even under the same session id and engine hash (session ids
-//     are unauthenticated producer input, pipeline-semantics §5). A worker's
+//     are unauthenticated producer input). A worker's
 //     dp ranks are separate caches, so they are separate streams too.
 //   - Unattributed: a Stored event without a session id (or with Dynamo's
 //     "__dynamo_unattributed__" stand-in) joins no session. Like every

@@ -1,6 +1,6 @@
 // Package simengine is a simulated vLLM/SGLang engine worker for tests,
 // demos and load runs of kvrouter. It publishes the real wire format
-// (../shared/docs/wire-format.md) over a real ZeroMQ PUB socket, serves the
+// (messages/wire/README.md) over a real ZeroMQ PUB socket, serves the
 // replay protocol on a ROUTER socket, and keeps a finite prefix cache with LRU
 // eviction, so the BlockStored / BlockRemoved / AllBlocksCleared stream it
 // emits looks like an engine's under memory pressure — and its Contents are

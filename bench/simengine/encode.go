@@ -7,7 +7,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Encoding is a wire encoding of events (wire-format §3).
+// Encoding is a wire encoding of events (messages/wire/README.md, "Events").
 type Encoding string
 
 // The encodings the simulator speaks.

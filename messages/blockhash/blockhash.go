@@ -13,6 +13,17 @@
 //     blocks of different namespaces never collide.
 //   - The sequence hash chains local hashes: seq[0] = local[0],
 //     seq[i] = XXH3(le(seq[i-1]) ‖ le(local[i]), 1337).
+//
+// Why kvrouter recomputes hashes instead of trusting the engine's: route
+// requests carry tokens, not engine hashes, and engines hash differently
+// (vLLM's digest depends on its hash seed and extra keys, SGLang's is a
+// SHA-256 prefix). The engine's hashes are kept per (worker, dp_rank) only
+// to resolve a stored event's parent and a remove (actors/indexer). A
+// block-size, seed or namespace mismatch between events and requests
+// shows up as 0 % hits, so the normalizer rejects events whose block size
+// differs from the worker's (block_size_mismatch) and route requests must
+// name the same LoRA and salt. The tests pin the XXH3 implementation with
+// xxHash's published vectors.
 package blockhash
 
 import (

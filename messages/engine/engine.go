@@ -3,8 +3,17 @@
 // convention, and how a stream's sequence numbers start. Everything else
 // (the batch and event encodings) is common and lives in package wire.
 //
-// Adding an engine is one file with an Adapter and one Register call in its
-// init function.
+// Most engines are data (a Family value), so adding one is one file:
+//
+//	// messages/engine/myengine.go
+//	package engine
+//
+//	func init() {
+//		Register(Family{Key: "myengine", Traits: StreamTraits{SeqStartsAtZero: true}})
+//	}
+//
+// An engine that needs other behaviour implements Adapter itself. The
+// formats the adapters read are described in messages/wire/README.md.
 package engine
 
 import (

@@ -1,7 +1,8 @@
 // Package routerevent is the msgpack form of messages.RouterEvent that
 // kvrouter republishes on its ZMQ PUB for external consumers, compatible with
-// NVIDIA Dynamo's RouterEvent (pipeline-semantics §5). README.md beside this
-// file gives the sources and the byte layout in full.
+// NVIDIA Dynamo's RouterEvent and with consumers that predate session ids.
+// README.md beside this file gives the compatibility rule, the sources and
+// the byte layout in full.
 //
 // # Format: Dynamo's named layout
 //
@@ -20,8 +21,8 @@
 // two (worker_id, event). session_id comes last and is left out when absent,
 // as Dynamo's `skip_serializing_if = "Option::is_none"` does.
 //
-// Why a map and not the legacy array with session_id appended: §5 allows
-// either, and a positional append only helps readers that ignore extra
+// Why a map and not the legacy array with session_id appended: the
+// compatibility rule (README.md) allows either, and a positional append only helps readers that ignore extra
 // elements. The decoders a legacy consumer would use — rmp_serde's derive
 // and vmihailenco/msgpack's structs — reject an array whose length changed,
 // even with nil in the new slot, while both read a map by name and skip
@@ -47,9 +48,9 @@
 // scalars): each value's code is checked before the library reads it, and
 // containers, strings and extensions are skipped by the reader itself, since
 // the library's Skip recurses and reads a skipped string into a buffer of
-// its declared size (see ARCHITECTURE.md, "Why vmihailenco/msgpack"). Blocks
-// in exactly Encode's layout are matched against their literal key bytes
-// first, which halves the decoding time of a typical store. Encode is a
+// its declared size (see messages/wire/README.md, "Why vmihailenco/msgpack's
+// streaming API"). Blocks in exactly Encode's layout are matched against
+// their literal key bytes first, which halves the decoding time of a typical store. Encode is a
 // plain appender: the library's Encoder writes the same bytes, but through
 // an io.Writer, about nine times slower, and Encode is on the publisher's
 // path.

@@ -1,7 +1,7 @@
 package wire
 
 // Byte-exact conformance suite for the batch decoder
-// (../../../shared/docs/wire-format.md §2–§3).
+// (README.md in this directory, sections "Batch" and "Events").
 //
 // Every payload is written by hand with wirefix, which picks the exact
 // msgpack width of each value and shares no code with the decoder. Each table

@@ -1,7 +1,8 @@
 // Package wire decodes the msgpack KV-event batches that vLLM, SGLang and
-// TensorRT-LLM publish (../shared/docs/wire-format.md §2–§3) into raw,
-// engine-shaped events. It does not filter, hash or interpret events: that is
-// the normalizer's job.
+// TensorRT-LLM publish into raw, engine-shaped events. It does not filter,
+// hash or interpret events: that is the normalizer's job. README.md beside
+// this file describes the formats ("Batch", "Events", "Hash values") and
+// the frames around them ("Transport", "Replay").
 //
 // Decoding is lenient where engines differ (positional and map events, extra
 // trailing fields, any integer width, 2- or 3-element or map-shaped batches)

@@ -53,7 +53,8 @@ func (t *Tree) sweep(s *stream) {
 }
 
 // Apply applies one event to its (worker, dp_rank) stream and says what
-// happened. Event ids follow pipeline-semantics §3: id last+1 applies; an id
+// happened. Event ids follow actors/coalescer's numbering (dense per stream,
+// from 1; actors/indexer/README.md, "Event ids"): id last+1 applies; an id
 // at or below the last is stale and ignored; a larger one applies and counts
 // a gap; id 0 applies without moving the position (dumps, bootstrap).
 func (t *Tree) Apply(ev messages.RouterEvent) Outcome {

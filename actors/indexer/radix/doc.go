@@ -1,5 +1,5 @@
-// Package radix is the pure core of kvrouter's index (pipeline-semantics
-// §6): a radix tree of local block hashes recording which (worker, dp_rank)
+// Package radix is the pure core of kvrouter's index
+// (actors/indexer/README.md, "Index rules"): a radix tree of local block hashes recording which (worker, dp_rank)
 // streams hold each block, on which storage tiers. It has no actors, no
 // goroutines and no clock: Apply feeds it RouterEvents in stream order,
 // FindMatches answers overlap queries. The shard actors own Trees.
