@@ -8,8 +8,7 @@
 //     the connection, and before which prompt an engine restarts (cache
 //     wiped or kept). The same seed always gives the same plan.
 //   - Hop (hop.go) is the I/O edge: a SUB on the engine's PUB and a PUB
-//     the router dials, carrying out a plan's message faults. The replay
-//     endpoint is passed through (the listener dials the engine's).
+//     the router dials, carrying out a plan's message faults.
 //   - Check (check.go) is the convergence checker, pure: per (worker,
 //     dp_rank), 0 phantom blocks always; 0 missing blocks when the replay
 //     buffer held the history; otherwise missing blocks only on a stream
@@ -18,6 +17,6 @@
 //     return a Report whose text names each failed seed with the command
 //     that reruns it.
 //
-// A seed reproduces a plan exactly; the interleaving of sockets and actors
-// may still differ from run to run.
+// README.md beside this file says how to run it, what the trials hold the
+// pipeline to, and the one known limit.
 package chaos

@@ -128,9 +128,10 @@ func TestTruncatedMessageIsCountedAndReplayed(t *testing.T) {
 
 // A damaged payload is dropped and counted by the normalizer, the batches
 // after it are applied, no phantom appears, and once the engine clears its
-// cache the stream is exact again. (That the stream stays exact with the
-// damaged batch's blocks missing in between is a known issue, see the
-// "Fault injection" section of ARCHITECTURE.md.)
+// cache the stream is exact again. (In between the stream is dropped,
+// flagged degraded and rebuilt from the replay buffer:
+// actors/listener/README.md, "Recovery after a batch the pipeline could not
+// apply".)
 func TestCorruptPayloadIsCountedAndClearConverges(t *testing.T) {
 	tr := runOne(t, []Fault{{At: 2, Kind: Corrupt}}, func(e *EnginePlan) { e.ClearBefore = 8 })
 	requireConverged(t, tr, coalescer.StateExact)
@@ -162,7 +163,7 @@ func TestRestartWipeConverges(t *testing.T) {
 
 // An engine restarted with its cache kept cannot be told from a fresh one
 // (seq 0); once it clears its cache the stream is exact again and never held
-// a phantom. (The state between is a known issue, see ARCHITECTURE.md.)
+// a phantom. (The state between is a known limit: README.md, "Limits".)
 func TestRestartKeepConvergesAfterAClear(t *testing.T) {
 	tr := runOne(t, []Fault{{At: 6, Kind: RestartKeep}}, func(e *EnginePlan) { e.ClearBefore = 12 })
 	requireConverged(t, tr, coalescer.StateExact)

@@ -110,7 +110,7 @@ func TestStuckConsumerIsBoundedAndRecovers(t *testing.T) {
 		eng.Stats().NextSeq, hop.Stats().Received, stuck.Received, stuck.Delivered, stuck.InFlight)
 	// The listener stopped reading once its window was full: of thousands
 	// of batches it holds at most a window from the subscription and one
-	// from the replay (credits; see ARCHITECTURE.md "Flow control").
+	// from the replay (credits; actors/listener/README.md, "Flow control").
 	if stuck.InFlight < window || stuck.InFlight > 2*window || stuck.InFlight != int(stuck.Delivered) || stuck.Received > window {
 		t.Errorf("while stuck: received %d, delivered %d, %d in flight; want the window (%d) full and reading stopped",
 			stuck.Received, stuck.Delivered, stuck.InFlight, window)

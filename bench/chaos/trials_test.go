@@ -11,8 +11,8 @@ import (
 
 // The randomized trials run three populations: message faults with cuts,
 // with engine restarts, and with both. Cache-keeping restarts are only
-// caught when a later store names a kept parent: a documented limit (the
-// "Fault injection" section of ARCHITECTURE.md); KVROUTER_CHAOS_KINDS=all
+// caught when a later store names a kept parent: a documented limit
+// (README.md, "Limits"); KVROUTER_CHAOS_KINDS=all
 // runs them.
 var populations = []string{
 	"drop,duplicate,reorder,truncate,corrupt,cut",

@@ -366,8 +366,8 @@ func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs 
 		r.sweep(c, name, rs.layout, sweepReqs, rs.sessions)
 	}
 	// A cluster's heap cannot be told apart in one process: its members
-	// wind down in the background after leaving (the cluster section of
-	// ARCHITECTURE.md measures how its entries spread instead).
+	// wind down in the background after leaving (bench/README.md, "Cluster
+	// index", measures how its entries spread instead).
 	if !rs.memory || rs.layout.hosts > 1 {
 		return nil
 	}

@@ -11,5 +11,5 @@
 // Answers are never silently wrong: a shard that does not answer in time
 // is listed Missing, one whose slice is rebuilding (a fresh activation
 // after its host left, until seeded) is listed Recovering. See
-// ARCHITECTURE.md, "Cluster (issue 5)".
+// cluster/README.md, "Design".
 package clusterindex

@@ -11,6 +11,6 @@
 //	Replica one member's copy: the actor other members' replicas talk to,
 //	        broadcasts, anti-entropy, change notifications (replica.go)
 //
-// See ARCHITECTURE.md, "Cluster (issue 5)", for the choice and its
-// failure cases.
+// See cluster/README.md ("One registry for the whole cluster", "Each stream
+// followed by one host") for the choice and its failure cases.
 package registry

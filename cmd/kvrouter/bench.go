@@ -202,7 +202,7 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // defaultChaosKinds are --chaos-kinds' default: every fault kind the
 // pipeline is held to. A cut combined with a restart, and a cache-keeping
-// restart, are documented limits ("Fault injection" in ARCHITECTURE.md).
+// restart, are documented limits (bench/chaos/README.md, "Limits").
 const defaultChaosKinds = "drop,duplicate,reorder,truncate,corrupt,cut"
 
 // runChaos runs the chaos trials and prints their report: 0 when every

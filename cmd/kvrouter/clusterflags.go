@@ -21,7 +21,7 @@ import (
 // members, answers within --route-deadline, slices rebuilt from the
 // engines' replay buffers when a host is lost; the worker registry is the
 // cluster's (every host sees every registration) and each stream is
-// followed by one host (ARCHITECTURE.md, "Cluster").
+// followed by one host (cluster/README.md).
 type clusterFlags struct {
 	name             string
 	provider         string

@@ -1,5 +1,5 @@
-// Package tracectx carries OpenTelemetry spans across actors (and, later,
-// hosts) through messages.TraceContext, the plain-data trace context of a
+// Package tracectx carries OpenTelemetry spans across actors and hosts
+// through messages.TraceContext, the plain-data trace context of a
 // message: it converts between that value and OpenTelemetry's SpanContext
 // and context.Context, and starts a stage's span as the child of the span
 // that sent the message.
@@ -24,5 +24,6 @@
 //
 // The sampling decision is made once, at the root (the listener's batch
 // span, the HTTP request): a child is started only under a sampled parent,
-// so a trace is either whole or absent.
+// so a trace is either whole or absent. README.md beside this file lists
+// the spans of a batch's and a route's trace and how tracing is configured.
 package tracectx
