@@ -42,53 +42,45 @@ func (t *Tokenizer) AppendEncode(dst []uint32, text string, addSpecial bool) ([]
 	if addSpecial {
 		dst = append(dst, t.prefix...)
 	}
-	var err error
-	for text != "" && err == nil {
-		start, n, id := t.raw.next(text)
-		if start < 0 {
-			start = len(text)
-		}
-		dst, err = t.encodeNormalized(dst, text[:start], e)
-		if n > 0 {
-			dst = append(dst, id)
-		}
-		text = text[start+n:]
-	}
+	dst, err := t.cutAdded(dst, text, false, e)
 	if addSpecial {
 		dst = append(dst, t.suffix...)
 	}
 	return dst, err
 }
 
-// encodeNormalized normalizes a segment free of raw added tokens, then cuts
-// out the added tokens that match normalized text.
-func (t *Tokenizer) encodeNormalized(dst []uint32, seg string, e *encoder) ([]uint32, error) {
-	if seg == "" {
-		return dst, nil
-	}
-	if t.normalize != nil {
-		seg = t.normalize.normalize(seg)
+// cutAdded cuts the added tokens out of s — those matched on the raw text,
+// or with afterNorm those matched on normalized text — and encodes the
+// segments between them.
+func (t *Tokenizer) cutAdded(dst []uint32, s string, afterNorm bool, e *encoder) ([]uint32, error) {
+	set := t.raw
+	if afterNorm {
+		set = t.normalized
 	}
 	var err error
-	for seg != "" && err == nil {
-		start, n, id := t.normalized.next(seg)
+	for s != "" && err == nil {
+		start, n, id := set.next(s)
 		if start < 0 {
-			start = len(seg)
+			start = len(s)
 		}
-		dst, err = t.encodeText(dst, seg[:start], e)
+		if seg := s[:start]; seg != "" && afterNorm {
+			dst, err = t.encodeText(dst, seg, e)
+		} else if seg != "" {
+			if t.normalize != nil {
+				seg = t.normalize.normalize(seg)
+			}
+			dst, err = t.cutAdded(dst, seg, true, e)
+		}
 		if n > 0 {
 			dst = append(dst, id)
 		}
-		seg = seg[start+n:]
+		s = s[start+n:]
 	}
 	return dst, err
 }
 
 // encodeText pre-tokenizes a plain segment and runs BPE on each piece.
 func (t *Tokenizer) encodeText(dst []uint32, seg string, e *encoder) ([]uint32, error) {
-	if seg == "" {
-		return dst, nil
-	}
 	if t.prefixSpace && seg[0] != ' ' {
 		seg = " " + seg
 	}
