@@ -1875,11 +1875,14 @@ type RegistryEntry struct {
 	Lora           string                 `protobuf:"bytes,7,opt,name=lora,proto3" json:"lora,omitempty"`
 	// clock and origin order versions: the higher clock wins, ties by
 	// origin (the member address that wrote it).
-	Clock         uint64 `protobuf:"varint,8,opt,name=clock,proto3" json:"clock,omitempty"`
-	Origin        string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
-	Deleted       bool   `protobuf:"varint,10,opt,name=deleted,proto3" json:"deleted,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Clock   uint64 `protobuf:"varint,8,opt,name=clock,proto3" json:"clock,omitempty"`
+	Origin  string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
+	Deleted bool   `protobuf:"varint,10,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// serving_endpoint is where the request path sends the rank's requests
+	// (host:port or http(s)://host:port; empty: none registered).
+	ServingEndpoint string `protobuf:"bytes,11,opt,name=serving_endpoint,json=servingEndpoint,proto3" json:"serving_endpoint,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegistryEntry) Reset() {
@@ -1980,6 +1983,13 @@ func (x *RegistryEntry) GetDeleted() bool {
 		return x.Deleted
 	}
 	return false
+}
+
+func (x *RegistryEntry) GetServingEndpoint() string {
+	if x != nil {
+		return x.ServingEndpoint
+	}
+	return ""
 }
 
 // RegistryPut: a member sends its new entries to every member's registry
@@ -3154,7 +3164,7 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"activation\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x126\n" +
 	"\x06stream\x18\x03 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x06stream\x12\x14\n" +
-	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xaf\x02\n" +
+	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xda\x02\n" +
 	"\rRegistryEntry\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -3167,7 +3177,8 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x05clock\x18\b \x01(\x04R\x05clock\x12\x16\n" +
 	"\x06origin\x18\t \x01(\tR\x06origin\x12\x18\n" +
 	"\adeleted\x18\n" +
-	" \x01(\bR\adeleted\"K\n" +
+	" \x01(\bR\adeleted\x12)\n" +
+	"\x10serving_endpoint\x18\v \x01(\tR\x0fservingEndpoint\"K\n" +
 	"\vRegistryPut\x12<\n" +
 	"\aentries\x18\x01 \x03(\v2\".kvrouter.cluster.v1.RegistryEntryR\aentries\"\r\n" +
 	"\vRegistryAck\"\x15\n" +

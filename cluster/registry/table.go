@@ -15,6 +15,9 @@ type Worker struct {
 	Endpoint       string
 	ReplayEndpoint string
 	Lora           string
+	// ServingEndpoint is where the request path sends the rank's requests
+	// ("" when the registration named none).
+	ServingEndpoint string
 }
 
 // Version orders the writes of one key: the higher Clock wins, ties

@@ -68,7 +68,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	blockSize := fs.Int("block-size", 16, "tokens per block for workers registered without one")
 	engineName := fs.String("engine", "vllm", "engine adapter of registered workers")
 	var workers workerFlags
-	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP] to register at start (repeatable)")
+	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT] to register at start (repeatable; serving= is where the proxy sends the rank's requests, http(s):// allowed)")
 	model := fs.String("model", "default", "model name of --worker workers")
 	tenant := fs.String("tenant", httpapi.DefaultTenant, "tenant of --worker workers")
 	weight := fs.Float64("overlap-weight", 1, "weight of prefill blocks in the routing cost (0: load only)")

@@ -50,10 +50,10 @@ func (st startup) run(svc *service.Service, log *slog.Logger) error {
 	}
 	for _, w := range st.workers {
 		if w.Engine != "" || w.Bind || w.TopicIdentity || w.Topic != "" {
-			return fmt.Errorf("--worker %d: serve takes ID[:RANK]=ENDPOINT[,replay=ENDPOINT] only (engine=, topic=, bind and by-topic are kvrouter tap options; --engine sets the adapter)", w.Stream.Worker)
+			return fmt.Errorf("--worker %d: serve takes ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT] only (engine=, topic=, bind and by-topic are kvrouter tap options; --engine sets the adapter)", w.Stream.Worker)
 		}
 		regs = append(regs, httpapi.Registration{InstanceID: w.Stream.Worker, DpRank: w.Stream.DpRank,
-			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ModelName: st.model, TenantID: st.tenant})
+			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ServingEndpoint: w.ServingEndpoint, ModelName: st.model, TenantID: st.tenant})
 	}
 	for _, reg := range regs {
 		if err := svc.Register(context.Background(), reg); err != nil {

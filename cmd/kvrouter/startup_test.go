@@ -37,7 +37,7 @@ func TestStartupRegistersWorkers(t *testing.T) {
 	}
 	svc := newService(t)
 	var flags workerFlags
-	if err := flags.Set("2=tcp://127.0.0.1:3,replay=tcp://127.0.0.1:4"); err != nil {
+	if err := flags.Set("2=tcp://127.0.0.1:3,replay=tcp://127.0.0.1:4,serving=127.0.0.1:8000"); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -51,6 +51,9 @@ func TestStartupRegistersWorkers(t *testing.T) {
 	}
 	if len(ws) != 2 || len(ws[0].Ranks) != 2 || ws[1].InstanceID != 2 {
 		t.Fatalf("registered %+v, want worker 1 with 2 ranks and worker 2", ws)
+	}
+	if got := ws[1].Ranks[0].ServingEndpoint; got != "127.0.0.1:8000" {
+		t.Errorf("--worker serving=: worker 2 serves at %q, want 127.0.0.1:8000", got)
 	}
 
 	bad := filepath.Join(dir, "bad.json")

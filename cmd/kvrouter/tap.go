@@ -94,7 +94,11 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	for _, w := range workers {
 		w.BlockSize = *blockSize
-		if err := p.AddListener(w); err != nil {
+		if w.ServingEndpoint != "" {
+			fmt.Fprintf(stderr, "kvrouter tap: --worker %d: serving= is a kvrouter serve option (tap only listens)\n", w.Stream.Worker)
+			return 2
+		}
+		if err := p.AddListener(w.Config); err != nil {
 			fmt.Fprintf(stderr, "kvrouter tap: %v\n", err)
 			return 2
 		}

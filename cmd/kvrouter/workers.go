@@ -7,10 +7,19 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/serving"
 )
 
+// workerSpec is one --worker value: the engine stream to follow and, for
+// kvrouter serve, where the request path sends the rank's requests
+// (serving=, "" when not given).
+type workerSpec struct {
+	listener.Config
+	ServingEndpoint string
+}
+
 // workerFlags collects repeated --worker values (see parseWorker).
-type workerFlags []listener.Config
+type workerFlags []workerSpec
 
 // String implements flag.Value.
 func (w *workerFlags) String() string { return fmt.Sprintf("%d workers", len(*w)) }
@@ -25,9 +34,9 @@ func (w *workerFlags) Set(v string) error {
 	return nil
 }
 
-// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,topic=PREFIX][,bind][,by-topic].
-func parseWorker(v string) (listener.Config, error) {
-	var cfg listener.Config
+// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,topic=PREFIX][,bind][,by-topic].
+func parseWorker(v string) (workerSpec, error) {
+	var cfg workerSpec
 	id, rest, ok := strings.Cut(v, "=")
 	if !ok {
 		return cfg, fmt.Errorf("worker %q: want ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine=NAME][,bind]", v)
@@ -55,6 +64,11 @@ func parseWorker(v string) (listener.Config, error) {
 		switch key {
 		case "replay":
 			cfg.ReplayEndpoint = val
+		case "serving":
+			if _, err := serving.Parse(val); err != nil {
+				return cfg, fmt.Errorf("worker %q: %v", v, err)
+			}
+			cfg.ServingEndpoint = val
 		case "engine":
 			cfg.Engine = val
 		case "bind":
@@ -64,7 +78,7 @@ func parseWorker(v string) (listener.Config, error) {
 		case "topic":
 			cfg.Topic = val
 		default:
-			return cfg, fmt.Errorf("worker %q: unknown option %q (replay=, engine=, topic=, bind, by-topic)", v, key)
+			return cfg, fmt.Errorf("worker %q: unknown option %q (replay=, serving=, engine=, topic=, bind, by-topic)", v, key)
 		}
 	}
 	return cfg, nil

@@ -113,15 +113,20 @@ const DefaultTenant = "default"
 // BlockSize 0 means "not given": the Backend applies its default (the
 // reference requires the field; kvrouter takes `--block-size`). DpRank
 // defaults to 0. LoraName and ReplayEndpoint are "" when absent.
+// ServingEndpoint is where the request path (proxy, endpoint picker) sends
+// the rank's requests — host:port or http(s)://host:port (package
+// messages/serving); "" when absent: the rank is still routed by /route but
+// the request path skips it.
 type Registration struct {
-	InstanceID     messages.WorkerID `json:"instance_id"`
-	Endpoint       string            `json:"endpoint"`
-	ModelName      string            `json:"model_name"`
-	TenantID       string            `json:"tenant_id"`
-	BlockSize      uint32            `json:"block_size,omitempty"`
-	DpRank         messages.DpRank   `json:"dp_rank"`
-	LoraName       string            `json:"lora_name,omitempty"`
-	ReplayEndpoint string            `json:"replay_endpoint,omitempty"`
+	InstanceID      messages.WorkerID `json:"instance_id"`
+	Endpoint        string            `json:"endpoint"`
+	ModelName       string            `json:"model_name"`
+	TenantID        string            `json:"tenant_id"`
+	BlockSize       uint32            `json:"block_size,omitempty"`
+	DpRank          messages.DpRank   `json:"dp_rank"`
+	LoraName        string            `json:"lora_name,omitempty"`
+	ReplayEndpoint  string            `json:"replay_endpoint,omitempty"`
+	ServingEndpoint string            `json:"serving_endpoint,omitempty"`
 }
 
 // WorkerRef is the body of POST /unregister. TenantID "" means every tenant
@@ -173,13 +178,15 @@ type RankInfo struct {
 	TenantID       string          `json:"tenant_id"`
 	Endpoint       string          `json:"endpoint"`
 	ReplayEndpoint string          `json:"replay_endpoint,omitempty"`
-	LoraName       string          `json:"lora_name,omitempty"`
-	BlockSize      uint32          `json:"block_size"`
-	State          StreamState     `json:"state"`
-	LastSeq        *uint64         `json:"last_seq"`
-	LagSeconds     float64         `json:"lag_seconds"`
-	Blocks         uint64          `json:"blocks"`
-	Warnings       []string        `json:"warnings"`
+	// ServingEndpoint is the registration's (absent when none).
+	ServingEndpoint string      `json:"serving_endpoint,omitempty"`
+	LoraName        string      `json:"lora_name,omitempty"`
+	BlockSize       uint32      `json:"block_size"`
+	State           StreamState `json:"state"`
+	LastSeq         *uint64     `json:"last_seq"`
+	LagSeconds      float64     `json:"lag_seconds"`
+	Blocks          uint64      `json:"blocks"`
+	Warnings        []string    `json:"warnings"`
 	// Owner is the cluster member (its cluster address) whose listener
 	// follows the stream; absent outside a cluster.
 	Owner string `json:"owner,omitempty"`
@@ -241,7 +248,8 @@ type RouteRequest struct {
 // when none), Degraded when the chosen stream is not exact (its overlap is
 // what the index knows, which may be less than the worker holds), and the
 // request id its load is booked under. Scores show the overlaps the router
-// scored, session credit included.
+// scored, session credit included. ServingEndpoint is the chosen rank's
+// registered serving endpoint (absent when it has none).
 type RouteResult struct {
 	WorkerID            messages.WorkerID `json:"worker_id"`
 	DpRank              messages.DpRank   `json:"dp_rank"`
@@ -250,6 +258,7 @@ type RouteResult struct {
 	OverlapByTier       map[string]uint32 `json:"overlap_by_tier,omitempty"`
 	SessionCreditBlocks uint32            `json:"session_credit_blocks,omitempty"`
 	Degraded            bool              `json:"degraded,omitempty"`
+	ServingEndpoint     string            `json:"serving_endpoint,omitempty"`
 	Scores              []RouteScore      `json:"scores,omitempty"`
 	RequestID           string            `json:"request_id"`
 	// Recovering lists the candidate workers whose overlap the index could
@@ -262,7 +271,8 @@ type RouteResult struct {
 
 // RouteScore is one candidate's side of the §7 cost function, present when
 // the request asked include_scores. Logit is the cost (lowest wins at
-// temperature 0); it must be finite.
+// temperature 0); it must be finite. ServingEndpoint is the candidate's
+// registered serving endpoint (absent when none).
 type RouteScore struct {
 	WorkerID            messages.WorkerID `json:"worker_id"`
 	DpRank              messages.DpRank   `json:"dp_rank"`
@@ -271,6 +281,7 @@ type RouteScore struct {
 	ActiveDecodeBlocks  uint64            `json:"active_decode_blocks"`
 	Logit               float64           `json:"logit"`
 	Degraded            bool              `json:"degraded,omitempty"`
+	ServingEndpoint     string            `json:"serving_endpoint,omitempty"`
 }
 
 // SessionRequest asks for a session's lineage (GET

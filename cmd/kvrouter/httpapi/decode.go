@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/serving"
 )
 
 // Reason labels of error responses ({"error": "...", "reason": "..."}). The
@@ -385,14 +386,15 @@ func clip(s string) string {
 // Request bodies as they arrive: pointers tell absent (or null) from zero.
 
 type registerBody struct {
-	InstanceID     *uint64 `json:"instance_id"`
-	Endpoint       *string `json:"endpoint"`
-	ModelName      *string `json:"model_name"`
-	TenantID       *string `json:"tenant_id"`
-	BlockSize      *uint32 `json:"block_size"`
-	DpRank         *uint32 `json:"dp_rank"`
-	LoraName       *string `json:"lora_name"`
-	ReplayEndpoint *string `json:"replay_endpoint"`
+	InstanceID      *uint64 `json:"instance_id"`
+	Endpoint        *string `json:"endpoint"`
+	ModelName       *string `json:"model_name"`
+	TenantID        *string `json:"tenant_id"`
+	BlockSize       *uint32 `json:"block_size"`
+	DpRank          *uint32 `json:"dp_rank"`
+	LoraName        *string `json:"lora_name"`
+	ReplayEndpoint  *string `json:"replay_endpoint"`
+	ServingEndpoint *string `json:"serving_endpoint"`
 }
 
 type unregisterBody struct {
@@ -510,6 +512,19 @@ func (f *fields) endpoint(field string, p *string, required bool) string {
 	return ep
 }
 
+// serving validates an optional serving endpoint (package messages/serving).
+func (f *fields) serving(p *string) string {
+	ep := f.optName("serving_endpoint", p)
+	if f.err != nil || ep == "" {
+		return ep
+	}
+	if _, err := serving.Parse(ep); err != nil {
+		f.err = badRequest(reasonInvalidValue, "%v", err)
+		return ""
+	}
+	return ep
+}
+
 func (f *fields) check(field, s string, noControl bool) string {
 	if len(s) > maxStringBytes {
 		f.err = badRequest(reasonTooLong, "%s: %d bytes, at most %d allowed", field, len(s), maxStringBytes)
@@ -547,11 +562,12 @@ func (b *registerBody) registration(limits) (Registration, *apiError) {
 	var f fields
 	f.required("instance_id", b.InstanceID != nil)
 	reg := Registration{
-		Endpoint:       f.endpoint("endpoint", b.Endpoint, true),
-		ModelName:      f.name("model_name", b.ModelName),
-		TenantID:       f.tenant(b.TenantID),
-		LoraName:       f.optName("lora_name", b.LoraName),
-		ReplayEndpoint: f.endpoint("replay_endpoint", b.ReplayEndpoint, false),
+		Endpoint:        f.endpoint("endpoint", b.Endpoint, true),
+		ModelName:       f.name("model_name", b.ModelName),
+		TenantID:        f.tenant(b.TenantID),
+		LoraName:        f.optName("lora_name", b.LoraName),
+		ReplayEndpoint:  f.endpoint("replay_endpoint", b.ReplayEndpoint, false),
+		ServingEndpoint: f.serving(b.ServingEndpoint),
 	}
 	if f.err != nil {
 		return reg, f.err

@@ -16,13 +16,14 @@ import (
 // what it loaded (kvrouter serve --bootstrap-from). Seq is absent when the
 // position is unknown (nothing applied yet, or lost).
 type DumpStream struct {
-	WorkerID       messages.WorkerID `json:"worker_id"`
-	DpRank         messages.DpRank   `json:"dp_rank"`
-	Endpoint       string            `json:"endpoint"`
-	ReplayEndpoint string            `json:"replay_endpoint,omitempty"`
-	LoraName       string            `json:"lora_name,omitempty"`
-	Seq            *uint64           `json:"seq,omitempty"`
-	Exact          bool              `json:"exact,omitempty"`
+	WorkerID        messages.WorkerID `json:"worker_id"`
+	DpRank          messages.DpRank   `json:"dp_rank"`
+	Endpoint        string            `json:"endpoint"`
+	ReplayEndpoint  string            `json:"replay_endpoint,omitempty"`
+	LoraName        string            `json:"lora_name,omitempty"`
+	ServingEndpoint string            `json:"serving_endpoint,omitempty"`
+	Seq             *uint64           `json:"seq,omitempty"`
+	Exact           bool              `json:"exact,omitempty"`
 }
 
 // appendStreams appends `,"streams":[…]` (nothing for no streams).

@@ -20,7 +20,7 @@ func fixtureWorkers() []WorkerInfo {
 			{DpRank: 1, ModelName: "llama", TenantID: "default", Endpoint: "tcp://10.0.0.2:5558", BlockSize: 16,
 				State: StateRecovering, Warnings: []string{"no events yet"}},
 			{DpRank: 0, ModelName: "llama", TenantID: "default", Endpoint: "tcp://10.0.0.2:5557",
-				ReplayEndpoint: "tcp://10.0.0.2:5600", BlockSize: 16, State: StateExact, LastSeq: ptr[uint64](41),
+				ReplayEndpoint: "tcp://10.0.0.2:5600", ServingEndpoint: "10.0.0.2:8000", BlockSize: 16, State: StateExact, LastSeq: ptr[uint64](41),
 				LagSeconds: 0.25, Blocks: 1234},
 		}},
 		{InstanceID: 1, Ranks: []RankInfo{
@@ -89,9 +89,9 @@ func TestGolden(t *testing.T) {
 		{
 			name: "register all fields", method: "POST", path: "/register",
 			body: `{"instance_id":` + maxU64 + `,"endpoint":"tcp://10.0.0.5:5557","model_name":"llama","tenant_id":"acme",
-				"block_size":16,"dp_rank":3,"lora_name":"sql","replay_endpoint":"tcp://10.0.0.5:5558"}`,
+				"block_size":16,"dp_rank":3,"lora_name":"sql","replay_endpoint":"tcp://10.0.0.5:5558","serving_endpoint":"http://10.0.0.5:8000"}`,
 			wantStatus: 201, wantBody: `{"status":"ok"}`,
-			wantCalls: []string{`Register {"instance_id":18446744073709551615,"endpoint":"tcp://10.0.0.5:5557","model_name":"llama","tenant_id":"acme","block_size":16,"dp_rank":3,"lora_name":"sql","replay_endpoint":"tcp://10.0.0.5:5558"}`},
+			wantCalls: []string{`Register {"instance_id":18446744073709551615,"endpoint":"tcp://10.0.0.5:5557","model_name":"llama","tenant_id":"acme","block_size":16,"dp_rank":3,"lora_name":"sql","replay_endpoint":"tcp://10.0.0.5:5558","serving_endpoint":"http://10.0.0.5:8000"}`},
 		},
 		{
 			name: "register reference shape, unknown field ignored, defaults", method: "POST", path: "/register",
@@ -118,7 +118,7 @@ func TestGolden(t *testing.T) {
 			wantBody: `[{"instance_id":1,"endpoints":{"0":"tcp://10.0.0.1:5557"},"ranks":[` +
 				`{"dp_rank":0,"model_name":"llama","tenant_id":"acme","endpoint":"tcp://10.0.0.1:5557","lora_name":"sql","block_size":32,"state":"degraded","last_seq":7,"lag_seconds":1.5,"blocks":10,"warnings":["block size mismatch"]}]},` +
 				`{"instance_id":2,"endpoints":{"0":"tcp://10.0.0.2:5557","1":"tcp://10.0.0.2:5558"},"ranks":[` +
-				`{"dp_rank":0,"model_name":"llama","tenant_id":"default","endpoint":"tcp://10.0.0.2:5557","replay_endpoint":"tcp://10.0.0.2:5600","block_size":16,"state":"exact","last_seq":41,"lag_seconds":0.25,"blocks":1234,"warnings":[]},` +
+				`{"dp_rank":0,"model_name":"llama","tenant_id":"default","endpoint":"tcp://10.0.0.2:5557","replay_endpoint":"tcp://10.0.0.2:5600","serving_endpoint":"10.0.0.2:8000","block_size":16,"state":"exact","last_seq":41,"lag_seconds":0.25,"blocks":1234,"warnings":[]},` +
 				`{"dp_rank":1,"model_name":"llama","tenant_id":"default","endpoint":"tcp://10.0.0.2:5558","block_size":16,"state":"recovering","last_seq":null,"lag_seconds":0,"blocks":0,"warnings":["no events yet"]}]}]`,
 			wantCalls: []string{`Workers null`},
 		},

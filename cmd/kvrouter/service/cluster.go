@@ -85,7 +85,7 @@ func (s *Service) registerClustered(reg httpapi.Registration) error {
 		return httpapi.Errorf(httpapi.ErrInvalid, "invalid_endpoint", "%v", err)
 	}
 	c.Put(registry.Entry{Key: key, Worker: registry.Worker{Model: reg.ModelName, Tenant: tenant, BlockSize: bs,
-		Endpoint: reg.Endpoint, ReplayEndpoint: reg.ReplayEndpoint, Lora: reg.LoraName}})
+		Endpoint: reg.Endpoint, ReplayEndpoint: reg.ReplayEndpoint, Lora: reg.LoraName, ServingEndpoint: reg.ServingEndpoint}})
 	s.mu.Lock()
 	s.reconcile()
 	s.mu.Unlock()
@@ -174,7 +174,7 @@ func (s *Service) adopt(e registry.Entry) *worker {
 	}
 	reg := httpapi.Registration{InstanceID: e.Key.Worker, DpRank: e.Key.DpRank, Endpoint: e.Worker.Endpoint,
 		ReplayEndpoint: e.Worker.ReplayEndpoint, ModelName: e.Worker.Model, TenantID: e.Worker.Tenant,
-		BlockSize: e.Worker.BlockSize, LoraName: e.Worker.Lora}
+		BlockSize: e.Worker.BlockSize, LoraName: e.Worker.Lora, ServingEndpoint: e.Worker.ServingEndpoint}
 	w := &worker{reg: reg, ns: ns, at: time.Now(), version: e.Version}
 	s.workers[e.Key] = w
 	ns.members[e.Key] = true
@@ -250,7 +250,7 @@ func (s *Service) remoteStates(regs map[messages.WorkerKey]*worker) map[messages
 // it: its owner's view of the stream, this host's view of the index.
 func (s *Service) remoteRankInfo(k messages.WorkerKey, w *worker, st registry.StreamState, known bool) httpapi.RankInfo {
 	ri := httpapi.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
-		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName,
+		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
 		BlockSize: uint32(w.ns.blockSize), State: httpapi.StateRecovering, Warnings: []string{}}
 	owner := s.cfg.Cluster.Owner(k)
 	ri.Owner = owner

@@ -151,10 +151,28 @@ func (s *Service) route(ctx context.Context, req httpapi.RouteRequest) (httpapi.
 		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks})
 	}
 	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, reply.Decision)
+	s.fillServing(&out)
 	if cov.Partial() {
 		out.Recovering, out.Partial = s.recovering(ns, cov), true
 	}
 	return out, isl, nil
+}
+
+// fillServing sets the registered serving endpoints of the chosen rank and
+// of every scored candidate ("" for a rank registered without one).
+func (s *Service) fillServing(out *httpapi.RouteResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	serving := func(k messages.WorkerKey) string {
+		if w := s.workers[k]; w != nil {
+			return w.reg.ServingEndpoint
+		}
+		return ""
+	}
+	out.ServingEndpoint = serving(messages.WorkerKey{Worker: out.WorkerID, DpRank: out.DpRank})
+	for i := range out.Scores {
+		out.Scores[i].ServingEndpoint = serving(messages.WorkerKey{Worker: out.Scores[i].WorkerID, DpRank: out.Scores[i].DpRank})
+	}
 }
 
 // recovering lists the namespace's candidate workers an answer of partial
@@ -311,7 +329,7 @@ func (s *Service) Workers(context.Context) ([]httpapi.WorkerInfo, error) {
 
 func (s *Service) rankInfo(k messages.WorkerKey, w *worker) httpapi.RankInfo {
 	ri := httpapi.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
-		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName,
+		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
 		BlockSize: uint32(w.ns.blockSize), State: httpapi.StateRecovering, Warnings: []string{}}
 	stream := messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}
 	ls, err := w.ns.pipe.ListenerStats(stream, s.cfg.Timeout)
