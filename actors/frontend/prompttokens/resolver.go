@@ -2,72 +2,217 @@ package prompttokens
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kvrouter/kvrouter/messages/tokenizer"
+)
+
+// Options configure a Resolver.
+type Options struct {
+	// Engines lists the HTTP base addresses of the engines serving a
+	// model (nil: none). Asked at each resolution; the first that answers
+	// within the deadline is used, starting from a rotating position.
+	Engines func(model string) []string
+	// Timeout bounds one resolution's engine round trips (default
+	// DefaultTimeout): past it the prompt resolves to FromNone and routes
+	// by load.
+	Timeout time.Duration
+	// CacheBytes bounds the cache of engine answers (default
+	// DefaultCacheBytes).
+	CacheBytes int
+	// Client is the HTTP client for engines (nil: http.DefaultClient).
+	Client *http.Client
+}
+
+// Defaults of Options.
+const (
+	DefaultTimeout    = 200 * time.Millisecond
+	DefaultCacheBytes = 64 << 20
 )
 
 // Resolver gives the front ends a prompt's token ids. It is safe for
 // concurrent use.
 type Resolver struct {
-	mu     sync.RWMutex
-	models map[string]*modelState
-	stats  Stats
+	opts    Options
+	cache   *idCache
+	stats   Stats
+	next    atomic.Uint32 // rotates the first engine asked
+	mu      sync.RWMutex
+	models  map[string]*modelState
+	engines map[string]*Engine // by base address: remembers what each serves
 }
 
 type modelState struct {
 	local *tokenizer.Tokenizer // nil: none configured
+	// engineWins: the parity guard saw the local tokenizer disagree with
+	// the engine, so text goes to the engine.
+	engineWins bool
 }
 
-// New returns a Resolver with no models configured: every text prompt
-// resolves to FromNone until tokenizers are added.
-func New() *Resolver {
-	return &Resolver{models: map[string]*modelState{}}
+// New returns a Resolver.
+func New(opts Options) *Resolver {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultCacheBytes
+	}
+	return &Resolver{
+		opts:    opts,
+		cache:   newIDCache(opts.CacheBytes),
+		models:  map[string]*modelState{},
+		engines: map[string]*Engine{},
+	}
 }
 
 // SetTokenizer configures the local tokenizer of a model (nil removes it).
 func (r *Resolver) SetTokenizer(model string, t *tokenizer.Tokenizer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.model(model).local = t
-}
-
-// model returns the model's state, creating it; r.mu must be held.
-func (r *Resolver) model(name string) *modelState {
-	m := r.models[name]
+	m := r.models[model]
 	if m == nil {
 		m = &modelState{}
-		r.models[name] = m
+		r.models[model] = m
 	}
-	return m
+	m.local = t
 }
 
-func (r *Resolver) lookup(name string) *modelState {
+// Tokenizer returns the model's local tokenizer, or nil.
+func (r *Resolver) Tokenizer(model string) *tokenizer.Tokenizer {
+	local, _ := r.state(model)
+	return local
+}
+
+func (r *Resolver) state(model string) (local *tokenizer.Tokenizer, engineWins bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.models[name]
+	if m := r.models[model]; m != nil {
+		return m.local, m.engineWins
+	}
+	return nil, false
+}
+
+func (r *Resolver) setEngineWins(model string, wins bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m := r.models[model]; m != nil {
+		m.engineWins = wins
+	}
+}
+
+// enginesFor returns the clients of the model's engines, rotated.
+func (r *Resolver) enginesFor(model string) []*Engine {
+	if r.opts.Engines == nil {
+		return nil
+	}
+	urls := r.opts.Engines(model)
+	if len(urls) == 0 {
+		return nil
+	}
+	out := make([]*Engine, len(urls))
+	start := int(r.next.Add(1)) % len(urls)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range urls {
+		u := urls[(start+i)%len(urls)]
+		e := r.engines[u]
+		if e == nil {
+			e = NewEngine(u, r.opts.Client)
+			r.engines[u] = e
+		}
+		out[i] = e
+	}
+	return out
 }
 
 // Completion resolves an OpenAI completions prompt: ids given are used as
-// they are; text goes through the model's local tokenizer.
+// they are; text goes through the model's local tokenizer, or the engine
+// when there is none or the parity guard found it disagreeing.
 func (r *Resolver) Completion(ctx context.Context, model string, p Completion) Result {
 	if !p.IsText {
 		return r.done(Result{IDs: p.IDs, Source: FromRequest})
 	}
-	m := r.lookup(model)
-	if m != nil && m.local != nil {
-		ids, err := m.local.Encode(p.Text, p.AddSpecialTokens)
-		if err == nil {
+	local, engineWins := r.state(model)
+	if local != nil && !engineWins {
+		if ids, err := local.Encode(p.Text, p.AddSpecialTokens); err == nil {
 			return r.done(Result{IDs: ids, Source: FromLocal})
 		}
 	}
-	return r.done(Result{Source: FromNone, Reason: ReasonNoTokenizer})
+	special := []byte{0}
+	if p.AddSpecialTokens {
+		special[0] = 1
+	}
+	key := hashKey([]byte("completion"), []byte(model), []byte(p.Text), special)
+	res := r.fromEngine(ctx, model, key, func(ctx context.Context, e *Engine) ([]uint32, error) {
+		return e.TokenizeText(ctx, model, p.Text, p.AddSpecialTokens)
+	})
+	if res.Source == FromNone && res.Reason == ReasonNoEngine {
+		res.Reason = ReasonNoTokenizer
+	}
+	return r.done(res)
 }
 
 // Chat resolves a chat request's prompt. Chat prompts are rendered by the
 // engine (its template, tools, chat_template_kwargs), never guessed.
 func (r *Resolver) Chat(ctx context.Context, model string, c Chat) Result {
-	return r.done(Result{Source: FromNone, Reason: ReasonNoEngine})
+	key := hashKey([]byte("chat"), []byte(model), c.Messages, c.Tools, c.ChatTemplateKwargs,
+		optString(c.ChatTemplate), flags(c.AddGenerationPrompt, c.ContinueFinalMessage, c.AddSpecialTokens))
+	return r.done(r.fromEngine(ctx, model, key, func(ctx context.Context, e *Engine) ([]uint32, error) {
+		return e.RenderChat(ctx, model, c)
+	}))
+}
+
+// fromEngine answers from the cache, else asks the model's engines in turn
+// until one answers or the deadline passes.
+func (r *Resolver) fromEngine(ctx context.Context, model string, key cacheKey, ask func(context.Context, *Engine) ([]uint32, error)) Result {
+	if ids, ok := r.cache.get(key); ok {
+		return Result{IDs: ids, Source: FromEngine, Cached: true}
+	}
+	engines := r.enginesFor(model)
+	if len(engines) == 0 {
+		return Result{Source: FromNone, Reason: ReasonNoEngine}
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	reason := ReasonEngineError
+	for _, e := range engines {
+		ids, err := ask(ctx, e)
+		if err == nil {
+			r.cache.put(key, ids)
+			return Result{IDs: ids, Source: FromEngine}
+		}
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			reason = ReasonTimeout
+			break
+		}
+	}
+	return Result{Source: FromNone, Reason: reason}
+}
+
+func optString(s *string) []byte {
+	if s == nil {
+		return nil
+	}
+	return append([]byte{1}, *s...)
+}
+
+// flags encodes optional booleans as unset (0), false (1) or true (2).
+func flags(bs ...*bool) []byte {
+	out := make([]byte, len(bs))
+	for i, b := range bs {
+		switch {
+		case b == nil:
+		case *b:
+			out[i] = 2
+		default:
+			out[i] = 1
+		}
+	}
+	return out
 }
 
 func (r *Resolver) done(res Result) Result {

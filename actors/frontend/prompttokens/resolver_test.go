@@ -51,7 +51,7 @@ func TestParseCompletionPrompt(t *testing.T) {
 }
 
 func TestCompletionSources(t *testing.T) {
-	r := New()
+	r := New(Options{})
 	ctx := context.Background()
 	if res := r.Completion(ctx, "qwen3", Completion{IDs: []uint32{5, 6}}); res.Source != FromRequest || !slices.Equal(res.IDs, []uint32{5, 6}) {
 		t.Fatalf("ids: %+v", res)
