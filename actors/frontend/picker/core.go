@@ -1,0 +1,76 @@
+package picker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// Core is what the picker asks of the router (the consumer's interface:
+// the service adapts its request path to it). Pick chooses and books;
+// the other three follow the response. The picker calls each bookkeeping
+// method at most once per request, and Done exactly once for every Pick
+// that succeeded.
+type Core interface {
+	// Pick routes one request: the serving endpoints ("ip:port") of the
+	// chosen worker and of the next best ones, best first. The request's
+	// load is booked under r.ID on the first. Errors wrap ErrNoEndpoint,
+	// ErrOverloaded or ErrInvalid when they are the answer to give; any
+	// other error is an internal one (500).
+	Pick(ctx context.Context, r Request) (Choice, error)
+	// Served says which endpoint the data plane sent the request to, which
+	// differs from the first choice after a retry: the booking moves there.
+	Served(ctx context.Context, id, endpoint string) error
+	// FirstByte says the first response byte came back: prefill is done.
+	FirstByte(ctx context.Context, id string) error
+	// Done frees the request's booking (end of the response, an error, or
+	// a reset stream).
+	Done(ctx context.Context, id string) error
+}
+
+// Request is one request to route.
+type Request struct {
+	// ID names the booking (the picker makes one per ext_proc stream).
+	ID string
+	// Model is the OpenAI body's "model".
+	Model string
+	// Tokens are the prompt's token ids; nil routes by load only.
+	Tokens []uint32
+	// Subset, when Subsetted, are the only endpoints the data plane allows
+	// (never empty: the picker answers an empty subset itself).
+	Subset    []string
+	Subsetted bool
+	// MaxEndpoints bounds the answer: the chosen one and up to
+	// MaxEndpoints-1 fallbacks.
+	MaxEndpoints int
+}
+
+// Choice is a routing decision: serving endpoints, best first (at least
+// one), the request booked on the first.
+type Choice struct {
+	Endpoints []string
+	// CachedTokens is the chosen worker's cached prefix (for the trace).
+	CachedTokens uint64
+}
+
+// Errors a Core wraps to say which answer the client gets.
+var (
+	// ErrNoEndpoint: no ready worker with a serving endpoint (in the
+	// subset, when there is one) → 503.
+	ErrNoEndpoint = errors.New("no ready endpoint")
+	// ErrOverloaded: the request is shed → 429.
+	ErrOverloaded = errors.New("overloaded")
+	// ErrInvalid: the request cannot be routed as sent → 400.
+	ErrInvalid = errors.New("invalid request")
+)
+
+// Tokenizer turns an OpenAI request's text into the engine's token ids.
+// Either method may return an error (unknown model, no chat template):
+// the request is then routed by load, with the reason counted.
+type Tokenizer interface {
+	// Completion tokenizes a /v1/completions text prompt.
+	Completion(model, prompt string) ([]uint32, error)
+	// Chat renders and tokenizes /v1/chat/completions messages (the JSON
+	// array as the client sent it) with the model's chat template.
+	Chat(model string, messages json.RawMessage) ([]uint32, error)
+}

@@ -1,0 +1,143 @@
+package picker
+
+import (
+	"fmt"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// The messages Envoy's ext_proc filter sends, built as it builds them:
+// lower-case header keys, values in raw_value, metadata_context carrying
+// the forwarded filter metadata namespaces.
+
+var (
+	fullDuplex = Modes{filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED}
+	// buffered is AIBrix's configuration: request BUFFERED, response STREAMED.
+	buffered = Modes{filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_STREAMED}
+)
+
+func headerMap(kv ...string) *corev3.HeaderMap {
+	m := &corev3.HeaderMap{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m.Headers = append(m.Headers, &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])})
+	}
+	return m
+}
+
+// requestHeaders is the first message of a stream: protocol_config with
+// the filter's modes (nil: an Envoy too old to send it).
+func requestHeaders(modes *Modes, path string, eos bool, md *corev3.Metadata, extra ...string) *extprocv3.ProcessingRequest {
+	h := headerMap(append([]string{":method", "POST", ":path", path, ":authority", "gateway", "content-type", "application/json"}, extra...)...)
+	r := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: h, EndOfStream: eos}}, MetadataContext: md}
+	if modes != nil {
+		r.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: modes.Request, ResponseBodyMode: modes.Response}
+	}
+	return r
+}
+
+func requestBody(b string, eos bool) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+		RequestBody: &extprocv3.HttpBody{Body: []byte(b), EndOfStream: eos}}}
+}
+
+func requestTrailers() *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
+		RequestTrailers: &extprocv3.HttpTrailers{Trailers: headerMap("x-trailer", "1")}}}
+}
+
+// served is the metadata_context of a response message: the endpoint the
+// upstream connection went to ("" : none reported).
+func served(ep string) *corev3.Metadata {
+	if ep == "" {
+		return nil
+	}
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		DestinationNamespace: {Fields: map[string]*structpb.Value{ServedKey: structpb.NewStringValue(ep)}}}}
+}
+
+// subsetHint is a request's filter metadata restricting the endpoints.
+func subsetHint(eps ...string) *corev3.Metadata {
+	vals := make([]any, len(eps))
+	for i, e := range eps {
+		vals[i] = e
+	}
+	l, _ := structpb.NewList(vals)
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		SubsetNamespace: {Fields: map[string]*structpb.Value{SubsetKey: structpb.NewListValue(l)}}}}
+}
+
+func responseHeaders(code, servedEp string, eos bool) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: headerMap(":status", code, "content-type", "text/event-stream"), EndOfStream: eos}},
+		MetadataContext: served(servedEp)}
+}
+
+func responseBody(b string, eos bool, servedEp string) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		ResponseBody: &extprocv3.HttpBody{Body: []byte(b), EndOfStream: eos}}, MetadataContext: served(servedEp)}
+}
+
+func responseTrailers() *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseTrailers{
+		ResponseTrailers: &extprocv3.HttpTrailers{Trailers: headerMap("grpc-status", "0")}}}
+}
+
+// describe writes a response the way the scenario tables expect it.
+func describe(r *extprocv3.ProcessingResponse) string {
+	var b strings.Builder
+	common := func(c *extprocv3.CommonResponse) {
+		for _, h := range c.GetHeaderMutation().GetSetHeaders() {
+			switch h.GetHeader().GetKey() {
+			case DestinationHeader:
+				fmt.Fprintf(&b, " dest=%s", h.GetHeader().GetRawValue())
+				if h.GetAppendAction() != corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD {
+					b.WriteString("(appended!)")
+				}
+			case "content-length":
+				fmt.Fprintf(&b, " len=%s", h.GetHeader().GetRawValue())
+			default:
+				fmt.Fprintf(&b, " %s=%s", h.GetHeader().GetKey(), h.GetHeader().GetRawValue())
+			}
+		}
+		if sr := c.GetBodyMutation().GetStreamedResponse(); sr != nil {
+			fmt.Fprintf(&b, " streamed=%d", len(sr.GetBody()))
+			if sr.GetEndOfStream() {
+				b.WriteString(" eos")
+			}
+		}
+		if c.GetClearRouteCache() {
+			b.WriteString(" clear")
+		}
+	}
+	switch v := r.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_RequestHeaders:
+		b.WriteString("req_headers")
+		common(v.RequestHeaders.GetResponse())
+	case *extprocv3.ProcessingResponse_RequestBody:
+		b.WriteString("req_body")
+		common(v.RequestBody.GetResponse())
+	case *extprocv3.ProcessingResponse_RequestTrailers:
+		b.WriteString("req_trailers")
+	case *extprocv3.ProcessingResponse_ResponseHeaders:
+		b.WriteString("resp_headers")
+		common(v.ResponseHeaders.GetResponse())
+	case *extprocv3.ProcessingResponse_ResponseBody:
+		b.WriteString("resp_body")
+		common(v.ResponseBody.GetResponse())
+	case *extprocv3.ProcessingResponse_ResponseTrailers:
+		b.WriteString("resp_trailers")
+	case *extprocv3.ProcessingResponse_ImmediateResponse:
+		fmt.Fprintf(&b, "immediate %d", v.ImmediateResponse.GetStatus().GetCode())
+	default:
+		b.WriteString("empty")
+	}
+	if md := r.GetDynamicMetadata(); md != nil {
+		fmt.Fprintf(&b, " meta=%s", md.GetFields()[DestinationNamespace].GetStructValue().GetFields()[DestinationKey].GetStringValue())
+	}
+	return b.String()
+}

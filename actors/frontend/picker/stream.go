@@ -1,0 +1,359 @@
+package picker
+
+import (
+	"errors"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+)
+
+// Modes are the data plane's body send modes for one HTTP stream.
+type Modes struct {
+	Request, Response filterv3.ProcessingMode_BodySendMode
+}
+
+// StreamConfig configures every Stream of a server.
+type StreamConfig struct {
+	// Modes are assumed when the data plane's first message carries no
+	// protocol_config (Envoy sends it since 1.34); zero: NONE, i.e. route
+	// on the headers alone.
+	Modes Modes
+	// MaxBody bounds a request body the picker holds (413 past it).
+	MaxBody int
+	// MaxEndpoints bounds the endpoint list: the choice and its fallbacks.
+	MaxEndpoints int
+	// DefaultModel is the model of a request whose body the picker does
+	// not see (no body, or a body mode that sends none before the headers
+	// are answered) and that carries no x-gateway-model-name header.
+	DefaultModel string
+	// Tokenizer turns text prompts into token ids (nil: none yet).
+	Tokenizer Tokenizer
+}
+
+// ActionKind is what a Stream asks its owner to do.
+type ActionKind uint8
+
+// Action kinds.
+const (
+	// Send: send Response to the data plane.
+	Send ActionKind = iota + 1
+	// Route: call Core.Pick with Request and feed the answer to Decide.
+	Route
+	// Served: call Core.Served with Endpoint.
+	Served
+	// FirstByte: call Core.FirstByte.
+	FirstByte
+	// Done: call Core.Done.
+	Done
+	// Decided: count Outcome (and Reason when routed by load only);
+	// Endpoint is the answer given, Err the refusal's cause.
+	Decided
+	// End: close the ext_proc stream (after an immediate response).
+	End
+	// Fail: close the ext_proc stream with Err (the data plane broke the
+	// protocol).
+	Fail
+)
+
+// Action is one instruction from a Stream.
+type Action struct {
+	Kind     ActionKind
+	Response *extprocv3.ProcessingResponse
+	Request  Request
+	Endpoint string
+	Outcome  Outcome
+	Reason   Reason
+	Err      error
+}
+
+type phase uint8
+
+const (
+	phHeaders  phase = iota // expecting the request headers
+	phBody                  // collecting the request body
+	phRouting               // waiting for Decide
+	phUpstream              // the request is answered; expecting the response
+	phResponse              // response headers answered
+	phClosed                // answered with an immediate response, or reset
+)
+
+// Stream is the Endpoint Picker Protocol for one ext_proc stream (one HTTP
+// request): a pure state machine. The owner feeds it every message the data
+// plane sends (Handle), the router's answer (Decide) and the end of the
+// stream (Reset), and carries out the returned Actions in order. It asks
+// for FirstByte at most once and for Done exactly once for every request
+// it routed.
+type Stream struct {
+	cfg   StreamConfig
+	id    string
+	modes Modes
+	phase phase
+
+	started   bool
+	path      string
+	model     string // from x-gateway-model-name
+	subset    []string
+	subsetted bool
+	body      []byte
+	trailers  bool // the request body ended with trailers
+	onHeaders bool // routed on the headers: the body is not held
+	reason    Reason
+
+	booked, served, firstByte, done bool
+}
+
+// NewStream returns the state of a new ext_proc stream; id names its
+// booking.
+func NewStream(cfg StreamConfig, id string) *Stream {
+	return &Stream{cfg: cfg, id: id, modes: cfg.Modes}
+}
+
+// Modes returns the body modes in force (the data plane's, once its first
+// message said).
+func (s *Stream) Modes() Modes { return s.modes }
+
+var errProtocol = errors.New("ext_proc protocol")
+
+func fail(what string) []Action {
+	return []Action{{Kind: Fail, Err: errors.Join(errProtocol, errors.New(what))}}
+}
+
+// Handle takes one message from the data plane.
+func (s *Stream) Handle(req *extprocv3.ProcessingRequest) []Action {
+	if s.phase == phClosed {
+		return nil // after an immediate response the data plane ignores us
+	}
+	if !s.started {
+		s.started = true
+		if pc := req.GetProtocolConfig(); pc != nil {
+			s.modes = Modes{Request: pc.GetRequestBodyMode(), Response: pc.GetResponseBodyMode()}
+		}
+	}
+	md := req.GetMetadataContext()
+	switch v := req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return s.requestHeaders(v.RequestHeaders, md)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return s.requestBody(v.RequestBody)
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		return s.requestTrailers()
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return s.response(md, v.ResponseHeaders.GetEndOfStream(), headersResponse(false, nil))
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return s.responseBody(v.ResponseBody, md)
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return s.response(md, true, trailersResponse(false))
+	}
+	return nil // flow control only
+}
+
+// bodyHeld reports whether the request body mode lets the picker read the
+// whole body before it answers the headers' routing.
+func (s *Stream) bodyHeld() bool {
+	return s.modes.Request == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED ||
+		s.modes.Request == filterv3.ProcessingMode_BUFFERED
+}
+
+func (s *Stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) []Action {
+	if s.phase != phHeaders {
+		return fail("request headers twice")
+	}
+	s.path = HeaderValue(h.GetHeaders(), ":path")
+	s.model = HeaderValue(h.GetHeaders(), "x-gateway-model-name")
+	s.subset, s.subsetted = Subset(md)
+	if h.GetEndOfStream() || !s.bodyHeld() {
+		s.onHeaders = true
+		model := s.model
+		if model == "" {
+			model = s.cfg.DefaultModel
+		}
+		return s.route(Prompt{Model: model, Reason: ReasonNoBody})
+	}
+	s.phase = phBody
+	if s.modes.Request == filterv3.ProcessingMode_BUFFERED {
+		// Envoy waits for this answer before it buffers the body; the
+		// destination goes in the body's answer (header mutations there
+		// apply in BUFFERED mode only).
+		return []Action{send(headersResponse(true, nil))}
+	}
+	return nil
+}
+
+func (s *Stream) requestBody(b *extprocv3.HttpBody) []Action {
+	switch {
+	case s.phase == phBody:
+		if len(s.body)+len(b.GetBody()) > s.cfg.MaxBody {
+			s.body = nil
+			return s.refuse(OutcomeTooLarge, typev3.StatusCode_PayloadTooLarge, "request body larger than the picker accepts")
+		}
+		s.body = append(s.body, b.GetBody()...)
+		if b.GetEndOfStream() || s.modes.Request == filterv3.ProcessingMode_BUFFERED {
+			return s.routeBody() // BUFFERED sends the whole body in one message
+		}
+		return nil
+	case s.onHeaders && s.phase >= phUpstream:
+		// STREAMED and partial modes: every chunk is answered unchanged.
+		return []Action{send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+			RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{}}}})}
+	}
+	return fail("request body out of order")
+}
+
+func (s *Stream) requestTrailers() []Action {
+	switch {
+	case s.phase == phBody:
+		s.trailers = true
+		return s.routeBody()
+	case s.phase >= phUpstream:
+		return []Action{send(trailersResponse(true))}
+	}
+	return fail("request trailers out of order")
+}
+
+// routeBody reads the complete body and asks for a decision.
+func (s *Stream) routeBody() []Action {
+	p, err := ParsePrompt(s.path, s.body, s.cfg.Tokenizer)
+	if err != nil {
+		return s.refuse(OutcomeInvalid, typev3.StatusCode_BadRequest, err.Error())
+	}
+	return s.route(p)
+}
+
+func (s *Stream) route(p Prompt) []Action {
+	if s.subsetted && len(s.subset) == 0 {
+		return s.refuse(OutcomeSubset, typev3.StatusCode_ServiceUnavailable, "the endpoint subset is empty")
+	}
+	s.phase, s.reason = phRouting, p.Reason
+	return []Action{{Kind: Route, Request: Request{ID: s.id, Model: p.Model, Tokens: p.Tokens,
+		Subset: s.subset, Subsetted: s.subsetted, MaxEndpoints: max(s.cfg.MaxEndpoints, 1)}}}
+}
+
+// Decide takes the router's answer to the Route action.
+func (s *Stream) Decide(c Choice, err error) []Action {
+	if s.phase != phRouting {
+		return fail("decision without a route")
+	}
+	switch {
+	case errors.Is(err, ErrOverloaded):
+		return s.refuse(OutcomeOverloaded, typev3.StatusCode_TooManyRequests, err.Error())
+	case errors.Is(err, ErrNoEndpoint) && s.subsetted:
+		return s.refuse(OutcomeSubset, typev3.StatusCode_ServiceUnavailable, err.Error())
+	case errors.Is(err, ErrNoEndpoint):
+		return s.refuse(OutcomeNoEndpoint, typev3.StatusCode_ServiceUnavailable, err.Error())
+	case errors.Is(err, ErrInvalid):
+		return s.refuse(OutcomeInvalid, typev3.StatusCode_BadRequest, err.Error())
+	case err != nil:
+		return s.refuse(OutcomeError, typev3.StatusCode_InternalServerError, err.Error())
+	case len(c.Endpoints) == 0:
+		return s.refuse(OutcomeError, typev3.StatusCode_InternalServerError, "the router chose no endpoint")
+	}
+	s.booked, s.phase = true, phUpstream
+	dest := strings.Join(c.Endpoints, ",")
+	md := destinationMetadata(dest)
+	var out []Action
+	switch {
+	case s.onHeaders:
+		r := headersResponse(true, destinationHeaders(dest, 0))
+		r.DynamicMetadata = md
+		out = append(out, send(r))
+	case s.modes.Request == filterv3.ProcessingMode_BUFFERED:
+		r := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
+			Response: &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: destinationHeaders(dest, 0)}, ClearRouteCache: true}}},
+			DynamicMetadata: md}
+		out = append(out, send(r))
+		if s.trailers {
+			out = append(out, send(trailersResponse(true)))
+		}
+	default: // FULL_DUPLEX_STREAMED: headers, then the body given back, then trailers
+		r := headersResponse(true, destinationHeaders(dest, len(s.body)))
+		r.DynamicMetadata = md
+		out = append(out, send(r))
+		for _, b := range streamedBodies(s.body, !s.trailers, true) {
+			out = append(out, send(b))
+		}
+		if s.trailers {
+			out = append(out, send(trailersResponse(true)))
+		}
+	}
+	s.body = nil
+	outcome := OutcomeRouted
+	if s.reason != ReasonNone {
+		outcome = OutcomeLoadOnly
+	}
+	return append(out, Action{Kind: Decided, Outcome: outcome, Reason: s.reason, Endpoint: dest})
+}
+
+// refuse answers with an immediate response and ends the stream.
+func (s *Stream) refuse(o Outcome, code typev3.StatusCode, msg string) []Action {
+	s.phase = phClosed
+	return []Action{send(immediate(code, msg, "kvrouter_"+o.String())),
+		{Kind: Decided, Outcome: o, Err: errors.New(msg)}, {Kind: End}}
+}
+
+func (s *Stream) responseBody(b *extprocv3.HttpBody, md *corev3.Metadata) []Action {
+	if s.modes.Response != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
+		return s.response(md, b.GetEndOfStream(), &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+			ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{}}}}, firstByte)
+	}
+	// FULL_DUPLEX_STREAMED: every chunk is given back (the data plane sends
+	// on only what the picker returns).
+	rs := streamedBodies(b.GetBody(), b.GetEndOfStream(), false)
+	out := s.response(md, false, rs[0], firstByte)
+	if out[0].Kind == Fail {
+		return out
+	}
+	for _, r := range rs[1:] {
+		out = append(out, send(r))
+	}
+	if b.GetEndOfStream() {
+		out = append(out, s.free()...)
+	}
+	return out
+}
+
+// firstByte marks a response message that carries the body.
+const firstByte = true
+
+// response answers one response message with r: the served endpoint when
+// the message reports it, prefill done at the first body chunk, the
+// booking freed at the end of the response.
+func (s *Stream) response(md *corev3.Metadata, end bool, r *extprocv3.ProcessingResponse, body ...bool) []Action {
+	if s.phase != phUpstream && s.phase != phResponse {
+		return fail("response before the request was routed")
+	}
+	s.phase = phResponse
+	var out []Action
+	if ep := ServedEndpoint(md); ep != "" && !s.served && s.booked {
+		s.served = true
+		out = append(out, Action{Kind: Served, Endpoint: ep})
+	}
+	if len(body) > 0 && !s.firstByte && s.booked {
+		s.firstByte = true
+		out = append(out, Action{Kind: FirstByte})
+	}
+	out = append(out, send(r))
+	if end {
+		out = append(out, s.free()...)
+	}
+	return out
+}
+
+// Reset ends the stream: the data plane closed it or it broke. A routed
+// request not yet freed is freed now.
+func (s *Stream) Reset() []Action {
+	s.phase, s.body = phClosed, nil
+	return s.free()
+}
+
+func (s *Stream) free() []Action {
+	if !s.booked || s.done {
+		return nil
+	}
+	s.done = true
+	return []Action{{Kind: Done}}
+}
+
+func send(r *extprocv3.ProcessingResponse) Action { return Action{Kind: Send, Response: r} }
