@@ -2,7 +2,6 @@ package picker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 )
 
@@ -63,14 +62,3 @@ var (
 	// ErrInvalid: the request cannot be routed as sent → 400.
 	ErrInvalid = errors.New("invalid request")
 )
-
-// Tokenizer turns an OpenAI request's text into the engine's token ids.
-// Either method may return an error (unknown model, no chat template):
-// the request is then routed by load, with the reason counted.
-type Tokenizer interface {
-	// Completion tokenizes a /v1/completions text prompt.
-	Completion(model, prompt string) ([]uint32, error)
-	// Chat renders and tokenizes /v1/chat/completions messages (the JSON
-	// array as the client sent it) with the model's chat template.
-	Chat(model string, messages json.RawMessage) ([]uint32, error)
-}

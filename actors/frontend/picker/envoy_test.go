@@ -87,6 +87,9 @@ func responseTrailers() *extprocv3.ProcessingRequest {
 		ResponseTrailers: &extprocv3.HttpTrailers{Trailers: headerMap("grpc-status", "0")}}}
 }
 
+var shortNames = map[string]string{"request_headers": "req_headers", "request_body": "req_body", "request_trailers": "req_trailers",
+	"response_headers": "resp_headers", "response_body": "resp_body", "response_trailers": "resp_trailers"}
+
 // describe writes a response the way the scenario tables expect it.
 func describe(r *extprocv3.ProcessingResponse) string {
 	var b strings.Builder
@@ -114,27 +117,20 @@ func describe(r *extprocv3.ProcessingResponse) string {
 			b.WriteString(" clear")
 		}
 	}
-	switch v := r.GetResponse().(type) {
-	case *extprocv3.ProcessingResponse_RequestHeaders:
-		b.WriteString("req_headers")
-		common(v.RequestHeaders.GetResponse())
-	case *extprocv3.ProcessingResponse_RequestBody:
-		b.WriteString("req_body")
-		common(v.RequestBody.GetResponse())
-	case *extprocv3.ProcessingResponse_RequestTrailers:
-		b.WriteString("req_trailers")
-	case *extprocv3.ProcessingResponse_ResponseHeaders:
-		b.WriteString("resp_headers")
-		common(v.ResponseHeaders.GetResponse())
-	case *extprocv3.ProcessingResponse_ResponseBody:
-		b.WriteString("resp_body")
-		common(v.ResponseBody.GetResponse())
-	case *extprocv3.ProcessingResponse_ResponseTrailers:
-		b.WriteString("resp_trailers")
-	case *extprocv3.ProcessingResponse_ImmediateResponse:
-		fmt.Fprintf(&b, "immediate %d", v.ImmediateResponse.GetStatus().GetCode())
-	default:
+	m := r.ProtoReflect()
+	fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("response"))
+	switch {
+	case fd == nil:
 		b.WriteString("empty")
+	case r.GetImmediateResponse() != nil:
+		fmt.Fprintf(&b, "immediate %d", r.GetImmediateResponse().GetStatus().GetCode())
+	default:
+		b.WriteString(shortNames[string(fd.Name())])
+		if hr, ok := m.Get(fd).Message().Interface().(interface {
+			GetResponse() *extprocv3.CommonResponse
+		}); ok {
+			common(hr.GetResponse())
+		}
 	}
 	if md := r.GetDynamicMetadata(); md != nil {
 		fmt.Fprintf(&b, " meta=%s", md.GetFields()[DestinationNamespace].GetStructValue().GetFields()[DestinationKey].GetStringValue())

@@ -3,7 +3,10 @@ package picker
 import (
 	"bufio"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -65,20 +68,28 @@ var decisionBuckets = [...]float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 
 // counters are the picker's metrics: every label comes from a fixed set.
 type counters struct {
 	outcomes [numOutcomes]atomic.Uint64
-	loadOnly [len(reasonNames)]atomic.Uint64
-	bookings [numBookEvents]atomic.Uint64
-	failures [numFailures]atomic.Uint64
-	inFlight atomic.Int64
+	// loadOnly counts by reason; the labels come from this package's and
+	// the tokenizer's fixed sets.
+	loadOnlyMu sync.Mutex
+	loadOnly   map[string]uint64
+	bookings   [numBookEvents]atomic.Uint64
+	failures   [numFailures]atomic.Uint64
+	inFlight   atomic.Int64
 	// decision: cumulative bucket counts, count and sum in nanoseconds.
 	decision      [len(decisionBuckets)]atomic.Uint64
 	decisionCount atomic.Uint64
 	decisionNanos atomic.Uint64
 }
 
-func (c *counters) decided(o Outcome, r Reason) {
+func (c *counters) decided(o Outcome, reason string) {
 	c.outcomes[o].Add(1)
-	if o == OutcomeLoadOnly && int(r) < len(reasonNames) {
-		c.loadOnly[r].Add(1)
+	if o == OutcomeLoadOnly {
+		c.loadOnlyMu.Lock()
+		if c.loadOnly == nil {
+			c.loadOnly = map[string]uint64{}
+		}
+		c.loadOnly[reason]++
+		c.loadOnlyMu.Unlock()
 	}
 }
 
@@ -127,9 +138,12 @@ func (s *Server) WriteMetrics(w io.Writer) error {
 		sample("kvrouter_epp_requests_total", "outcome", o.String(), c.outcomes[o].Load())
 	}
 	family("kvrouter_epp_load_only_total", "counter", "Requests the endpoint picker routed by load only, by reason.")
-	for r := 1; r < len(reasonNames); r++ {
-		sample("kvrouter_epp_load_only_total", "reason", reasonNames[r], c.loadOnly[r].Load())
+	c.loadOnlyMu.Lock()
+	reasons := slices.Sorted(maps.Keys(c.loadOnly))
+	for _, r := range reasons {
+		sample("kvrouter_epp_load_only_total", "reason", r, c.loadOnly[r])
 	}
+	c.loadOnlyMu.Unlock()
 	family("kvrouter_epp_bookings_total", "counter", "Bookkeeping the endpoint picker did from the responses, by event.")
 	for e := range numBookEvents {
 		sample("kvrouter_epp_bookings_total", "event", bookNames[e], c.bookings[e].Load())

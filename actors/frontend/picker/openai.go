@@ -2,63 +2,46 @@ package picker
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
+
+	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
 )
 
-// Reason says why a request was routed by load only (a metrics label).
-type Reason uint8
-
-// Load-only reasons.
+// Reasons the picker routes a request by load only, before any tokenizer
+// is asked (metrics labels; the tokenizer's own reasons — no_tokenizer,
+// no_engine, … — are counted beside them).
 const (
-	ReasonNone           Reason = iota
-	ReasonNoBody                // the data plane sent no body (end of stream on the headers, or its body mode sends none before the headers are answered)
-	ReasonOtherPath             // not /v1/completions nor /v1/chat/completions
-	ReasonTextPrompt            // a text prompt and no tokenizer
-	ReasonChat                  // chat messages and no tokenizer
-	ReasonTokenizerError        // the tokenizer refused the text
-	ReasonBatchPrompt           // several prompts in one request
-	ReasonEmptyPrompt           // no prompt tokens
+	ReasonNoBody      = "no_body"      // the data plane sent no body (none, or its body mode sends none before the headers are answered)
+	ReasonOtherPath   = "other_path"   // not /v1/completions nor /v1/chat/completions
+	ReasonBatchPrompt = "batch_prompt" // several prompts in one request
+	ReasonEmptyPrompt = "empty_prompt" // no prompt tokens
 )
 
-var reasonNames = [...]string{"", "no_body", "other_path", "text_prompt", "chat", "tokenizer_error", "batch_prompt", "empty_prompt"}
-
-// String returns the reason's label.
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return "invalid"
-}
-
-// Prompt is what the picker reads from an OpenAI request body.
+// Prompt is what the picker reads from an OpenAI request body: the model
+// and the prompt to turn into token ids (Completion or Chat), or the
+// Reason it routes by load.
 type Prompt struct {
-	Model string
-	// Tokens are the prompt's token ids (nil: route by load, for Reason).
-	Tokens []uint32
-	Reason Reason
-}
-
-// openAIBody holds the fields the picker reads; the rest of the body is
-// forwarded untouched and never decoded.
-type openAIBody struct {
-	Model    string          `json:"model"`
-	Prompt   json.RawMessage `json:"prompt"`
-	Messages json.RawMessage `json:"messages"`
+	Model      string
+	Completion *prompttokens.Completion
+	Chat       *prompttokens.Chat
+	Reason     string
 }
 
 // ParsePrompt reads the model and the prompt of an OpenAI request sent to
 // path (its query string ignored): /v1/completions with a prompt of token
-// ids or text, /v1/chat/completions with messages. Text needs tk (nil: none
-// yet); without it, or for any other path, the prompt routes by load with
-// a Reason. A body that is not a JSON object with a "model" is an error
-// (the client's: 400).
-func ParsePrompt(path string, body []byte, tk Tokenizer) (Prompt, error) {
-	var b openAIBody
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&b); err != nil {
+// ids or text, /v1/chat/completions with messages. Any other path, and a
+// batch of prompts, route by load with a Reason. A body that is not a JSON
+// object with a "model" and the path's prompt is an error wrapping
+// ErrInvalid (the client's: 400).
+func ParsePrompt(path string, body []byte) (Prompt, error) {
+	var b struct {
+		Model  string          `json:"model"`
+		Prompt json.RawMessage `json:"prompt"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil {
 		return Prompt{}, fmt.Errorf("%w: body is not an OpenAI JSON request: %v", ErrInvalid, err)
 	}
 	if b.Model == "" {
@@ -68,85 +51,74 @@ func ParsePrompt(path string, body []byte, tk Tokenizer) (Prompt, error) {
 	path, _, _ = strings.Cut(path, "?")
 	switch path {
 	case "/v1/completions":
-		return completion(p, b.Prompt, tk)
-	case "/v1/chat/completions":
-		if len(b.Messages) == 0 || string(b.Messages) == "null" {
-			return Prompt{}, fmt.Errorf("%w: chat request has no \"messages\"", ErrInvalid)
-		}
-		if tk == nil {
-			p.Reason = ReasonChat
-			return p, nil
-		}
-		return tokenized(p, func() ([]uint32, error) { return tk.Chat(b.Model, b.Messages) })
-	}
-	p.Reason = ReasonOtherPath
-	return p, nil
-}
-
-// completion reads a /v1/completions prompt: a string, token ids, or a
-// batch of either (routed by load: one engine serves them all).
-func completion(p Prompt, raw json.RawMessage, tk Tokenizer) (Prompt, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return Prompt{}, fmt.Errorf("%w: completion request has no \"prompt\"", ErrInvalid)
-	}
-	switch raw[0] {
-	case '"':
-		var text string
-		if err := json.Unmarshal(raw, &text); err != nil {
-			return Prompt{}, fmt.Errorf("%w: prompt: %v", ErrInvalid, err)
-		}
-		if tk == nil {
-			p.Reason = ReasonTextPrompt
-			return p, nil
-		}
-		return tokenized(p, func() ([]uint32, error) { return tk.Completion(p.Model, text) })
-	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return Prompt{}, fmt.Errorf("%w: prompt: %v", ErrInvalid, err)
-		}
-		if len(items) == 0 {
-			p.Reason = ReasonEmptyPrompt
-			return p, nil
-		}
-		if c := bytes.TrimSpace(items[0]); len(c) > 0 && (c[0] == '"' || c[0] == '[') {
+		raw := bytes.TrimSpace(b.Prompt)
+		if isBatch(raw) {
 			p.Reason = ReasonBatchPrompt
 			return p, nil
 		}
-		toks, err := tokenIDs(items)
+		c, err := prompttokens.ParseCompletionPrompt(raw)
 		if err != nil {
-			return Prompt{}, err
+			return Prompt{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		p.Tokens = toks
-		return p, nil
-	}
-	return Prompt{}, fmt.Errorf("%w: prompt is neither text nor token ids", ErrInvalid)
-}
-
-// tokenIDs reads a prompt of token ids: integers in the uint32 range.
-func tokenIDs(items []json.RawMessage) ([]uint32, error) {
-	out := make([]uint32, len(items))
-	for i, it := range items {
-		var f float64
-		if err := json.Unmarshal(it, &f); err != nil || f < 0 || f > math.MaxUint32 || f != math.Trunc(f) {
-			return nil, fmt.Errorf("%w: prompt token %d (%s) is not a token id", ErrInvalid, i, it)
+		p.Completion = &c
+	case "/v1/chat/completions":
+		c, err := prompttokens.ParseChat(body)
+		if err != nil {
+			return Prompt{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		out[i] = uint32(f)
-	}
-	return out, nil
-}
-
-// tokenized runs the tokenizer; a refusal routes by load.
-func tokenized(p Prompt, run func() ([]uint32, error)) (Prompt, error) {
-	toks, err := run()
-	switch {
-	case err != nil:
-		p.Reason = ReasonTokenizerError
-	case len(toks) == 0:
-		p.Reason = ReasonEmptyPrompt
+		p.Chat = &c
 	default:
-		p.Tokens = toks
+		p.Reason = ReasonOtherPath
 	}
 	return p, nil
+}
+
+// isBatch reports whether a completions prompt holds several prompts (an
+// array of two or more strings or id arrays): one engine serves them all,
+// so the picker routes by load.
+func isBatch(raw []byte) bool {
+	var items []json.RawMessage
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil || len(items) < 2 {
+		return false
+	}
+	first := bytes.TrimSpace(items[0])
+	return len(first) > 0 && (first[0] == '"' || first[0] == '[')
+}
+
+// Tokenizer turns a prompt into the token ids the engine will see
+// (prompttokens.Resolver is one). A result from no source carries the
+// reason, and the request routes by load.
+type Tokenizer interface {
+	Completion(ctx context.Context, model string, p prompttokens.Completion) prompttokens.Result
+	Chat(ctx context.Context, model string, c prompttokens.Chat) prompttokens.Result
+}
+
+// tokens resolves a prompt: its ids, or the reason there are none.
+func tokens(ctx context.Context, tk Tokenizer, p Prompt) ([]uint32, string) {
+	if p.Reason != "" {
+		return nil, p.Reason
+	}
+	var res prompttokens.Result
+	switch {
+	case p.Completion != nil && !p.Completion.IsText:
+		res = prompttokens.Result{IDs: p.Completion.IDs, Source: prompttokens.FromRequest}
+		if tk != nil {
+			res = tk.Completion(ctx, p.Model, *p.Completion) // counted by the resolver
+		}
+	case tk == nil && p.Completion != nil:
+		return nil, prompttokens.ReasonNoTokenizer
+	case tk == nil:
+		return nil, prompttokens.ReasonNoEngine
+	case p.Completion != nil:
+		res = tk.Completion(ctx, p.Model, *p.Completion)
+	default:
+		res = tk.Chat(ctx, p.Model, *p.Chat)
+	}
+	if res.Source == prompttokens.FromNone {
+		return nil, res.Reason
+	}
+	if len(res.IDs) == 0 {
+		return nil, ReasonEmptyPrompt
+	}
+	return res.IDs, ""
 }

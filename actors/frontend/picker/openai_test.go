@@ -1,34 +1,32 @@
 package picker
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
+	"github.com/kvrouter/kvrouter/messages/tokenizer"
 )
 
 func TestParsePrompt(t *testing.T) {
 	for _, c := range []struct {
 		name, path, body string
-		tk               Tokenizer
-		model            string
-		tokens           []uint32
-		reason           Reason
+		want             string // describePrompt's form
 	}{
-		{"token ids", "/v1/completions", `{"model":"m","prompt":[5,6,4294967295]}`, nil, "m", []uint32{5, 6, 4294967295}, ReasonNone},
-		{"query string ignored", "/v1/completions?x=1", `{"model":"m","prompt":[5]}`, nil, "m", []uint32{5}, ReasonNone},
-		{"text, no tokenizer", "/v1/completions", `{"model":"m","prompt":"hi"}`, nil, "m", nil, ReasonTextPrompt},
-		{"text, tokenizer", "/v1/completions", `{"model":"m","prompt":"hi"}`, bytesTokenizer{}, "m", []uint32{'h', 'i'}, ReasonNone},
-		{"text, tokenizer refuses", "/v1/completions", `{"model":"m","prompt":"hi"}`, refusingTokenizer{}, "m", nil, ReasonTokenizerError},
-		{"batch of texts", "/v1/completions", `{"model":"m","prompt":["a","b"]}`, nil, "m", nil, ReasonBatchPrompt},
-		{"batch of token lists", "/v1/completions", `{"model":"m","prompt":[[1],[2]]}`, nil, "m", nil, ReasonBatchPrompt},
-		{"empty token list", "/v1/completions", `{"model":"m","prompt":[]}`, nil, "m", nil, ReasonEmptyPrompt},
-		{"chat, no tokenizer", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, nil, "m", nil, ReasonChat},
-		{"chat, tokenizer", "/v1/chat/completions", `{"model":"m","messages":[]}`, bytesTokenizer{}, "m", []uint32{'[', ']'}, ReasonNone},
-		{"other path", "/v1/embeddings", `{"model":"m","input":"x"}`, nil, "m", nil, ReasonOtherPath},
+		{"token ids", "/v1/completions", `{"model":"m","prompt":[5,6,4294967295]}`, "ids:3"},
+		{"one prompt in a batch", "/v1/completions", `{"model":"m","prompt":[[5,6]]}`, "ids:2"},
+		{"query string ignored", "/v1/completions?x=1", `{"model":"m","prompt":[5]}`, "ids:1"},
+		{"text", "/v1/completions", `{"model":"m","prompt":"hi"}`, "text:2"},
+		{"batch of texts", "/v1/completions", `{"model":"m","prompt":["a","b"]}`, "none:batch_prompt"},
+		{"batch of token lists", "/v1/completions", `{"model":"m","prompt":[[1],[2]]}`, "none:batch_prompt"},
+		{"chat", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, "chat"},
+		{"other path", "/v1/embeddings", `{"model":"m","input":"x"}`, "none:other_path"},
 	} {
-		p, err := ParsePrompt(c.path, []byte(c.body), c.tk)
-		if err != nil || p.Model != c.model || !slices.Equal(p.Tokens, c.tokens) || p.Reason != c.reason {
-			t.Errorf("%s: got %+v, %v; want model %q tokens %v reason %v", c.name, p, err, c.model, c.tokens, c.reason)
+		p, err := ParsePrompt(c.path, []byte(c.body))
+		if err != nil || p.Model != "m" || describePrompt(p) != c.want {
+			t.Errorf("%s: got %+v (%s), %v; want %s", c.name, p, describePrompt(p), err, c.want)
 		}
 	}
 	for _, bad := range []struct{ path, body string }{
@@ -37,18 +35,53 @@ func TestParsePrompt(t *testing.T) {
 		{"/v1/completions", `{"model":"m"}`},
 		{"/v1/completions", `{"model":"m","prompt":[1.5]}`},
 		{"/v1/completions", `{"model":"m","prompt":[-1]}`},
-		{"/v1/completions", `{"model":"m","prompt":[4294967296]}`},
 		{"/v1/completions", `{"model":"m","prompt":7}`},
 		{"/v1/chat/completions", `{"model":"m"}`},
 	} {
-		if p, err := ParsePrompt(bad.path, []byte(bad.body), nil); !errors.Is(err, ErrInvalid) {
+		if p, err := ParsePrompt(bad.path, []byte(bad.body)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s %s: got %+v, %v; want ErrInvalid", bad.path, bad.body, p, err)
 		}
 	}
 }
 
-type refusingTokenizer struct{ bytesTokenizer }
-
-func (refusingTokenizer) Completion(string, string) ([]uint32, error) {
-	return nil, errors.New("no vocabulary for m")
+// TestTokens resolves prompts through the real resolver: ids as sent, text
+// through the model's local tokenizer, and the resolver's reasons when it
+// has no ids.
+func TestTokens(t *testing.T) {
+	tk, err := tokenizer.Load("../../../messages/tokenizer/testdata/qwen3.tokenizer.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := prompttokens.New()
+	res.SetTokenizer("qwen3", tk)
+	parse := func(path, body string) Prompt {
+		p, err := ParsePrompt(path, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		tk     Tokenizer
+		p      Prompt
+		ids    []uint32
+		reason string
+	}{
+		{"ids, no tokenizer", nil, parse("/v1/completions", `{"model":"x","prompt":[3,4]}`), []uint32{3, 4}, ""},
+		{"ids", res, parse("/v1/completions", `{"model":"x","prompt":[3,4]}`), []uint32{3, 4}, ""},
+		{"text, local tokenizer", res, parse("/v1/completions", `{"model":"qwen3","prompt":"Hello world"}`), []uint32{9707, 1879}, ""},
+		{"text, model without one", res, parse("/v1/completions", `{"model":"x","prompt":"Hello"}`), nil, prompttokens.ReasonNoTokenizer},
+		{"text, no tokenizer", nil, parse("/v1/completions", `{"model":"qwen3","prompt":"Hello"}`), nil, prompttokens.ReasonNoTokenizer},
+		{"chat waits for the engine", res, parse("/v1/chat/completions", `{"model":"qwen3","messages":[]}`), nil, prompttokens.ReasonNoEngine},
+		{"chat, no tokenizer", nil, parse("/v1/chat/completions", `{"model":"qwen3","messages":[]}`), nil, prompttokens.ReasonNoEngine},
+		{"empty ids", res, parse("/v1/completions", `{"model":"x","prompt":[]}`), nil, ReasonEmptyPrompt},
+		{"parsed as load only", res, parse("/v1/embeddings", `{"model":"x"}`), nil, ReasonOtherPath},
+	} {
+		ids, reason := tokens(ctx, c.tk, c.p)
+		if !slices.Equal(ids, c.ids) || reason != c.reason {
+			t.Errorf("%s: got %v %q, want %v %q", c.name, ids, reason, c.ids, c.reason)
+		}
+	}
 }

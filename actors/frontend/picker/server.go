@@ -40,6 +40,9 @@ var HealthExtProc = extprocv3.ExternalProcessor_ServiceDesc.ServiceName
 // Config configures a Server.
 type Config struct {
 	Stream StreamConfig
+	// Tokenizer turns prompts into token ids (nil: only token-id prompts
+	// are routed on their cache overlap).
+	Tokenizer Tokenizer
 	// Ready reports whether the router can answer (nil error); it drives
 	// the readiness health services. Nil: always ready.
 	Ready func(context.Context) error
@@ -229,15 +232,18 @@ func (r *run) do(acts []Action) (end bool, err error) {
 			}
 		case Route:
 			start := time.Now()
-			c, err := r.s.core.Pick(r.ctx, a.Request)
+			req := a.Request
+			var reason string
+			req.Tokens, reason = tokens(r.ctx, r.s.cfg.Tokenizer, a.Prompt)
+			c, err := r.s.core.Pick(r.ctx, req)
 			if err == nil && len(c.Endpoints) > 0 {
 				r.first = c.Endpoints[0]
 			}
 			if r.span != nil {
-				r.span.SetAttributes(attribute.String("gen_ai.request.model", a.Request.Model),
-					attribute.Int("kvrouter.tokens", len(a.Request.Tokens)), attribute.Int64("kvrouter.cached_tokens", int64(c.CachedTokens)))
+				r.span.SetAttributes(attribute.String("gen_ai.request.model", req.Model),
+					attribute.Int("kvrouter.tokens", len(req.Tokens)), attribute.Int64("kvrouter.cached_tokens", int64(c.CachedTokens)))
 			}
-			end, err := r.do(r.st.Decide(c, err))
+			end, err := r.do(r.st.Decide(Decision{Choice: c, Reason: reason, Err: err}))
 			r.s.metrics.observe(time.Since(start))
 			if end {
 				return true, err
@@ -274,8 +280,8 @@ func (r *run) decided(a Action) {
 	r.s.metrics.decided(a.Outcome, a.Reason)
 	if r.span != nil {
 		r.span.SetAttributes(attribute.String("kvrouter.outcome", a.Outcome.String()))
-		if a.Reason != ReasonNone {
-			r.span.SetAttributes(attribute.String("kvrouter.load_only_reason", a.Reason.String()))
+		if a.Reason != "" {
+			r.span.SetAttributes(attribute.String("kvrouter.load_only_reason", a.Reason))
 		}
 		if a.Endpoint != "" {
 			r.span.SetAttributes(attribute.String("kvrouter.endpoint", a.Endpoint))

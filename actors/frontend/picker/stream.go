@@ -29,8 +29,6 @@ type StreamConfig struct {
 	// not see (no body, or a body mode that sends none before the headers
 	// are answered) and that carries no x-gateway-model-name header.
 	DefaultModel string
-	// Tokenizer turns text prompts into token ids (nil: none yet).
-	Tokenizer Tokenizer
 }
 
 // ActionKind is what a Stream asks its owner to do.
@@ -40,7 +38,8 @@ type ActionKind uint8
 const (
 	// Send: send Response to the data plane.
 	Send ActionKind = iota + 1
-	// Route: call Core.Pick with Request and feed the answer to Decide.
+	// Route: resolve Prompt's token ids into Request, call Core.Pick and
+	// feed the answer to Decide.
 	Route
 	// Served: call Core.Served with Endpoint.
 	Served
@@ -62,11 +61,21 @@ const (
 type Action struct {
 	Kind     ActionKind
 	Response *extprocv3.ProcessingResponse
+	Prompt   Prompt
 	Request  Request
 	Endpoint string
 	Outcome  Outcome
-	Reason   Reason
+	Reason   string
 	Err      error
+}
+
+// Decision is the answer to a Route action: the router's choice or
+// refusal, and why the request went by load only ("" when its token ids
+// were routed).
+type Decision struct {
+	Choice Choice
+	Reason string
+	Err    error
 }
 
 type phase uint8
@@ -100,7 +109,6 @@ type Stream struct {
 	body      []byte
 	trailers  bool // the request body ended with trailers
 	onHeaders bool // routed on the headers: the body is not held
-	reason    Reason
 
 	booked, served, firstByte, done bool
 }
@@ -215,7 +223,7 @@ func (s *Stream) requestTrailers() []Action {
 
 // routeBody reads the complete body and asks for a decision.
 func (s *Stream) routeBody() []Action {
-	p, err := ParsePrompt(s.path, s.body, s.cfg.Tokenizer)
+	p, err := ParsePrompt(s.path, s.body)
 	if err != nil {
 		return s.refuse(OutcomeInvalid, typev3.StatusCode_BadRequest, err.Error())
 	}
@@ -226,13 +234,14 @@ func (s *Stream) route(p Prompt) []Action {
 	if s.subsetted && len(s.subset) == 0 {
 		return s.refuse(OutcomeSubset, typev3.StatusCode_ServiceUnavailable, "the endpoint subset is empty")
 	}
-	s.phase, s.reason = phRouting, p.Reason
-	return []Action{{Kind: Route, Request: Request{ID: s.id, Model: p.Model, Tokens: p.Tokens,
+	s.phase = phRouting
+	return []Action{{Kind: Route, Prompt: p, Request: Request{ID: s.id, Model: p.Model,
 		Subset: s.subset, Subsetted: s.subsetted, MaxEndpoints: max(s.cfg.MaxEndpoints, 1)}}}
 }
 
-// Decide takes the router's answer to the Route action.
-func (s *Stream) Decide(c Choice, err error) []Action {
+// Decide takes the answer to the Route action.
+func (s *Stream) Decide(d Decision) []Action {
+	c, err := d.Choice, d.Err
 	if s.phase != phRouting {
 		return fail("decision without a route")
 	}
@@ -280,10 +289,10 @@ func (s *Stream) Decide(c Choice, err error) []Action {
 	}
 	s.body = nil
 	outcome := OutcomeRouted
-	if s.reason != ReasonNone {
+	if d.Reason != "" {
 		outcome = OutcomeLoadOnly
 	}
-	return append(out, Action{Kind: Decided, Outcome: outcome, Reason: s.reason, Endpoint: dest})
+	return append(out, Action{Kind: Decided, Outcome: outcome, Reason: d.Reason, Endpoint: dest})
 }
 
 // refuse answers with an immediate response and ends the stream.

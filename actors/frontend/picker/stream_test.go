@@ -1,7 +1,6 @@
 package picker
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +15,7 @@ import (
 type step struct {
 	in     *extprocv3.ProcessingRequest
 	decide []string // endpoints (with err nil)
+	reason string   // the load-only reason of the decision
 	err    error
 	reset  bool
 	want   []string
@@ -26,7 +26,7 @@ func describeAction(a Action) string {
 	case Send:
 		return describe(a.Response)
 	case Route:
-		s := fmt.Sprintf("route model=%s tokens=%d max=%d", a.Request.Model, len(a.Request.Tokens), a.Request.MaxEndpoints)
+		s := fmt.Sprintf("route model=%s prompt=%s max=%d", a.Request.Model, describePrompt(a.Prompt), a.Request.MaxEndpoints)
 		if a.Request.Subsetted {
 			s += " subset=" + strings.Join(a.Request.Subset, "|")
 		}
@@ -38,8 +38,8 @@ func describeAction(a Action) string {
 	case Done:
 		return "done"
 	case Decided:
-		if a.Reason != ReasonNone {
-			return "decided " + a.Outcome.String() + " " + a.Reason.String()
+		if a.Reason != "" {
+			return "decided " + a.Outcome.String() + " " + a.Reason
 		}
 		return "decided " + a.Outcome.String()
 	case End:
@@ -70,7 +70,7 @@ func play(t *testing.T, cfg StreamConfig, steps []step) {
 		case s.reset:
 			acts = st.Reset()
 		default:
-			acts = st.Decide(Choice{Endpoints: s.decide}, s.err)
+			acts = st.Decide(Decision{Choice: Choice{Endpoints: s.decide}, Reason: s.reason, Err: s.err})
 		}
 		got := make([]string, len(acts))
 		for j, a := range acts {
@@ -95,7 +95,7 @@ func TestStreamScenarios(t *testing.T) {
 		"full duplex: body held until its end, then headers, body back, response given back": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
 			{in: requestBody(tokenBody[:half], false)},
-			{in: requestBody(tokenBody[half:], true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody[half:], true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, want: []string{
 				"req_headers dest=10.0.0.1:8000,10.0.0.2:8000 len=" + n + " clear meta=10.0.0.1:8000,10.0.0.2:8000",
 				"req_body streamed=" + n + " eos", "decided routed"}},
@@ -107,7 +107,7 @@ func TestStreamScenarios(t *testing.T) {
 		}},
 		"buffered (AIBrix): headers answered at once, destination in the body answer": {steps: []step{
 			{in: requestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"10.0.0.1:8000"}, want: []string{"req_body dest=10.0.0.1:8000 clear meta=10.0.0.1:8000", "decided routed"}},
 			{in: responseHeaders("200", "", false), want: []string{"resp_headers"}},
 			{in: responseBody("x", false, ""), want: []string{"first_byte", "resp_body"}},
@@ -115,22 +115,22 @@ func TestStreamScenarios(t *testing.T) {
 		}},
 		"mode from the config when the data plane does not say": {cfg: StreamConfig{Modes: buf}, steps: []step{
 			{in: requestHeaders(nil, "/v1/completions", false, nil), want: []string{"req_headers"}},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 		}},
 		"protocol_config overrides the config": {cfg: StreamConfig{Modes: buf}, steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 		}},
 		"served elsewhere after a retry": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1", "b:1"}, want: []string{"req_headers dest=a:1,b:1 len=" + n + " clear meta=a:1,b:1", "req_body streamed=" + n + " eos", "decided routed"}},
 			{in: responseHeaders("200", "b:1", false), want: []string{"served b:1", "resp_headers"}},
 			{in: responseBody("x", true, "b:1"), want: []string{"first_byte", "resp_body streamed=1 eos", "done"}},
 		}},
 		"reset mid-response frees once": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=" + n + " clear meta=a:1", "req_body streamed=" + n + " eos", "decided routed"}},
 			{in: responseHeaders("200", "a:1", false), want: []string{"served a:1", "resp_headers"}},
 			{in: responseBody("x", false, ""), want: []string{"first_byte", "resp_body streamed=1"}},
@@ -145,7 +145,7 @@ func TestStreamScenarios(t *testing.T) {
 		}},
 		"response trailers end the response": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=" + n + " clear meta=a:1", "req_body streamed=" + n + " eos", "decided routed"}},
 			{in: responseHeaders("200", "", false), want: []string{"resp_headers"}},
 			{in: responseBody("x", false, ""), want: []string{"first_byte", "resp_body streamed=1"}},
@@ -153,24 +153,24 @@ func TestStreamScenarios(t *testing.T) {
 		}},
 		"response without a body": {steps: []step{
 			{in: requestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_body dest=a:1 clear meta=a:1", "decided routed"}},
 			{in: responseHeaders("204", "a:1", true), want: []string{"served a:1", "resp_headers", "done"}},
 		}},
 		"request trailers end a full-duplex body": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
 			{in: requestBody(tokenBody, false)},
-			{in: requestTrailers(), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestTrailers(), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=" + n + " clear meta=a:1", "req_body streamed=" + n, "req_trailers", "decided routed"}},
 		}},
 		"subset hint restricts the route": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, subsetHint("a:1", "b:1"))},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3 subset=a:1|b:1"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3 subset=a:1|b:1"}},
 			{decide: []string{"b:1"}, want: []string{"req_headers dest=b:1 len=" + n + " clear meta=b:1", "req_body streamed=" + n + " eos", "decided routed"}},
 		}},
 		"no eligible endpoint in the subset: 503": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, subsetHint("z:1"))},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3 subset=z:1"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3 subset=z:1"}},
 			{err: fmt.Errorf("%w: none of the subset", ErrNoEndpoint), want: []string{"immediate 503", "decided subset_unavailable", "end"}},
 			{in: responseHeaders("200", "", false)},
 			{reset: true},
@@ -181,17 +181,17 @@ func TestStreamScenarios(t *testing.T) {
 		}},
 		"no ready endpoint: 503": {steps: []step{
 			{in: requestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{err: ErrNoEndpoint, want: []string{"immediate 503", "decided no_endpoint", "end"}},
 		}},
 		"overloaded: 429": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{err: ErrOverloaded, want: []string{"immediate 429", "decided overloaded", "end"}},
 		}},
 		"router failure: 500": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m tokens=8 max=3"}},
+			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{err: errors.New("actor timeout"), want: []string{"immediate 500", "decided error", "end"}},
 		}},
 		"not JSON: 400": {steps: []step{
@@ -203,23 +203,23 @@ func TestStreamScenarios(t *testing.T) {
 			{in: requestBody(tokenBody, false), want: []string{"immediate 413", "decided too_large", "end"}},
 		}},
 		"no body: routed on the headers by load": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/models", true, nil, "x-gateway-model-name", "m"), want: []string{"route model=m tokens=0 max=3"}},
-			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 clear meta=a:1", "decided load_only no_body"}},
+			{in: requestHeaders(&fd, "/v1/models", true, nil, "x-gateway-model-name", "m"), want: []string{"route model=m prompt=none:no_body max=3"}},
+			{decide: []string{"a:1"}, reason: ReasonNoBody, want: []string{"req_headers dest=a:1 clear meta=a:1", "decided load_only no_body"}},
 		}},
 		"streamed request mode: routed on the headers, chunks answered unchanged": {steps: []step{
-			{in: requestHeaders(&Modes{Request: 1, Response: 1}, "/v1/completions", false, nil), want: []string{"route model=default tokens=0 max=3"}},
-			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 clear meta=a:1", "decided load_only no_body"}},
+			{in: requestHeaders(&Modes{Request: 1, Response: 1}, "/v1/completions", false, nil), want: []string{"route model=default prompt=none:no_body max=3"}},
+			{decide: []string{"a:1"}, reason: ReasonNoBody, want: []string{"req_headers dest=a:1 clear meta=a:1", "decided load_only no_body"}},
 			{in: requestBody(tokenBody, true), want: []string{"req_body"}},
 			{in: responseHeaders("200", "", false), want: []string{"resp_headers"}},
 		}},
-		"chat without a tokenizer: by load": {steps: []step{
+		"chat: routed by load when the decision says so": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/chat/completions", false, nil)},
-			{in: requestBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true), want: []string{"route model=m tokens=0 max=3"}},
-			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=57 clear meta=a:1", "req_body streamed=57 eos", "decided load_only chat"}},
+			{in: requestBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true), want: []string{"route model=m prompt=chat max=3"}},
+			{decide: []string{"a:1"}, reason: "no_engine", want: []string{"req_headers dest=a:1 len=57 clear meta=a:1", "req_body streamed=57 eos", "decided load_only no_engine"}},
 		}},
-		"text with a tokenizer": {cfg: StreamConfig{Tokenizer: bytesTokenizer{}}, steps: []step{
+		"text prompt": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(`{"model":"m","prompt":"hello"}`, true), want: []string{"route model=m tokens=5 max=3"}},
+			{in: requestBody(`{"model":"m","prompt":"hello"}`, true), want: []string{"route model=m prompt=text:5 max=3"}},
 		}},
 		"out of order: response before the route": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
@@ -231,7 +231,7 @@ func TestStreamScenarios(t *testing.T) {
 		}},
 		"a long body goes back in chunks": {steps: []step{
 			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(longBody(150000), true), want: []string{"route model=m tokens=2 max=3"}},
+			{in: requestBody(longBody(150000), true), want: []string{"route model=m prompt=ids:2 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=150000 clear meta=a:1",
 				"req_body streamed=62000", "req_body streamed=62000", "req_body streamed=26000 eos", "decided routed"}},
 		}},
@@ -247,17 +247,14 @@ func longBody(n int) string {
 	return head + strings.Repeat("x", n-len(head)-2) + `"}`
 }
 
-// bytesTokenizer makes one token per byte.
-type bytesTokenizer struct{}
-
-func (bytesTokenizer) Completion(_, p string) ([]uint32, error) {
-	out := make([]uint32, len(p))
-	for i := range p {
-		out[i] = uint32(p[i])
+func describePrompt(p Prompt) string {
+	switch {
+	case p.Reason != "":
+		return "none:" + p.Reason
+	case p.Chat != nil:
+		return "chat"
+	case p.Completion.IsText:
+		return fmt.Sprintf("text:%d", len(p.Completion.Text))
 	}
-	return out, nil
-}
-
-func (bytesTokenizer) Chat(_ string, m json.RawMessage) ([]uint32, error) {
-	return bytesTokenizer{}.Completion("", string(m))
+	return fmt.Sprintf("ids:%d", len(p.Completion.IDs))
 }
