@@ -52,7 +52,7 @@ func TestTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := prompttokens.New()
+	res := prompttokens.New(prompttokens.Options{})
 	res.SetTokenizer("qwen3", tk)
 	parse := func(path, body string) Prompt {
 		p, err := ParsePrompt(path, []byte(body))
