@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -15,10 +14,12 @@ import (
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/bench/traces"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
-const tracePath = "../../shared/traces/mooncake_conversation_trace.jsonl"
+// tracePath is the embedded Mooncake conversation trace.
+const tracePath = traces.BuiltinPrefix + traces.Conversation
 
 // engineLoad is one simulated engine's batches, encoded ahead of time so
 // the measurement covers only ZeroMQ receive → index apply.
@@ -31,15 +32,11 @@ type engineLoad struct {
 // round-robin over engines (16 tokens per hash id), serves them on
 // simulated caches and encodes every resulting batch as vLLM 0.26 does.
 func prepareLoads(b *testing.B, engines, requests, blockSize int) []engineLoad {
-	f, err := os.Open(tracePath)
-	if err != nil {
-		b.Skipf("trace not available: %v", err) // ../shared is laid beside the repo on project machines
-	}
-	defer f.Close()
-	drv, err := simengine.NewTraceDriver(f, simengine.TraceConfig{TokensPerBlock: blockSize, Limit: requests})
+	drv, err := simengine.OpenTrace(tracePath, simengine.TraceConfig{TokensPerBlock: blockSize, Limit: requests})
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer drv.Close()
 	loads := make([]engineLoad, engines)
 	caches := make([]*simengine.Cache, engines)
 	enc, _ := simengine.NewEncoder(simengine.EncodingVLLMMap)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -29,15 +28,11 @@ type routeFixture struct {
 }
 
 func newRouteFixture(b *testing.B) *routeFixture {
-	f, err := os.Open(tracePath)
-	if err != nil {
-		b.Skipf("trace not available: %v", err)
-	}
-	defer f.Close()
-	drv, err := simengine.NewTraceDriver(f, simengine.TraceConfig{TokensPerBlock: 16, Limit: 2000})
+	drv, err := simengine.OpenTrace(tracePath, simengine.TraceConfig{TokensPerBlock: 16, Limit: 2000})
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer drv.Close()
 	var prompts [][]uint32
 	for {
 		p, err := drv.Next()

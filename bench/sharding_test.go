@@ -95,7 +95,7 @@ func (s shSource) driver(tb testing.TB) (simengine.Driver, func()) {
 	}
 	d, err := simengine.OpenTrace(tracePath, simengine.TraceConfig{TokensPerBlock: shBlockTokens, Limit: s.limit})
 	if err != nil {
-		tb.Skipf("trace not available: %v", err) // ../shared is laid beside the repo on project machines
+		tb.Fatal(err)
 	}
 	return d, func() { d.Close() }
 }

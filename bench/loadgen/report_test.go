@@ -94,12 +94,3 @@ func TestCPUModel(t *testing.T) {
 		t.Errorf("CPUModel without a model = %q", got)
 	}
 }
-
-func TestTraceName(t *testing.T) {
-	if got := TraceName("../shared/traces/mooncake_conversation_trace.jsonl"); got != "conversation" {
-		t.Errorf("TraceName = %q", got)
-	}
-	if got := TraceName("/x/other.jsonl"); got != "other" {
-		t.Errorf("TraceName = %q", got)
-	}
-}

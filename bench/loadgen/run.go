@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/bench/traces"
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 )
@@ -21,7 +22,7 @@ import (
 // Config is one `kvrouter bench` run.
 type Config struct {
 	Mode           string   // label: "quick" or "full"
-	Traces         []string // Mooncake JSONL trace paths
+	Traces         []string // Mooncake JSONL trace references (traces.OpenRef)
 	TokensPerBlock int      // tokens per trace hash_id (and per block)
 	Requests       int      // requests per trace for the quality replays (0: all)
 	Workers        []int    // worker counts of the quality replays
@@ -60,10 +61,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Default trace paths, relative to the repository root.
+// The default traces: the embedded copies (package bench/traces).
 const (
-	ConversationTrace = "../shared/traces/mooncake_conversation_trace.jsonl"
-	SyntheticTrace    = "../shared/traces/mooncake_synthetic_trace.jsonl"
+	ConversationTrace = traces.BuiltinPrefix + traces.Conversation
+	SyntheticTrace    = traces.BuiltinPrefix + traces.Synthetic
 )
 
 // RecommendedOverlapWeight is the overlap weight the full mode compares
@@ -156,7 +157,7 @@ func Run(cfg Config) (*Report, error) {
 		Clients: cfg.Clients, PointSeconds: cfg.PointDuration.Seconds(), Feed: cfg.Feed}}}
 	start := time.Now()
 	for i, path := range cfg.Traces {
-		r.rep.Config.Traces = append(r.rep.Config.Traces, TraceName(path))
+		r.rep.Config.Traces = append(r.rep.Config.Traces, traces.Label(path))
 		if err := r.trace(path, i == 0); err != nil {
 			return r.rep, err
 		}
@@ -221,7 +222,7 @@ func (r *runner) clusterConfig(workers int, l layout, weight float64) clusterCon
 // down in the background after leaving, come after every one-host
 // measurement.
 func (r *runner) trace(path string, first bool) error {
-	name := TraceName(path)
+	name := traces.Label(path)
 	reqs, err := LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Limit: r.cfg.Requests})
 	if err != nil {
 		return err
@@ -279,7 +280,7 @@ func (r *runner) ingest(path string, l layout) error {
 	if err != nil {
 		return err
 	}
-	res.Trace, res.Shards, res.Hosts = TraceName(path), l.shards, l.hosts
+	res.Trace, res.Shards, res.Hosts = traces.Label(path), l.shards, l.hosts
 	r.rep.Ingest = append(r.rep.Ingest, res)
 	r.progress("ingest  %-12s %4d workers %s: %s blocks/s, %s events/s, lag p99 %s µs (%s)", res.Trace, res.Workers, l,
 		si(res.BlocksPerSec), si(res.EventsPerSec), us(res.Lag.P99), validity(res.Valid, res.Invalid))

@@ -7,13 +7,11 @@ import (
 	"time"
 )
 
-const testTrace = "../../" + ConversationTrace // from bench/loadgen to the repository root
-
 // smallConfig is a run on 4 workers over the conversation trace's first
 // requests, sweeping rates (300 ms points, 8 clients) on them.
 func smallConfig(requests int, rates ...float64) Config {
 	cfg := QuickConfig()
-	cfg.Traces, cfg.Requests, cfg.Workers, cfg.SweepWorkers = []string{testTrace}, requests, []int{4}, []int{4}
+	cfg.Traces, cfg.Requests, cfg.Workers, cfg.SweepWorkers = []string{ConversationTrace}, requests, []int{4}, []int{4}
 	cfg.Rates, cfg.PointDuration, cfg.Clients = rates, 300*time.Millisecond, 8
 	return cfg
 }

@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/bench/traces"
 )
 
 // Request is one trace request, expanded to tokens.
@@ -30,11 +28,12 @@ type TraceOptions struct {
 	Seed           uint64 // token-run seed (simengine.TraceConfig.Seed): another seed gives unrelated prompts
 }
 
-// LoadTrace reads a Mooncake JSONL trace: the tokens come from
-// simengine.TraceDriver (equal ids give equal token runs), the hash ids
-// from the same lines, and the sessions from InferSessions.
+// LoadTrace reads a Mooncake JSONL trace, named by a trace reference
+// (traces.OpenRef: "builtin:conversation" or a file path): the tokens come
+// from simengine.TraceDriver (equal ids give equal token runs), the hash
+// ids from the same lines, and the sessions from InferSessions.
 func LoadTrace(path string, opt TraceOptions) ([]Request, error) {
-	data, err := os.ReadFile(path)
+	data, err := readTrace(path)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: read trace: %w", err)
 	}
@@ -90,9 +89,12 @@ func traceIDs(data []byte, limit int) ([][]uint64, error) {
 	return out, sc.Err()
 }
 
-// TraceName is a trace's short label: its file name without the
-// "mooncake_" prefix, "_trace" and the extension ("conversation").
-func TraceName(path string) string {
-	n := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	return strings.TrimSuffix(strings.TrimPrefix(n, "mooncake_"), "_trace")
+// readTrace reads all of trace reference ref.
+func readTrace(ref string) ([]byte, error) {
+	r, err := traces.OpenRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(r)
+	return data, errors.Join(err, r.Close())
 }

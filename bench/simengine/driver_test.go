@@ -3,10 +3,11 @@ package simengine
 import (
 	"errors"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvrouter/kvrouter/bench/traces"
 )
 
 func TestRandomDriverIsDeterministicAndSharesPrefixes(t *testing.T) {
@@ -138,14 +139,10 @@ func TestTraceDriverRejectsBadLines(t *testing.T) {
 	}
 }
 
-// TestTraceDriverReadsMooncake reads the head of the real traces.
+// TestTraceDriverReadsMooncake reads the head of the embedded traces.
 func TestTraceDriverReadsMooncake(t *testing.T) {
-	for _, name := range []string{"mooncake_conversation_trace.jsonl", "mooncake_synthetic_trace.jsonl"} {
-		path := "../../../shared/traces/" + name
-		if _, err := os.Stat(path); err != nil {
-			t.Skipf("trace not available: %v", err)
-		}
-		d, err := OpenTrace(path, TraceConfig{TokensPerBlock: 16, Limit: 300})
+	for _, name := range traces.Names() {
+		d, err := OpenTrace(traces.BuiltinPrefix+name, TraceConfig{TokensPerBlock: 16, Limit: 300})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
+
+	"github.com/kvrouter/kvrouter/bench/traces"
 )
 
 // MooncakeBlockTokens is the block size of Mooncake trace hash_ids.
@@ -50,7 +51,7 @@ type TraceDriver struct {
 	sc   *bufio.Scanner
 	line int
 	n    int
-	file *os.File
+	file io.Closer
 }
 
 // traceLine is one Mooncake record.
@@ -80,10 +81,11 @@ func NewTraceDriver(r io.Reader, cfg TraceConfig) (*TraceDriver, error) {
 	return &TraceDriver{cfg: cfg, sc: sc}, nil
 }
 
-// OpenTrace opens a trace file ("-" is not special: pass os.Stdin to
-// NewTraceDriver instead). Close releases it.
-func OpenTrace(path string, cfg TraceConfig) (*TraceDriver, error) {
-	f, err := os.Open(path)
+// OpenTrace opens trace reference ref (traces.OpenRef): an embedded trace
+// such as "builtin:conversation", or a file path ("-" is not special:
+// pass os.Stdin to NewTraceDriver instead). Close releases it.
+func OpenTrace(ref string, cfg TraceConfig) (*TraceDriver, error) {
+	f, err := traces.OpenRef(ref)
 	if err != nil {
 		return nil, fmt.Errorf("simengine: open trace: %w", err)
 	}
@@ -96,7 +98,7 @@ func OpenTrace(path string, cfg TraceConfig) (*TraceDriver, error) {
 	return d, nil
 }
 
-// Close closes the file OpenTrace opened; it is a no-op otherwise.
+// Close closes the trace OpenTrace opened; it is a no-op otherwise.
 func (d *TraceDriver) Close() error {
 	if d.file == nil {
 		return nil

@@ -82,7 +82,7 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	chaosSeed := fs.Uint64("chaos-seed", 1, "--chaos: `seed` of the first trial")
 	chaosKinds := fs.String("chaos-kinds", defaultChaosKinds, "--chaos: comma-separated fault `kinds` drawn, or all (drop, duplicate, reorder, truncate, corrupt, cut, restart_wipe, restart_keep)")
 	b := &benchFlags{fs: fs, set: map[string]func(*loadgen.Config) error{}}
-	b.strFlag("trace", "comma-separated Mooncake JSONL `paths` (quick: the conversation trace; full: conversation and synthetic)",
+	b.strFlag("trace", "comma-separated Mooncake `traces`, each "+traceRefHelp+" (quick: builtin:conversation; full: builtin:conversation,builtin:synthetic)",
 		func(c *loadgen.Config, v string) error { c.Traces = splitList(v); return nil })
 	b.intFlag("tokens-per-block", "tokens each trace hash_id expands to, and the block size (default 16; the trace's own is 512)",
 		func(c *loadgen.Config, v int) { c.TokensPerBlock = v })

@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/bench/traces"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 )
@@ -38,7 +39,7 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", demoHelp, stderr)
 	engines := fs.Int("engines", 4, "simulated engines")
 	requests := fs.Int("requests", 3000, "trace requests to replay")
-	trace := fs.String("trace", "../shared/traces/mooncake_conversation_trace.jsonl", "Mooncake trace")
+	trace := fs.String("trace", defaultTrace, `Mooncake trace to replay: `+traceRefHelp+` ("-" reads stdin)`)
 	blockSize := fs.Int("block-size", 16, "tokens per block (each trace hash_id becomes one block)")
 	capacity := fs.Int("capacity", 8192, "cache capacity of each engine, in blocks")
 	inFlight := fs.Int("in-flight", 32, "requests decoding at once: each is freed after this many later requests (its load counts until then)")
@@ -83,8 +84,8 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(fmt.Errorf("register engine %d: %w", i+1, err))
 		}
 	}
-	fmt.Fprintf(stdout, "kvrouter demo: %d simulated engines, %d requests of the Mooncake conversation trace, router at %s\n",
-		*engines, len(prompts), c.base)
+	fmt.Fprintf(stdout, "kvrouter demo: %d simulated engines, %d requests of the %s trace, router at %s\n",
+		*engines, len(prompts), traces.Label(*trace), c.base)
 
 	var routed demoTally
 	latencies := make([]time.Duration, 0, len(prompts))

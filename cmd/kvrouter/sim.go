@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/bench/traces"
 )
 
 const simHelp = `Usage: kvrouter sim [flags]
@@ -24,7 +25,8 @@ and a replay ROUTER answering ["", start_seq] requests from a DEALER.
 
 Prompts come from a driver:
   random   a seeded pool of shared prefixes with random unshared tails
-  trace    a Mooncake JSONL trace (--trace PATH, "-" for stdin); each
+  trace    a Mooncake JSONL trace (--trace: builtin:conversation, the
+           default, builtin:synthetic, a file path, or "-" for stdin); each
            hash_id expands to --tokens-per-block deterministic tokens, so
            equal ids share cache blocks
 
@@ -38,8 +40,8 @@ Like vLLM, a --dp-rank r > 0 adds r to both endpoint ports.
 Examples:
   kvrouter sim                                    # vllm-map on :5557, replay on :5558
   kvrouter sim --encoding sglang --capacity 512 --rate 50
-  kvrouter sim --driver trace --trace ../shared/traces/mooncake_conversation_trace.jsonl \
-      --tokens-per-block 16 --requests 1000
+  kvrouter sim --driver trace --tokens-per-block 16 --requests 1000
+  kvrouter sim --driver trace --trace ./my_trace.jsonl --rate 0
   kvrouter decode --hex ...                       # inspect a payload you captured
 
 Flags:
@@ -59,7 +61,7 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	seqStart := fs.Uint64("seq-start", 0, "first sequence number")
 	hashSeed := fs.Uint64("hash-seed", 0, "engine block-hash seed (like PYTHONHASHSEED)")
 	driver := fs.String("driver", "random", "prompt source: random or trace")
-	tracePath := fs.String("trace", "", `Mooncake JSONL trace for --driver trace ("-" reads stdin)`)
+	tracePath := fs.String("trace", defaultTrace, `Mooncake trace for --driver trace: `+traceRefHelp+` ("-" reads stdin)`)
 	tokensPerBlock := fs.Int("tokens-per-block", simengine.MooncakeBlockTokens, "tokens each trace hash_id expands to")
 	rate := fs.Float64("rate", 10, "requests per second (0: trace timestamps, or flat out for random)")
 	requests := fs.Int("requests", 0, "stop after this many requests (0: until interrupted or the trace ends)")
@@ -166,11 +168,19 @@ func holdEngine(ctx context.Context, eng *simengine.Engine, heartbeat, status ti
 	}
 }
 
-// openTrace opens the trace file, or reads stdin for "-".
+// defaultTrace is every --trace flag's default: the embedded Mooncake
+// conversation trace.
+const defaultTrace = traces.BuiltinPrefix + traces.Conversation
+
+// traceRefHelp says what a --trace flag takes.
+const traceRefHelp = "builtin:conversation or builtin:synthetic (the Mooncake traces built into kvrouter), or a JSONL file path"
+
+// openTrace opens trace reference path (traces.OpenRef), or reads stdin
+// for "-".
 func openTrace(path string, stdin io.Reader, cfg simengine.TraceConfig) (simengine.Driver, error) {
 	switch path {
 	case "":
-		return nil, errors.New("--driver trace needs --trace PATH")
+		return nil, errors.New("--driver trace needs --trace (" + traceRefHelp + ")")
 	case "-":
 		return simengine.NewTraceDriver(stdin, cfg)
 	}

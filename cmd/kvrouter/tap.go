@@ -55,7 +55,7 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	status := fs.Duration("status", 2*time.Second, "status line interval")
 	duration := fs.Duration("duration", 0, "stop after this long (0: until interrupted, or until the simulation ends)")
 	sims := fs.Int("sim", 4, "simulated engines to start when no --worker is given")
-	trace := fs.String("trace", "../shared/traces/mooncake_conversation_trace.jsonl", `Mooncake trace driving the simulated engines ("" for random prompts)`)
+	trace := fs.String("trace", defaultTrace, `Mooncake trace driving the simulated engines: `+traceRefHelp+` ("-" reads stdin, "" for random prompts)`)
 	requests := fs.Int("requests", 2000, "requests to simulate in all (0: until interrupted)")
 	rate := fs.Float64("rate", 2000, "simulated requests per second in all")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
