@@ -269,7 +269,7 @@ type RouteResult struct {
 	Partial    bool                `json:"partial,omitempty"`
 }
 
-// RouteScore is one candidate's side of the §7 cost function, present when
+// RouteScore is one candidate's side of the cost function (actors/routing), present when
 // the request asked include_scores. Logit is the cost (lowest wins at
 // temperature 0); it must be finite. ServingEndpoint is the candidate's
 // registered serving endpoint (absent when none).

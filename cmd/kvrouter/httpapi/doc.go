@@ -6,7 +6,7 @@
 // # Endpoints
 //
 // Drop-in for clients of Dynamo's standalone KV indexer
-// (../shared/docs/pipeline-semantics.md §9; same paths and JSON shapes):
+// and of the Mooncake KV-indexer RFC (same paths and JSON shapes):
 //
 //	POST /register      {instance_id, endpoint, model_name, tenant_id?, block_size?, dp_rank?, lora_name?, replay_endpoint?}
 //	                    → 201 {"status":"ok"} · 409 already registered / block size mismatch

@@ -34,7 +34,7 @@ type Config struct {
 	// Engine is the adapter of registered workers (default vllm).
 	Engine string
 	// Routing configures every namespace's router, literally: pass
-	// routing.DefaultConfig() for §7's defaults (a zero OverlapWeight means
+	// routing.DefaultConfig() for the reference's defaults (a zero OverlapWeight means
 	// load only).
 	Routing routing.Config
 	// Timeout bounds one actor request on the route path (default 50 ms):
