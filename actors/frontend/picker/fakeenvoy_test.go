@@ -9,22 +9,12 @@ import (
 	"testing"
 	"time"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
 )
-
-// fakeEnvoy is the data plane's side of ext_proc: the generated client over
-// a real gRPC connection, one stream per HTTP request, driven in the order
-// Envoy's ext_proc filter drives it.
-type fakeEnvoy struct {
-	t    *testing.T
-	conn *grpc.ClientConn
-}
 
 // startPicker serves a picker on a loopback port until the test ends and
 // returns a fake Envoy connected to it.
-func startPicker(t *testing.T, core Core, cfg Config) (*Server, *fakeEnvoy) {
+func startPicker(t *testing.T, core Core, cfg Config) (*Server, *et.Envoy) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,81 +24,13 @@ func startPicker(t *testing.T, core Core, cfg Config) (*Server, *fakeEnvoy) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		conn.Close()
 		cancel()
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return s, &fakeEnvoy{t: t, conn: conn}
-}
-
-// httpStream is one HTTP request's ext_proc stream.
-type httpStream struct {
-	t      *testing.T
-	c      extprocv3.ExternalProcessor_ProcessClient
-	cancel context.CancelFunc
-}
-
-func (e *fakeEnvoy) open() *httpStream {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	c, err := extprocv3.NewExternalProcessorClient(e.conn).Process(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(cancel)
-	return &httpStream{t: e.t, c: c, cancel: cancel}
-}
-
-func (h *httpStream) send(msgs ...*extprocv3.ProcessingRequest) {
-	h.t.Helper()
-	for _, m := range msgs {
-		if err := h.c.Send(m); err != nil {
-			h.t.Fatalf("send: %v", err)
-		}
-	}
-}
-
-// expect receives len(want) responses and checks them (describe's form).
-func (h *httpStream) expect(want ...string) []*extprocv3.ProcessingResponse {
-	h.t.Helper()
-	var got []string
-	var rs []*extprocv3.ProcessingResponse
-	for range want {
-		r, err := h.c.Recv()
-		if err != nil {
-			h.t.Fatalf("recv after %q: %v (want %q)", got, err, want)
-		}
-		got = append(got, describe(r))
-		rs = append(rs, r)
-	}
-	if !slices.Equal(got, want) {
-		h.t.Fatalf("got\n\t%q\nwant\n\t%q", got, want)
-	}
-	return rs
-}
-
-// closed checks the picker ended the stream (after an immediate response).
-func (h *httpStream) closed() {
-	h.t.Helper()
-	if r, err := h.c.Recv(); err == nil {
-		h.t.Fatalf("stream still open: got %s", describe(r))
-	}
-}
-
-// finish is Envoy closing the stream after the response completed.
-func (h *httpStream) finish() {
-	h.t.Helper()
-	if err := h.c.CloseSend(); err != nil {
-		h.t.Fatal(err)
-	}
-	h.closed()
+	return s, et.Dial(t, lis.Addr().String())
 }
 
 // fakeCore books like the router: a ledger of request → endpoint, moved by

@@ -8,33 +8,34 @@ import (
 	"testing"
 	"time"
 
+	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 var (
-	fdModes  = fullDuplex
-	bufModes = buffered
+	fdModes  = et.FullDuplex
+	bufModes = et.Buffered
 )
 
 func TestFakeEnvoyFullDuplex(t *testing.T) {
 	core := newFakeCore("10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000", "10.0.0.4:8000")
 	s, envoy := startPicker(t, core, Config{})
-	h := envoy.open()
+	h := envoy.Open()
 	n := fmt.Sprint(len(tokenBody))
 	// Envoy sends headers and every chunk without waiting for an answer.
-	h.send(requestHeaders(&fdModes, "/v1/completions", false, nil),
-		requestBody(tokenBody[:10], false), requestBody(tokenBody[10:], true))
-	rs := h.expect("req_headers dest=10.0.0.1:8000,10.0.0.2:8000,10.0.0.3:8000 len="+n+" clear meta=10.0.0.1:8000,10.0.0.2:8000,10.0.0.3:8000",
+	h.Send(et.RequestHeaders(&fdModes, "/v1/completions", false, nil),
+		et.RequestBody(tokenBody[:10], false), et.RequestBody(tokenBody[10:], true))
+	rs := h.Expect("req_headers dest=10.0.0.1:8000,10.0.0.2:8000,10.0.0.3:8000 len="+n+" clear meta=10.0.0.1:8000,10.0.0.2:8000,10.0.0.3:8000",
 		"req_body streamed="+n+" eos")
 	if got := string(rs[1].GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetBody()); got != tokenBody {
 		t.Fatalf("body given back %q, want the request's %q", got, tokenBody)
 	}
-	h.send(responseHeaders("200", "10.0.0.1:8000", false))
-	h.expect("resp_headers")
-	h.send(responseBody("data: {}\n\n", false, "10.0.0.1:8000"), responseBody("data: [DONE]\n\n", true, "10.0.0.1:8000"))
-	h.expect("resp_body streamed=10", "resp_body streamed=14 eos")
-	h.finish()
+	h.Send(et.ResponseHeaders("200", "10.0.0.1:8000", false))
+	h.Expect("resp_headers")
+	h.Send(et.ResponseBody("data: {}\n\n", false, "10.0.0.1:8000"), et.ResponseBody("data: [DONE]\n\n", true, "10.0.0.1:8000"))
+	h.Expect("resp_body streamed=10", "resp_body streamed=14 eos")
+	h.Finish()
 	callsAre(t, core, "pick 10.0.0.1:8000", "served 10.0.0.1:8000", "first_byte", "done")
 	if _, booked := core.snapshot(); booked != 0 {
 		t.Fatalf("%d requests still booked", booked)
@@ -50,31 +51,31 @@ func TestFakeEnvoyFullDuplex(t *testing.T) {
 func TestFakeEnvoyBuffered(t *testing.T) {
 	core := newFakeCore("10.0.0.1:8000")
 	_, envoy := startPicker(t, core, Config{})
-	h := envoy.open()
+	h := envoy.Open()
 	// Envoy waits for each answer in BUFFERED mode.
-	h.send(requestHeaders(&bufModes, "/v1/completions", false, nil))
-	h.expect("req_headers")
-	h.send(requestBody(tokenBody, true))
-	h.expect("req_body dest=10.0.0.1:8000 clear meta=10.0.0.1:8000")
-	h.send(responseHeaders("200", "10.0.0.1:8000", false))
-	h.expect("resp_headers")
-	h.send(responseBody("{}", false, ""))
-	h.expect("resp_body")
-	h.send(responseBody("", true, ""))
-	h.expect("resp_body")
-	h.finish()
+	h.Send(et.RequestHeaders(&bufModes, "/v1/completions", false, nil))
+	h.Expect("req_headers")
+	h.Send(et.RequestBody(tokenBody, true))
+	h.Expect("req_body dest=10.0.0.1:8000 clear meta=10.0.0.1:8000")
+	h.Send(et.ResponseHeaders("200", "10.0.0.1:8000", false))
+	h.Expect("resp_headers")
+	h.Send(et.ResponseBody("{}", false, ""))
+	h.Expect("resp_body")
+	h.Send(et.ResponseBody("", true, ""))
+	h.Expect("resp_body")
+	h.Finish()
 	callsAre(t, core, "pick 10.0.0.1:8000", "served 10.0.0.1:8000", "first_byte", "done")
 }
 
 func TestFakeEnvoyServedAfterRetry(t *testing.T) {
 	core := newFakeCore("a:1", "b:1")
 	s, envoy := startPicker(t, core, Config{})
-	h := envoy.open()
-	h.send(requestHeaders(&fdModes, "/v1/completions", false, nil), requestBody(tokenBody, true))
-	h.expect("req_headers dest=a:1,b:1 len="+fmt.Sprint(len(tokenBody))+" clear meta=a:1,b:1", "req_body streamed="+fmt.Sprint(len(tokenBody))+" eos")
+	h := envoy.Open()
+	h.Send(et.RequestHeaders(&fdModes, "/v1/completions", false, nil), et.RequestBody(tokenBody, true))
+	h.Expect("req_headers dest=a:1,b:1 len="+fmt.Sprint(len(tokenBody))+" clear meta=a:1,b:1", "req_body streamed="+fmt.Sprint(len(tokenBody))+" eos")
 	// a:1 refused the connection; Envoy's retry went to the next in the list.
-	h.send(responseHeaders("200", "b:1", false))
-	h.expect("resp_headers")
+	h.Send(et.ResponseHeaders("200", "b:1", false))
+	h.Expect("resp_headers")
 	callsAre(t, core, "pick a:1", "served b:1")
 	core.mu.Lock()
 	at := core.booked[core.picks[0].ID]
@@ -82,9 +83,9 @@ func TestFakeEnvoyServedAfterRetry(t *testing.T) {
 	if at != "b:1" {
 		t.Fatalf("booked at %q, want the served b:1", at)
 	}
-	h.send(responseBody("x", true, "b:1"))
-	h.expect("resp_body streamed=1 eos")
-	h.finish()
+	h.Send(et.ResponseBody("x", true, "b:1"))
+	h.Expect("resp_body streamed=1 eos")
+	h.Finish()
 	callsAre(t, core, "pick a:1", "served b:1", "first_byte", "done")
 	if got := s.metrics.bookings[bookServedMoved].Load(); got != 1 {
 		t.Fatalf("served_moved = %d, want 1", got)
@@ -94,39 +95,39 @@ func TestFakeEnvoyServedAfterRetry(t *testing.T) {
 func TestFakeEnvoySubsetAndRefusals(t *testing.T) {
 	core := newFakeCore("a:1", "b:1", "c:1")
 	s, envoy := startPicker(t, core, Config{})
-	body := func(h *httpStream, md ...string) {
-		h.send(requestHeaders(&fdModes, "/v1/completions", false, subsetHint(md...)), requestBody(tokenBody, true))
+	body := func(h *et.Stream, md ...string) {
+		h.Send(et.RequestHeaders(&fdModes, "/v1/completions", false, et.SubsetHint(md...)), et.RequestBody(tokenBody, true))
 	}
-	h := envoy.open()
+	h := envoy.Open()
 	body(h, "c:1", "b:1")
-	h.expect("req_headers dest=b:1,c:1 len="+fmt.Sprint(len(tokenBody))+" clear meta=b:1,c:1", "req_body streamed="+fmt.Sprint(len(tokenBody))+" eos")
-	h.finish()
+	h.Expect("req_headers dest=b:1,c:1 len="+fmt.Sprint(len(tokenBody))+" clear meta=b:1,c:1", "req_body streamed="+fmt.Sprint(len(tokenBody))+" eos")
+	h.Finish()
 
-	h = envoy.open()
+	h = envoy.Open()
 	body(h, "z:9")
-	h.expect("immediate 503")
-	h.closed()
+	h.Expect("immediate 503")
+	h.Closed()
 
-	h = envoy.open()
+	h = envoy.Open()
 	body(h) // an empty subset
-	h.expect("immediate 503")
-	h.closed()
+	h.Expect("immediate 503")
+	h.Closed()
 
 	core.mu.Lock()
 	core.overload = true
 	core.mu.Unlock()
-	h = envoy.open()
-	h.send(requestHeaders(&fdModes, "/v1/completions", false, nil), requestBody(tokenBody, true))
-	h.expect("immediate 429")
-	h.closed()
+	h = envoy.Open()
+	h.Send(et.RequestHeaders(&fdModes, "/v1/completions", false, nil), et.RequestBody(tokenBody, true))
+	h.Expect("immediate 429")
+	h.Closed()
 
 	_, envoy2 := startPicker(t, newFakeCore(), Config{})
-	h = envoy2.open()
-	h.send(requestHeaders(&bufModes, "/v1/completions", false, nil))
-	h.expect("req_headers")
-	h.send(requestBody(tokenBody, true))
-	h.expect("immediate 503")
-	h.closed()
+	h = envoy2.Open()
+	h.Send(et.RequestHeaders(&bufModes, "/v1/completions", false, nil))
+	h.Expect("req_headers")
+	h.Send(et.RequestBody(tokenBody, true))
+	h.Expect("immediate 503")
+	h.Closed()
 
 	callsAre(t, core, "pick b:1", "done") // the refused requests booked nothing
 	if o := s.Outcomes(); o[OutcomeRouted] != 1 || o[OutcomeSubset] != 2 || o[OutcomeOverloaded] != 1 {
@@ -151,12 +152,12 @@ func TestFakeEnvoySubsetAndRefusals(t *testing.T) {
 func TestFakeEnvoyResetMidResponseFrees(t *testing.T) {
 	core := newFakeCore("a:1")
 	s, envoy := startPicker(t, core, Config{})
-	h := envoy.open()
-	h.send(requestHeaders(&fdModes, "/v1/completions", false, nil), requestBody(tokenBody, true))
-	h.expect("req_headers dest=a:1 len="+fmt.Sprint(len(tokenBody))+" clear meta=a:1", "req_body streamed="+fmt.Sprint(len(tokenBody))+" eos")
-	h.send(responseHeaders("200", "a:1", false), responseBody("data: {}\n\n", false, ""))
-	h.expect("resp_headers", "resp_body streamed=10")
-	h.cancel() // the client went away: Envoy resets the ext_proc stream
+	h := envoy.Open()
+	h.Send(et.RequestHeaders(&fdModes, "/v1/completions", false, nil), et.RequestBody(tokenBody, true))
+	h.Expect("req_headers dest=a:1 len="+fmt.Sprint(len(tokenBody))+" clear meta=a:1", "req_body streamed="+fmt.Sprint(len(tokenBody))+" eos")
+	h.Send(et.ResponseHeaders("200", "a:1", false), et.ResponseBody("data: {}\n\n", false, ""))
+	h.Expect("resp_headers", "resp_body streamed=10")
+	h.Cancel() // the client went away: Envoy resets the ext_proc stream
 	callsAre(t, core, "pick a:1", "served a:1", "first_byte", "done")
 	waitFor(t, "no stream in flight", func() (bool, any) {
 		n := s.metrics.inFlight.Load()
@@ -176,7 +177,7 @@ func TestHealthServices(t *testing.T) {
 		return fmt.Errorf("index not synced")
 	}}
 	_, envoy := startPicker(t, newFakeCore(), cfg)
-	hc := healthpb.NewHealthClient(envoy.conn)
+	hc := healthpb.NewHealthClient(envoy.Conn)
 	status := func(svc string) (healthpb.HealthCheckResponse_ServingStatus, error) {
 		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
 		return r.GetStatus(), err
@@ -206,13 +207,13 @@ func TestTraceContinuesTraceparent(t *testing.T) {
 	core := newFakeCore("a:1")
 	_, envoy := startPicker(t, core, Config{})
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	h := envoy.open()
-	h.send(requestHeaders(&fdModes, "/v1/completions", false, nil, "traceparent", "00-"+traceID+"-00f067aa0ba902b7-01"),
-		requestBody(tokenBody, true))
-	h.expect("req_headers dest=a:1 len="+fmt.Sprint(len(tokenBody))+" clear meta=a:1", "req_body streamed="+fmt.Sprint(len(tokenBody))+" eos")
-	h.send(responseHeaders("200", "a:1", true))
-	h.expect("resp_headers")
-	h.finish()
+	h := envoy.Open()
+	h.Send(et.RequestHeaders(&fdModes, "/v1/completions", false, nil, "traceparent", "00-"+traceID+"-00f067aa0ba902b7-01"),
+		et.RequestBody(tokenBody, true))
+	h.Expect("req_headers dest=a:1 len="+fmt.Sprint(len(tokenBody))+" clear meta=a:1", "req_body streamed="+fmt.Sprint(len(tokenBody))+" eos")
+	h.Send(et.ResponseHeaders("200", "a:1", true))
+	h.Expect("resp_headers")
+	h.Finish()
 	waitFor(t, "the request's span", func() (bool, any) {
 		spans := spantest.ByName(exp, SpanRequest)
 		return len(spans) == 1, len(spans)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
 )
 
 // step is one scenario step: a message from the data plane, the router's
@@ -24,7 +25,7 @@ type step struct {
 func describeAction(a Action) string {
 	switch a.Kind {
 	case Send:
-		return describe(a.Response)
+		return et.Describe(a.Response)
 	case Route:
 		s := fmt.Sprintf("route model=%s prompt=%s max=%d", a.Request.Model, describePrompt(a.Prompt), a.Request.MaxEndpoints)
 		if a.Request.Subsetted {
@@ -85,7 +86,7 @@ func play(t *testing.T, cfg StreamConfig, steps []step) {
 const tokenBody = `{"model":"m","prompt":[1,2,3,4,5,6,7,8],"stream":true}`
 
 func TestStreamScenarios(t *testing.T) {
-	fd, buf := fullDuplex, buffered
+	fd, buf := et.FullDuplex, et.Buffered
 	n := fmt.Sprint(len(tokenBody))
 	half := len(tokenBody) / 2
 	cases := map[string]struct {
@@ -93,145 +94,145 @@ func TestStreamScenarios(t *testing.T) {
 		steps []step
 	}{
 		"full duplex: body held until its end, then headers, body back, response given back": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody[:half], false)},
-			{in: requestBody(tokenBody[half:], true), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody[:half], false)},
+			{in: et.RequestBody(tokenBody[half:], true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, want: []string{
 				"req_headers dest=10.0.0.1:8000,10.0.0.2:8000 len=" + n + " clear meta=10.0.0.1:8000,10.0.0.2:8000",
 				"req_body streamed=" + n + " eos", "decided routed"}},
-			{in: responseHeaders("200", "10.0.0.1:8000", false), want: []string{"served 10.0.0.1:8000", "resp_headers"}},
-			{in: responseBody("data: a\n\n", false, "10.0.0.1:8000"), want: []string{"first_byte", "resp_body streamed=9"}},
-			{in: responseBody("data: [DONE]\n\n", false, ""), want: []string{"resp_body streamed=14"}},
-			{in: responseBody("", true, ""), want: []string{"resp_body streamed=0 eos", "done"}},
+			{in: et.ResponseHeaders("200", "10.0.0.1:8000", false), want: []string{"served 10.0.0.1:8000", "resp_headers"}},
+			{in: et.ResponseBody("data: a\n\n", false, "10.0.0.1:8000"), want: []string{"first_byte", "resp_body streamed=9"}},
+			{in: et.ResponseBody("data: [DONE]\n\n", false, ""), want: []string{"resp_body streamed=14"}},
+			{in: et.ResponseBody("", true, ""), want: []string{"resp_body streamed=0 eos", "done"}},
 			{reset: true},
 		}},
 		"buffered (AIBrix): headers answered at once, destination in the body answer": {steps: []step{
-			{in: requestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"10.0.0.1:8000"}, want: []string{"req_body dest=10.0.0.1:8000 clear meta=10.0.0.1:8000", "decided routed"}},
-			{in: responseHeaders("200", "", false), want: []string{"resp_headers"}},
-			{in: responseBody("x", false, ""), want: []string{"first_byte", "resp_body"}},
-			{in: responseBody("y", true, ""), want: []string{"resp_body", "done"}},
+			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers"}},
+			{in: et.ResponseBody("x", false, ""), want: []string{"first_byte", "resp_body"}},
+			{in: et.ResponseBody("y", true, ""), want: []string{"resp_body", "done"}},
 		}},
-		"mode from the config when the data plane does not say": {cfg: StreamConfig{Modes: buf}, steps: []step{
-			{in: requestHeaders(nil, "/v1/completions", false, nil), want: []string{"req_headers"}},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+		"mode from the config when the data plane does not say": {cfg: StreamConfig{Modes: Modes(buf)}, steps: []step{
+			{in: et.RequestHeaders(nil, "/v1/completions", false, nil), want: []string{"req_headers"}},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 		}},
-		"protocol_config overrides the config": {cfg: StreamConfig{Modes: buf}, steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+		"protocol_config overrides the config": {cfg: StreamConfig{Modes: Modes(buf)}, steps: []step{
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 		}},
 		"served elsewhere after a retry": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1", "b:1"}, want: []string{"req_headers dest=a:1,b:1 len=" + n + " clear meta=a:1,b:1", "req_body streamed=" + n + " eos", "decided routed"}},
-			{in: responseHeaders("200", "b:1", false), want: []string{"served b:1", "resp_headers"}},
-			{in: responseBody("x", true, "b:1"), want: []string{"first_byte", "resp_body streamed=1 eos", "done"}},
+			{in: et.ResponseHeaders("200", "b:1", false), want: []string{"served b:1", "resp_headers"}},
+			{in: et.ResponseBody("x", true, "b:1"), want: []string{"first_byte", "resp_body streamed=1 eos", "done"}},
 		}},
 		"reset mid-response frees once": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=" + n + " clear meta=a:1", "req_body streamed=" + n + " eos", "decided routed"}},
-			{in: responseHeaders("200", "a:1", false), want: []string{"served a:1", "resp_headers"}},
-			{in: responseBody("x", false, ""), want: []string{"first_byte", "resp_body streamed=1"}},
+			{in: et.ResponseHeaders("200", "a:1", false), want: []string{"served a:1", "resp_headers"}},
+			{in: et.ResponseBody("x", false, ""), want: []string{"first_byte", "resp_body streamed=1"}},
 			{reset: true, want: []string{"done"}},
 			{reset: true},
-			{in: responseBody("y", true, "")},
+			{in: et.ResponseBody("y", true, "")},
 		}},
 		"reset before the decision books nothing": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody[:5], false)},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody[:5], false)},
 			{reset: true},
 		}},
 		"response trailers end the response": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=" + n + " clear meta=a:1", "req_body streamed=" + n + " eos", "decided routed"}},
-			{in: responseHeaders("200", "", false), want: []string{"resp_headers"}},
-			{in: responseBody("x", false, ""), want: []string{"first_byte", "resp_body streamed=1"}},
-			{in: responseTrailers(), want: []string{"resp_trailers", "done"}},
+			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers"}},
+			{in: et.ResponseBody("x", false, ""), want: []string{"first_byte", "resp_body streamed=1"}},
+			{in: et.ResponseTrailers(), want: []string{"resp_trailers", "done"}},
 		}},
 		"response without a body": {steps: []step{
-			{in: requestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_body dest=a:1 clear meta=a:1", "decided routed"}},
-			{in: responseHeaders("204", "a:1", true), want: []string{"served a:1", "resp_headers", "done"}},
+			{in: et.ResponseHeaders("204", "a:1", true), want: []string{"served a:1", "resp_headers", "done"}},
 		}},
 		"request trailers end a full-duplex body": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, false)},
-			{in: requestTrailers(), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody, false)},
+			{in: et.RequestTrailers(), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=" + n + " clear meta=a:1", "req_body streamed=" + n, "req_trailers", "decided routed"}},
 		}},
 		"subset hint restricts the route": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, subsetHint("a:1", "b:1"))},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3 subset=a:1|b:1"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, et.SubsetHint("a:1", "b:1"))},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3 subset=a:1|b:1"}},
 			{decide: []string{"b:1"}, want: []string{"req_headers dest=b:1 len=" + n + " clear meta=b:1", "req_body streamed=" + n + " eos", "decided routed"}},
 		}},
 		"no eligible endpoint in the subset: 503": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, subsetHint("z:1"))},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3 subset=z:1"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, et.SubsetHint("z:1"))},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3 subset=z:1"}},
 			{err: fmt.Errorf("%w: none of the subset", ErrNoEndpoint), want: []string{"immediate 503", "decided subset_unavailable", "end"}},
-			{in: responseHeaders("200", "", false)},
+			{in: et.ResponseHeaders("200", "", false)},
 			{reset: true},
 		}},
 		"empty subset: 503 without asking the router": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, subsetHint())},
-			{in: requestBody(tokenBody, true), want: []string{"immediate 503", "decided subset_unavailable", "end"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, et.SubsetHint())},
+			{in: et.RequestBody(tokenBody, true), want: []string{"immediate 503", "decided subset_unavailable", "end"}},
 		}},
 		"no ready endpoint: 503": {steps: []step{
-			{in: requestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{err: ErrNoEndpoint, want: []string{"immediate 503", "decided no_endpoint", "end"}},
 		}},
 		"overloaded: 429": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{err: ErrOverloaded, want: []string{"immediate 429", "decided overloaded", "end"}},
 		}},
 		"router failure: 500": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{err: errors.New("actor timeout"), want: []string{"immediate 500", "decided error", "end"}},
 		}},
 		"not JSON: 400": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(`{"model":`, true), want: []string{"immediate 400", "decided invalid", "end"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(`{"model":`, true), want: []string{"immediate 400", "decided invalid", "end"}},
 		}},
 		"body past the bound: 413": {cfg: StreamConfig{MaxBody: 10}, steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(tokenBody, false), want: []string{"immediate 413", "decided too_large", "end"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(tokenBody, false), want: []string{"immediate 413", "decided too_large", "end"}},
 		}},
 		"no body: routed on the headers by load": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/models", true, nil, "x-gateway-model-name", "m"), want: []string{"route model=m prompt=none:no_body max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/models", true, nil, "x-gateway-model-name", "m"), want: []string{"route model=m prompt=none:no_body max=3"}},
 			{decide: []string{"a:1"}, reason: ReasonNoBody, want: []string{"req_headers dest=a:1 clear meta=a:1", "decided load_only no_body"}},
 		}},
 		"streamed request mode: routed on the headers, chunks answered unchanged": {steps: []step{
-			{in: requestHeaders(&Modes{Request: 1, Response: 1}, "/v1/completions", false, nil), want: []string{"route model=default prompt=none:no_body max=3"}},
+			{in: et.RequestHeaders(&et.Streamed, "/v1/completions", false, nil), want: []string{"route model=default prompt=none:no_body max=3"}},
 			{decide: []string{"a:1"}, reason: ReasonNoBody, want: []string{"req_headers dest=a:1 clear meta=a:1", "decided load_only no_body"}},
-			{in: requestBody(tokenBody, true), want: []string{"req_body"}},
-			{in: responseHeaders("200", "", false), want: []string{"resp_headers"}},
+			{in: et.RequestBody(tokenBody, true), want: []string{"req_body"}},
+			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers"}},
 		}},
 		"chat: routed by load when the decision says so": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/chat/completions", false, nil)},
-			{in: requestBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true), want: []string{"route model=m prompt=chat max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/chat/completions", false, nil)},
+			{in: et.RequestBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, true), want: []string{"route model=m prompt=chat max=3"}},
 			{decide: []string{"a:1"}, reason: "no_engine", want: []string{"req_headers dest=a:1 len=57 clear meta=a:1", "req_body streamed=57 eos", "decided load_only no_engine"}},
 		}},
 		"text prompt": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(`{"model":"m","prompt":"hello"}`, true), want: []string{"route model=m prompt=text:5 max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(`{"model":"m","prompt":"hello"}`, true), want: []string{"route model=m prompt=text:5 max=3"}},
 		}},
 		"out of order: response before the route": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: responseHeaders("200", "", false), want: []string{"fail"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.ResponseHeaders("200", "", false), want: []string{"fail"}},
 		}},
 		"out of order: request headers twice": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestHeaders(&fd, "/v1/completions", false, nil), want: []string{"fail"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil), want: []string{"fail"}},
 		}},
 		"a long body goes back in chunks": {steps: []step{
-			{in: requestHeaders(&fd, "/v1/completions", false, nil)},
-			{in: requestBody(longBody(150000), true), want: []string{"route model=m prompt=ids:2 max=3"}},
+			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
+			{in: et.RequestBody(longBody(150000), true), want: []string{"route model=m prompt=ids:2 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=150000 clear meta=a:1",
 				"req_body streamed=62000", "req_body streamed=62000", "req_body streamed=26000 eos", "decided routed"}},
 		}},

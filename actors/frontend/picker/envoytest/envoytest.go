@@ -1,4 +1,11 @@
-package picker
+// Package envoytest is a fake Envoy for tests and benchmarks: the messages
+// Envoy's ext_proc filter sends, built as it builds them (lower-case header
+// keys, values in raw_value, protocol_config on the first message,
+// metadata_context carrying the forwarded filter metadata), and a client
+// that drives ext_proc streams over a real gRPC connection with the
+// generated client, in the order Envoy drives them. It spells the
+// protocol's names itself, so a picker using the wrong ones fails.
+package envoytest
 
 import (
 	"fmt"
@@ -10,14 +17,28 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// The messages Envoy's ext_proc filter sends, built as it builds them:
-// lower-case header keys, values in raw_value, metadata_context carrying
-// the forwarded filter metadata namespaces.
+// The Endpoint Picker Protocol's names, as the data plane uses them.
+const (
+	destinationHeader    = "x-gateway-destination-endpoint"
+	destinationNamespace = "envoy.lb"
+	destinationKey       = "x-gateway-destination-endpoint"
+	servedKey            = "x-gateway-destination-endpoint-served"
+	subsetNamespace      = "envoy.lb.subset_hint"
+	subsetKey            = "x-gateway-destination-endpoint-subset"
+)
+
+// Modes are the filter's body send modes (the picker's Modes converts).
+type Modes struct {
+	Request, Response filterv3.ProcessingMode_BodySendMode
+}
 
 var (
-	fullDuplex = Modes{filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED}
-	// buffered is AIBrix's configuration: request BUFFERED, response STREAMED.
-	buffered = Modes{filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_STREAMED}
+	// FullDuplex is llm-d's configuration.
+	FullDuplex = Modes{filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED}
+	// Buffered is AIBrix's configuration: request BUFFERED, response STREAMED.
+	Buffered = Modes{filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_STREAMED}
+	// Streamed sends the body in chunks, each answered before the next.
+	Streamed = Modes{filterv3.ProcessingMode_STREAMED, filterv3.ProcessingMode_STREAMED}
 )
 
 func headerMap(kv ...string) *corev3.HeaderMap {
@@ -28,9 +49,9 @@ func headerMap(kv ...string) *corev3.HeaderMap {
 	return m
 }
 
-// requestHeaders is the first message of a stream: protocol_config with
+// RequestHeaders is the first message of a stream: protocol_config with
 // the filter's modes (nil: an Envoy too old to send it).
-func requestHeaders(modes *Modes, path string, eos bool, md *corev3.Metadata, extra ...string) *extprocv3.ProcessingRequest {
+func RequestHeaders(modes *Modes, path string, eos bool, md *corev3.Metadata, extra ...string) *extprocv3.ProcessingRequest {
 	h := headerMap(append([]string{":method", "POST", ":path", path, ":authority", "gateway", "content-type", "application/json"}, extra...)...)
 	r := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
 		RequestHeaders: &extprocv3.HttpHeaders{Headers: h, EndOfStream: eos}}, MetadataContext: md}
@@ -40,49 +61,55 @@ func requestHeaders(modes *Modes, path string, eos bool, md *corev3.Metadata, ex
 	return r
 }
 
-func requestBody(b string, eos bool) *extprocv3.ProcessingRequest {
+// RequestBody is one request body chunk (eos: the last).
+func RequestBody(b string, eos bool) *extprocv3.ProcessingRequest {
 	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
 		RequestBody: &extprocv3.HttpBody{Body: []byte(b), EndOfStream: eos}}}
 }
 
-func requestTrailers() *extprocv3.ProcessingRequest {
+// RequestTrailers ends a request body that has trailers.
+func RequestTrailers() *extprocv3.ProcessingRequest {
 	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
 		RequestTrailers: &extprocv3.HttpTrailers{Trailers: headerMap("x-trailer", "1")}}}
 }
 
-// served is the metadata_context of a response message: the endpoint the
+// Served is the metadata_context of a response message: the endpoint the
 // upstream connection went to ("" : none reported).
-func served(ep string) *corev3.Metadata {
+func Served(ep string) *corev3.Metadata {
 	if ep == "" {
 		return nil
 	}
 	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-		DestinationNamespace: {Fields: map[string]*structpb.Value{ServedKey: structpb.NewStringValue(ep)}}}}
+		destinationNamespace: {Fields: map[string]*structpb.Value{servedKey: structpb.NewStringValue(ep)}}}}
 }
 
-// subsetHint is a request's filter metadata restricting the endpoints.
-func subsetHint(eps ...string) *corev3.Metadata {
+// SubsetHint is a request's filter metadata restricting the endpoints.
+func SubsetHint(eps ...string) *corev3.Metadata {
 	vals := make([]any, len(eps))
 	for i, e := range eps {
 		vals[i] = e
 	}
 	l, _ := structpb.NewList(vals)
 	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-		SubsetNamespace: {Fields: map[string]*structpb.Value{SubsetKey: structpb.NewListValue(l)}}}}
+		subsetNamespace: {Fields: map[string]*structpb.Value{subsetKey: structpb.NewListValue(l)}}}}
 }
 
-func responseHeaders(code, servedEp string, eos bool) *extprocv3.ProcessingRequest {
+// ResponseHeaders are the upstream's response headers, with the served
+// endpoint Envoy reports ("": none); eos: a response without a body.
+func ResponseHeaders(code, servedEp string, eos bool) *extprocv3.ProcessingRequest {
 	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HttpHeaders{Headers: headerMap(":status", code, "content-type", "text/event-stream"), EndOfStream: eos}},
-		MetadataContext: served(servedEp)}
+		MetadataContext: Served(servedEp)}
 }
 
-func responseBody(b string, eos bool, servedEp string) *extprocv3.ProcessingRequest {
+// ResponseBody is one response body chunk (eos: the last).
+func ResponseBody(b string, eos bool, servedEp string) *extprocv3.ProcessingRequest {
 	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-		ResponseBody: &extprocv3.HttpBody{Body: []byte(b), EndOfStream: eos}}, MetadataContext: served(servedEp)}
+		ResponseBody: &extprocv3.HttpBody{Body: []byte(b), EndOfStream: eos}}, MetadataContext: Served(servedEp)}
 }
 
-func responseTrailers() *extprocv3.ProcessingRequest {
+// ResponseTrailers end a response that has trailers.
+func ResponseTrailers() *extprocv3.ProcessingRequest {
 	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseTrailers{
 		ResponseTrailers: &extprocv3.HttpTrailers{Trailers: headerMap("grpc-status", "0")}}}
 }
@@ -90,13 +117,15 @@ func responseTrailers() *extprocv3.ProcessingRequest {
 var shortNames = map[string]string{"request_headers": "req_headers", "request_body": "req_body", "request_trailers": "req_trailers",
 	"response_headers": "resp_headers", "response_body": "resp_body", "response_trailers": "resp_trailers"}
 
-// describe writes a response the way the scenario tables expect it.
-func describe(r *extprocv3.ProcessingResponse) string {
+// Describe writes a response compactly, for tables of expected answers:
+// "req_headers dest=a:1,b:1 len=57 clear meta=a:1,b:1", "req_body streamed=57 eos",
+// "resp_body", "immediate 503".
+func Describe(r *extprocv3.ProcessingResponse) string {
 	var b strings.Builder
 	common := func(c *extprocv3.CommonResponse) {
 		for _, h := range c.GetHeaderMutation().GetSetHeaders() {
 			switch h.GetHeader().GetKey() {
-			case DestinationHeader:
+			case destinationHeader:
 				fmt.Fprintf(&b, " dest=%s", h.GetHeader().GetRawValue())
 				if h.GetAppendAction() != corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD {
 					b.WriteString("(appended!)")
@@ -133,7 +162,7 @@ func describe(r *extprocv3.ProcessingResponse) string {
 		}
 	}
 	if md := r.GetDynamicMetadata(); md != nil {
-		fmt.Fprintf(&b, " meta=%s", md.GetFields()[DestinationNamespace].GetStructValue().GetFields()[DestinationKey].GetStringValue())
+		fmt.Fprintf(&b, " meta=%s", md.GetFields()[destinationNamespace].GetStructValue().GetFields()[destinationKey].GetStringValue())
 	}
 	return b.String()
 }
