@@ -38,6 +38,7 @@ test: vet fmt-check
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./actors/normalizer
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./actors/zmtpguard
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/routerevent
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestBody$$' -fuzztime $(FUZZTIME) ./cmd/kvrouter/httpapi
 

@@ -98,6 +98,3 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 )
-
-// A patched copy: received messages capped (see actors/listener/zmq4/PATCH.md).
-replace github.com/go-zeromq/zmq4 => ./actors/listener/zmq4

@@ -9,13 +9,14 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/actors/zmtpguard"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
 // zmtpPub is a hostile "engine": it speaks ZMTP 3.0 as a PUB (greeting,
-// READY) and then declares a frame of a terabyte. Unpatched, zmq4
-// allocated it and the process died ("out of memory"); with the cap
-// (actors/listener/zmq4/PATCH.md) the connection is dropped and counted.
+// READY) and then declares a frame of a terabyte. zmq4 alone allocates it
+// and the process dies ("out of memory"); through the guarded transport
+// (actors/zmtpguard) the connection is closed and counted.
 func zmtpPub(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -67,7 +68,7 @@ func TestAFrameOfATerabyteIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		for why, n := range res.(*listener.Stats).BadFrames {
-			if strings.Contains(why, "MaxMessageSize") && n > 0 {
+			if strings.Contains(why, zmtpguard.ErrMessageTooLarge.Error()) && n > 0 {
 				return // refused, counted, and the process is alive
 			}
 		}

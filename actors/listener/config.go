@@ -3,10 +3,10 @@ package listener
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/zmtpguard"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
 	"github.com/zeebo/xxh3"
@@ -17,8 +17,9 @@ type Config struct {
 	Stream messages.StreamID
 	// Engine is the adapter name (vllm, sglang, trtllm).
 	Engine string
-	// Endpoint is the engine's PUB address (tcp://host:port). With Bind the
-	// listener binds it and engines dial in (llm-d style).
+	// Endpoint is the engine's PUB address (tcp://host:port; ipc://path and
+	// inproc://name work too, no other transport). With Bind the listener
+	// binds it and engines dial in (llm-d style).
 	Endpoint string
 	Bind     bool
 	// ReplayEndpoint is the engine's replay ROUTER ("" when it has none).
@@ -70,8 +71,12 @@ func (c *Config) defaults() error {
 	if c.Endpoint == "" {
 		return errors.New("listener: no endpoint")
 	}
-	if !strings.Contains(c.Endpoint, "://") {
-		return fmt.Errorf("listener: endpoint %q has no transport (want tcp://host:port)", c.Endpoint)
+	// Only endpoints whose connections are guarded (zmtpguard: frame sizes
+	// capped) are accepted.
+	for _, ep := range []string{c.Endpoint, c.ReplayEndpoint} {
+		if _, err := zmtpguard.Endpoint(ep); ep != "" && err != nil {
+			return fmt.Errorf("listener: %w", err)
+		}
 	}
 	if c.Engine == "" {
 		c.Engine = "vllm"

@@ -7,6 +7,7 @@
 //
 // README.md beside this file gives the rules: sequencing and replay, hidden
 // restarts, resyncs and the exact/degraded state, recovery after a batch the
-// pipeline could not apply, flow control by credits (Config.Window), and
+// pipeline could not apply, flow control by credits (Config.Window), reads
+// and hostile peers (every socket goes through actors/zmtpguard), and
 // tracing.
 package listener

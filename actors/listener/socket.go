@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/kvrouter/kvrouter/actors/zmtpguard"
 	"github.com/kvrouter/kvrouter/messages/engine"
 )
 
@@ -66,11 +67,14 @@ func subscribeOnce(ctx context.Context, cfg Config, c *credits, send func(any)) 
 	// silence recreates the socket.
 	sock := zmq4.NewSub(sctx, zmq4.WithDialerRetry(200*time.Millisecond))
 	defer sock.Close()
-	var err error
+	ep, err := zmtpguard.Endpoint(cfg.Endpoint)
+	if err != nil {
+		return err
+	}
 	if cfg.Bind {
-		err = sock.Listen(socketEndpoint(cfg.Endpoint))
+		err = sock.Listen(ep)
 	} else {
-		err = sock.Dial(socketEndpoint(cfg.Endpoint))
+		err = sock.Dial(ep)
 	}
 	if err != nil {
 		return err
@@ -131,7 +135,11 @@ func replay(ctx context.Context, cfg Config, c *credits, adapter engine.Adapter,
 	sock := zmq4.NewDealer(ctx, zmq4.WithDialerRetry(100*time.Millisecond))
 	defer sock.Close()
 	done := func(timeout bool, err string) { send(replayDone{gen: gen, timeout: timeout, err: err}) }
-	if err := sock.Dial(socketEndpoint(cfg.ReplayEndpoint)); err != nil {
+	ep, err := zmtpguard.Endpoint(cfg.ReplayEndpoint)
+	if err == nil {
+		err = sock.Dial(ep)
+	}
+	if err != nil {
 		done(false, "dial: "+err.Error())
 		return
 	}

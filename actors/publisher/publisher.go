@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/go-zeromq/zmq4"
+	"github.com/kvrouter/kvrouter/actors/zmtpguard"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/routerevent"
 )
@@ -38,9 +39,15 @@ type StatsRequest struct{}
 // every RouterEventBatch it receives, in order. The socket is closed when
 // the actor stops.
 func Props(endpoint, topic string) (*actor.Props, error) {
+	// Through the guarded transport: the PUB reads its subscribers'
+	// subscriptions, and a subscriber must not declare a terabyte.
+	ep, err := zmtpguard.Endpoint(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("publish router events: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sock := zmq4.NewPub(ctx)
-	if err := sock.Listen(endpoint); err != nil {
+	if err := sock.Listen(ep); err != nil {
 		cancel()
 		return nil, fmt.Errorf("publish router events on %s: %w", endpoint, err)
 	}
