@@ -1,6 +1,10 @@
 package tokenizer
 
-import "golang.org/x/text/unicode/norm"
+import (
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
 
 // normalizer rewrites a segment of text before pre-tokenization.
 type normalizer interface {
@@ -14,7 +18,16 @@ var forms = map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.
 type unicodeForm struct{ form norm.Form }
 
 func (f unicodeForm) normalize(s string) string {
-	if f.form.IsNormalString(s) {
+	// ASCII is invariant under every form; QuickSpanString proves most other
+	// text normal without allocating (IsNormalString allocates).
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii || f.form.QuickSpanString(s) == len(s) {
 		return s
 	}
 	return f.form.String(s)
