@@ -1,7 +1,7 @@
 // Package enginefake is an engine's tokenization surface for tests and
 // simulated engines: vLLM's POST /tokenize (completion and chat forms),
 // POST /v1/completions/render and POST /v1/chat/completions/render, and
-// the block size in GET /metrics (vLLM's cache_config_info), with the same
+// the block size in GET /metrics (vLLM's cache_config_info, SetBlockSize), with the same
 // request and answer JSON as vLLM. It tokenizes with a real tokenizer
 // (messages/tokenizer) and renders chat with a ChatML template — the
 // shape of Qwen's, not its exact text: what matters to the router is that
@@ -27,12 +27,19 @@ import (
 type Engine struct {
 	Tokenizer *tokenizer.Tokenizer
 	NoRender  bool
-	BlockSize int // in /metrics; 0: not reported
 
-	mu    sync.Mutex
-	fail  int
+	mu        sync.Mutex
+	blockSize int
+	fail      int
 	hold  chan struct{}
 	calls map[string]int
+}
+
+// SetBlockSize sets the block size /metrics reports (0: none).
+func (e *Engine) SetBlockSize(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.blockSize = n
 }
 
 // Fail makes every request answer status (0: answer normally).
@@ -93,7 +100,7 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.calls = map[string]int{}
 	}
 	e.calls[r.URL.Path]++
-	fail, hold := e.fail, e.hold
+	fail, hold, blockSize := e.fail, e.hold, e.blockSize
 	e.mu.Unlock()
 	if hold != nil {
 		select {
@@ -107,8 +114,8 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case r.URL.Path == "/metrics" && r.Method == http.MethodGet && e.BlockSize > 0:
-		fmt.Fprintf(w, "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"%d\",cache_dtype=\"auto\",enable_prefix_caching=\"True\"} 1.0\n", e.BlockSize)
+	case r.URL.Path == "/metrics" && r.Method == http.MethodGet && blockSize > 0:
+		fmt.Fprintf(w, "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"%d\",cache_dtype=\"auto\",enable_prefix_caching=\"True\"} 1.0\n", blockSize)
 	case r.Method != http.MethodPost:
 		http.NotFound(w, r)
 	case r.URL.Path == "/tokenize":
