@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
@@ -50,6 +51,16 @@ engine streams, each resuming where the dump stands — nothing is dropped
 when the engine's replay buffer still holds what followed; otherwise the
 stream resyncs and is flagged degraded, as any stream would.
 
+Prompt token ids: --tokenizer MODEL=PATH loads a model's tokenizer.json, so
+completion text is tokenized locally; otherwise (and always for chat, whose
+template only the engine applies) the prompt goes to the engine's
+/tokenize or render endpoint at the rank's serving endpoint, bounded by
+--tokenize-timeout (past it: route by load). A parity guard tokenizes a
+probe set both ways, and reads the engine's block size, when an engine
+appears and every --parity-interval: a disagreement is logged, counted
+(kvrouter_tokenizer_parity_mismatch, kvrouter_engine_block_size_mismatch)
+and shown in /workers, and the engine's ids win.
+
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
@@ -84,6 +95,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cf := addClusterFlags(fs)
 	fs.StringVar(&st.bootstrapFrom, "bootstrap-from", "", "warm up from a peer router (http://host:port): load its GET /dump and follow its streams from where the dump stands")
 	fs.StringVar(&st.workersFile, "workers-file", "", "JSON file of workers to register at start: an array of POST /register bodies")
+	var tokenizers tokenizerFlags
+	fs.Var(&tokenizers, "tokenizer", "local tokenizer of a model: MODEL=PATH, or PATH for the --model model (repeatable); a Hugging Face tokenizer.json, plain or gzipped, byte-level BPE (Llama-3, Qwen, gpt-oss). Completion text is then tokenized here; chat always goes to the engine")
+	tokenizeTimeout := fs.Duration("tokenize-timeout", prompttokens.DefaultTimeout, "deadline of the engine's tokenize/render round trips for one prompt; past it the request routes by load (counted)")
+	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -136,12 +151,18 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer metrics.Shutdown(context.Background())
-	h := svc.Handler(metrics, httpapi.Options{APIToken: token, Logger: logger})
+	pr, err := newPrompts(tokenizers, *model, *tokenizeTimeout, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	h := svc.Handler(metrics, httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings}, pr.metrics()...)
 	srv := httpapi.NewServer(*addr, h, httpapi.Options{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
+	go pr.run(ctx, svc, 2*time.Second, *parityEvery)
 	logger.Info("kvrouter serve listening", "http", *addr, "workers", len(workers), "auth", token != "")
 	select {
 	case err := <-errc:

@@ -79,6 +79,11 @@ func (h *Handler) workers(w *responseWriter, r *http.Request) error {
 		}
 		slices.SortStableFunc(ranks, func(a, b RankInfo) int { return cmp.Compare(a.DpRank, b.DpRank) })
 		for j := range ranks {
+			if h.opts.RankWarnings != nil {
+				if more := h.opts.RankWarnings(ranks[j]); len(more) > 0 {
+					ranks[j].Warnings = append(slices.Clip(ranks[j].Warnings), more...)
+				}
+			}
 			if ranks[j].Warnings == nil {
 				ranks[j].Warnings = []string{}
 			}

@@ -44,6 +44,9 @@ type Options struct {
 	// which writes Handler.WriteMetrics (a caller extending the metrics
 	// calls WriteMetrics from its own handler).
 	MetricsHandler http.Handler
+	// RankWarnings, when set, gives more warnings for a rank (the
+	// tokenizer parity guard's), appended to its own in GET /workers.
+	RankWarnings func(RankInfo) []string
 	// NewRequestID makes the request id of a /route request that names
 	// none (default: 26 random base32 characters from crypto/rand).
 	NewRequestID func() string

@@ -43,10 +43,11 @@ var _ telemetry.Source = (*Service)(nil)
 // and GET /metrics serves m together with the HTTP server's own counters
 // (httpapi's WriteMetrics, parsed into the same exposition, so content
 // negotiation and the text format stay the exporter's). opts.MetricsHandler
-// is replaced.
-func (s *Service) Handler(m *telemetry.Metrics, opts httpapi.Options) *httpapi.Handler {
+// is replaced; each of more writes further metrics in the text format
+// (the prompt resolver's and the parity guard's).
+func (s *Service) Handler(m *telemetry.Metrics, opts httpapi.Options, more ...func(io.Writer) error) *httpapi.Handler {
 	var h *httpapi.Handler
-	opts.MetricsHandler = m.Handler(func(w io.Writer) error { return h.WriteMetrics(w) })
+	opts.MetricsHandler = m.Handler(append([]func(io.Writer) error{func(w io.Writer) error { return h.WriteMetrics(w) }}, more...)...)
 	h = httpapi.New(metered{s, m}, opts)
 	return h
 }

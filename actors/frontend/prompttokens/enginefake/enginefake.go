@@ -31,8 +31,8 @@ type Engine struct {
 	mu        sync.Mutex
 	blockSize int
 	fail      int
-	hold  chan struct{}
-	calls map[string]int
+	hold      chan struct{}
+	calls     map[string]int
 }
 
 // SetBlockSize sets the block size /metrics reports (0: none).
