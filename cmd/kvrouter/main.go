@@ -24,6 +24,7 @@ func commands() []command {
 		{"demo", "the router and simulated engines on loopback, driven by a Mooncake trace through /route", runDemo},
 		{"serve", "run the router: KV-event listeners, the prefix index and the HTTP API", runServe},
 		{"tap", "run the ingest pipeline against engines (or built-in simulated ones) and show each stream", runTap},
+		{"tokenize", "print a prompt's token ids as JSON (local tokenizer.json, or the engine; --chat renders messages through the engine)", runTokenize},
 		{"bench", "measure ingest, route latency, memory and routing quality on Mooncake traces (simulated engines)", runBench},
 	}
 }
