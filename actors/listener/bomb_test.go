@@ -1,7 +1,6 @@
 package listener_test
 
 import (
-	"encoding/binary"
 	"net"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/zmtpguard"
+	"github.com/kvrouter/kvrouter/actors/zmtpguard/zmtptest"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
@@ -24,14 +24,6 @@ func zmtpPub(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	greeting := make([]byte, 64)
-	greeting[0], greeting[9], greeting[10] = 0xff, 0x7f, 3
-	copy(greeting[12:], "NULL")
-	body := append([]byte{5}, "READY"...)
-	body = append(append(body, 11), "Socket-Type"...)
-	body = append(binary.BigEndian.AppendUint32(body, 3), "PUB"...)
-	ready := append([]byte{0x04, byte(len(body))}, body...)
-	bomb := binary.BigEndian.AppendUint64([]byte{0x02}, 1<<40) // a long frame of 1 TiB
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -40,11 +32,11 @@ func zmtpPub(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				_, _ = c.Write(greeting)
+				_, _ = c.Write(zmtptest.Greeting())
 				_, _ = c.Read(make([]byte, 64))
-				_, _ = c.Write(ready)
+				_, _ = c.Write(zmtptest.Ready("PUB"))
 				time.Sleep(50 * time.Millisecond)
-				_, _ = c.Write(bomb)
+				_, _ = c.Write(zmtptest.LongHeader(0, 1<<40)) // a frame of 1 TiB
 				time.Sleep(time.Second)
 			}()
 		}

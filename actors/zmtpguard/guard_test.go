@@ -4,33 +4,22 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/kvrouter/kvrouter/actors/zmtpguard/zmtptest"
 )
 
 // Stream pieces, as a ZMTP 3.x peer sends them.
-func greeting() []byte {
-	g := make([]byte, greetingLen)
-	g[0], g[9], g[10] = 0xff, 0x7f, 3
-	copy(g[12:], "NULL")
-	return g
-}
+var (
+	greeting = zmtptest.Greeting
+	long     = zmtptest.LongHeader
+	ready    = zmtptest.Ready("PUB") // a NULL handshake's READY command
+)
 
 func short(flags byte, size int) []byte { return []byte{flags, byte(size)} }
-
-func long(flags byte, size uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{flags | flagLong}, size)
-}
 
 func body(n int) []byte { return bytes.Repeat([]byte{'x'}, n) }
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-
-// ready is a NULL handshake's READY command (socket type PUB).
-var ready = func() []byte {
-	b := append([]byte{5}, "READY"...)
-	b = append(append(b, 11), "Socket-Type"...)
-	b = append(binary.BigEndian.AppendUint32(b, 3), "PUB"...)
-	return cat(short(flagCommand, len(b)), b)
-}()
 
 func TestGuard(t *testing.T) {
 	const max = 1000

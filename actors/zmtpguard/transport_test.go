@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/kvrouter/kvrouter/actors/zmtpguard/zmtptest"
 )
 
 func TestEndpoint(t *testing.T) {
@@ -33,10 +34,7 @@ func TestEndpoint(t *testing.T) {
 // declares a message of a terabyte.
 func hostileSub(t *testing.T, c net.Conn) {
 	t.Helper()
-	r := []byte{5}
-	r = append(append(append(r, "READY"...), 11), "Socket-Type"...)
-	r = append(append(r, 0, 0, 0, 3), "SUB"...)
-	if _, err := c.Write(cat(greeting(), short(flagCommand, len(r)), r, long(0, 1<<40))); err != nil {
+	if _, err := c.Write(cat(greeting(), zmtptest.Ready("SUB"), long(0, 1<<40))); err != nil {
 		t.Fatal(err)
 	}
 }
