@@ -40,7 +40,7 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./actors/normalizer
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./actors/zmtpguard
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/routerevent
-	$(GO) test -run '^$$' -fuzz '^FuzzRequestBody$$' -fuzztime $(FUZZTIME) ./cmd/kvrouter/httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestBody$$' -fuzztime $(FUZZTIME) ./actors/frontend/httpapi
 
 # The quick mode of `kvrouter bench` (Mooncake traces over simulated engines
 # through the real pipeline and /route: ingest, route latency sweep, memory,

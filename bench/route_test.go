@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
+	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // routeFixture is a served kvrouter whose index learned from 4 simulated
@@ -56,7 +57,7 @@ func newRouteFixture(b *testing.B) *routeFixture {
 		}
 		b.Cleanup(func() { e.Close() })
 		engines = append(engines, e)
-		if err := svc.Register(context.Background(), httpapi.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: e.Endpoint(),
+		if err := svc.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: e.Endpoint(),
 			ReplayEndpoint: e.ReplayEndpoint(), ModelName: "m", BlockSize: 16}); err != nil {
 			b.Fatal(err)
 		}
@@ -67,7 +68,7 @@ func newRouteFixture(b *testing.B) *routeFixture {
 	// Let the index catch up: a query of the last prompt finds it.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		q, err := svc.Query(context.Background(), httpapi.QueryRequest{TokenIDs: prompts[len(prompts)-1], ModelName: "m"})
+		q, err := svc.Query(context.Background(), api.QueryRequest{TokenIDs: prompts[len(prompts)-1], ModelName: "m"})
 		if err == nil && len(q.Scores) > 0 {
 			break
 		}
@@ -90,7 +91,7 @@ func BenchmarkRoute(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			p := f.prompts[i%len(f.prompts)]
 			t0 := time.Now()
-			if _, err := f.svc.Route(context.Background(), httpapi.RouteRequest{TokenIDs: p, ModelName: "m", RequestID: fmt.Sprint("a", i)}); err != nil {
+			if _, err := f.svc.Route(context.Background(), api.RouteRequest{TokenIDs: p, ModelName: "m", RequestID: fmt.Sprint("a", i)}); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // sessWorkload is a generated multi-turn chat workload: every conversation
@@ -98,7 +98,7 @@ func sessRun(t *testing.T, w sessWorkload, rounds [][]sessTurn, credit float64, 
 		}
 		defer e.Close()
 		engines[i] = e
-		if err := svc.Register(ctx, httpapi.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: e.Endpoint(),
+		if err := svc.Register(ctx, api.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: e.Endpoint(),
 			ReplayEndpoint: e.ReplayEndpoint(), ModelName: "m", BlockSize: sessBlock}); err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func sessRun(t *testing.T, w sessWorkload, rounds [][]sessTurn, credit float64, 
 			sessSettle(t, svc, engines) // every earlier request's events are applied: deterministic figures
 			id := fmt.Sprintf("r%d", res.requests)
 			sess := fmt.Sprintf("conv-%d", tr.conv)
-			req := httpapi.RouteRequest{TokenIDs: tr.prompt, ModelName: "m", RequestID: id}
+			req := api.RouteRequest{TokenIDs: tr.prompt, ModelName: "m", RequestID: id}
 			if withSessions {
 				req.SessionID = sess
 			}
@@ -162,13 +162,13 @@ func sessSettle(t *testing.T, svc *service.Service, engines []*simengine.Engine)
 		ok := err == nil && len(ws) == len(engines)
 		for i := 0; ok && i < len(ws); i++ {
 			r := ws[i].Ranks[0]
-			ok = r.State == httpapi.StateExact && r.LastSeq != nil && *r.LastSeq+1 == engines[i].Stats().NextSeq
+			ok = r.State == api.StateExact && r.LastSeq != nil && *r.LastSeq+1 == engines[i].Stats().NextSeq
 		}
 		if ok {
 			if _, err := svc.Workers(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			_, _ = svc.Session(context.Background(), httpapi.SessionRequest{ID: "barrier"}) // unknown: 404
+			_, _ = svc.Session(context.Background(), api.SessionRequest{ID: "barrier"}) // unknown: 404
 			return
 		}
 		if time.Now().After(deadline) {

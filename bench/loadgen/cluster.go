@@ -12,15 +12,16 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
 	"github.com/kvrouter/kvrouter/cluster/member"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // benchModel is the model name every simulated worker registers under.
@@ -66,11 +67,10 @@ type cluster struct {
 // routerHost is one router: its actor system, service and HTTP server and,
 // in a cluster, its member.
 type routerHost struct {
+	*service.Host
 	system *actor.ActorSystem
-	svc    *service.Service
 	srv    *http.Server
 	url    string
-	node   *clusterindex.Node // nil: one host, no cluster
 }
 
 // host is the router that takes request i: round robin over the hosts, so
@@ -96,31 +96,24 @@ func startHosts(cfg clusterConfig) ([]*routerHost, error) {
 	}
 	for range n {
 		h := &routerHost{system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))}
-		scfg := serviceConfig(cfg)
+		hc := service.HostConfig{Service: serviceConfig(cfg), Logger: cfg.Logger}
 		if n > 1 {
-			h.node = clusterindex.NewNode(clusterindex.Config{Shards: cfg.Shards})
 			// GossipInterval: several members in one process (member.Config).
-			if _, err := h.node.Join(h.system, member.Config{Name: clusterName, Provider: member.ProviderTest, TestAgent: agent,
-				GossipInterval: time.Hour}); err != nil {
-				return fail(fmt.Errorf("loadgen: join host %d: %w", len(hosts)+1, err))
-			}
-			scfg.Pipeline.NewIndex, scfg.Cluster = h.node.NewIndex, h.node.Registry()
+			hc.Cluster = &service.ClusterConfig{Index: clusterindex.Config{Shards: cfg.Shards},
+				Member: member.Config{Name: clusterName, Provider: member.ProviderTest, TestAgent: agent, GossipInterval: time.Hour}}
 		}
-		svc, err := service.New(h.system, scfg)
+		host, err := service.StartHost(h.system, hc)
 		if err != nil {
-			if h.node != nil {
-				h.node.Leave()
-			}
-			return fail(err)
+			return fail(fmt.Errorf("loadgen: host %d: %w", len(hosts)+1, err))
 		}
-		h.svc = svc
+		h.Host = host
 		hosts = append(hosts, h)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return fail(err)
 		}
 		h.url = "http://" + ln.Addr().String()
-		h.srv = httpapi.NewServer("", httpapi.New(svc, httpapi.Options{Logger: cfg.Logger}), httpapi.Options{Logger: cfg.Logger})
+		h.srv = httpapi.NewServer("", httpapi.New(host.Service, httpapi.Options{Logger: cfg.Logger}), httpapi.Options{Logger: cfg.Logger})
 		go func() { _ = h.srv.Serve(ln) }()
 	}
 	if n > 1 {
@@ -138,7 +131,7 @@ func startHosts(cfg clusterConfig) ([]*routerHost, error) {
 // allJoined reports whether every host's member sees every host.
 func allJoined(hosts []*routerHost) bool {
 	for _, h := range hosts {
-		if tp := h.node.Member().Topology(); tp == nil || len(tp.Members) != len(hosts) {
+		if tp := h.Node.Member().Topology(); tp == nil || len(tp.Members) != len(hosts) {
 			return false
 		}
 	}
@@ -158,15 +151,11 @@ func closeHosts(hosts []*routerHost) {
 			// keep the router reachable.
 			_ = h.srv.Close()
 		}
-		if h.svc != nil {
-			h.svc.Close()
-		}
+		h.Close()
 	}
 	var wg sync.WaitGroup
 	for _, h := range hosts {
-		if h.node != nil {
-			wg.Go(h.node.Leave)
-		}
+		wg.Go(h.Leave)
 	}
 	wg.Wait()
 }
@@ -195,7 +184,7 @@ func startCluster(cfg clusterConfig) (*cluster, error) {
 		}
 		c.engines = append(c.engines, e)
 		// Through each host in turn: a cluster replicates the registry.
-		if err := c.host(i).svc.Register(context.Background(), httpapi.Registration{InstanceID: messages.WorkerID(i + 1),
+		if err := c.host(i).Service.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1),
 			Endpoint: e.Endpoint(), ReplayEndpoint: e.ReplayEndpoint(), ModelName: benchModel, BlockSize: uint32(cfg.BlockSize)}); err != nil {
 			c.close()
 			return nil, fmt.Errorf("loadgen: register engine %d: %w", i+1, err)
@@ -233,13 +222,13 @@ func (c *cluster) heartbeats() {
 // streams reads /workers: how many ranks are not exact, and the index
 // entries ((block, worker) pairs) in all.
 func (c *cluster) streams() (notExact, entries int, err error) {
-	ws, err := c.hosts[0].svc.Workers(context.Background())
+	ws, err := c.hosts[0].Service.Workers(context.Background())
 	if err != nil {
 		return 0, 0, err
 	}
 	for _, w := range ws {
 		for _, r := range w.Ranks {
-			if r.State != httpapi.StateExact {
+			if r.State != api.StateExact {
 				notExact++
 			}
 			entries += int(r.Blocks)
@@ -291,7 +280,7 @@ func (c *cluster) visible(ctx context.Context, p *probe, timeout time.Duration) 
 	id := messages.WorkerID(p.worker + 1)
 	deadline := p.sent.Add(timeout)
 	for {
-		q, err := c.hosts[0].svc.Query(ctx, httpapi.QueryRequest{TokenIDs: p.tokens, ModelName: benchModel})
+		q, err := c.hosts[0].Service.Query(ctx, api.QueryRequest{TokenIDs: p.tokens, ModelName: benchModel})
 		now := time.Now()
 		if err == nil && q.Scores[id][0] >= want {
 			return now, nil

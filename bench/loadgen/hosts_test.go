@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // TestRunHostsEndToEnd runs the harness on two router hosts (cluster
@@ -63,7 +63,7 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 		t.Fatalf("%d hosts, joined %v", len(c.hosts), len(c.hosts) == 2 && allJoined(c.hosts))
 	}
 	for i, h := range c.hosts {
-		ws, err := h.svc.Workers(context.Background())
+		ws, err := h.Service.Workers(context.Background())
 		if err != nil || len(ws) != 4 {
 			t.Errorf("host %d knows %d workers (%v), want 4", i, len(ws), err)
 		}
@@ -72,7 +72,7 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 	// the load reaches the other host's scores, and leaves them when the
 	// request is freed — through either host.
 	ctx := context.Background()
-	routed, err := c.hosts[0].svc.Route(ctx, httpapi.RouteRequest{TokenIDs: make([]uint32, 64), ModelName: benchModel, RequestID: "r"})
+	routed, err := c.hosts[0].Service.Route(ctx, api.RouteRequest{TokenIDs: make([]uint32, 64), ModelName: benchModel, RequestID: "r"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +81,11 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 		return func() (bool, string) {
 			n++
 			id := "probe" + strconv.Itoa(n)
-			res, err := c.hosts[1].svc.Route(ctx, httpapi.RouteRequest{TokenIDs: []uint32{1}, ModelName: benchModel, RequestID: id, IncludeScores: true})
+			res, err := c.hosts[1].Service.Route(ctx, api.RouteRequest{TokenIDs: []uint32{1}, ModelName: benchModel, RequestID: id, IncludeScores: true})
 			if err != nil {
 				return false, err.Error()
 			}
-			_ = c.hosts[1].svc.Free(ctx, id)
+			_ = c.hosts[1].Service.Free(ctx, id)
 			for _, sc := range res.Scores {
 				if sc.WorkerID == routed.WorkerID {
 					return sc.ActiveDecodeBlocks == blocks, fmt.Sprintf("%+v", sc)
@@ -96,13 +96,13 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 	}
 	eventually(t, "host 1 sees host 0's booking", seenBy1(4)) // 64 tokens: 4 blocks of 16
 	// prefill_done and free reach the routing host from the other one.
-	if err := c.hosts[1].svc.PrefillDone(ctx, "r"); err != nil {
+	if err := c.hosts[1].Service.PrefillDone(ctx, "r"); err != nil {
 		t.Errorf("prefill_done through host 1: %v", err)
 	}
-	if err := c.hosts[1].svc.Free(ctx, "r"); err != nil {
+	if err := c.hosts[1].Service.Free(ctx, "r"); err != nil {
 		t.Errorf("free through host 1: %v", err)
 	}
-	if err := c.hosts[0].svc.Free(ctx, "r"); err == nil || !strings.Contains(err.Error(), "not routed by any host") {
+	if err := c.hosts[0].Service.Free(ctx, "r"); err == nil || !strings.Contains(err.Error(), "not routed by any host") {
 		t.Errorf("second free: %v, want unknown on every host", err)
 	}
 	eventually(t, "host 1 sees the free", seenBy1(0))

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // routedRun is what a kvrouter replay measured.
@@ -32,12 +32,12 @@ func (c *cluster) replayRouted(reqs []Request, sessions bool, inFlight int) (rou
 	run := routedRun{tally: NewTally(len(c.engines))}
 	for i, r := range reqs {
 		id := "q" + strconv.Itoa(i)
-		req := httpapi.RouteRequest{TokenIDs: r.Tokens, ModelName: benchModel, RequestID: id}
+		req := api.RouteRequest{TokenIDs: r.Tokens, ModelName: benchModel, RequestID: id}
 		if sessions {
 			req.SessionID = r.Session
 		}
 		t0 := time.Now()
-		svc := c.host(i).svc
+		svc := c.host(i).Service
 		res, err := svc.Route(ctx, req)
 		if err != nil {
 			return run, fmt.Errorf("loadgen: route request %d: %w", i, err)
@@ -59,7 +59,7 @@ func (c *cluster) replayRouted(reqs []Request, sessions bool, inFlight int) (rou
 			return run, fmt.Errorf("loadgen: prefill_done %s: %w", id, err)
 		}
 		if done := i - inFlight; done >= 0 {
-			if err := c.host(done).svc.Free(ctx, "q"+strconv.Itoa(done)); err != nil {
+			if err := c.host(done).Service.Free(ctx, "q"+strconv.Itoa(done)); err != nil {
 				return run, fmt.Errorf("loadgen: free q%d: %w", done, err)
 			}
 		}

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/traces"
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
 )
 
 // Config is one `kvrouter bench` run.
@@ -392,7 +392,7 @@ func (r *runner) sweep(c *cluster, name string, l layout, reqs []Request, sessio
 	var svcs []*service.Service
 	var urls []string
 	for _, h := range c.hosts {
-		svcs, urls = append(svcs, h.svc), append(urls, h.url)
+		svcs, urls = append(svcs, h.Service), append(urls, h.url)
 	}
 	for _, tname := range r.cfg.Transports {
 		var t transport = &inProcess{svcs: svcs, reqs: reqs}

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
+	"github.com/kvrouter/kvrouter/actors/service"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // Transport names.
@@ -35,7 +35,7 @@ type inProcess struct {
 }
 
 func (t *inProcess) route(ctx context.Context, h, i int, id, session string) (int, error) {
-	res, err := t.svcs[h].Route(ctx, httpapi.RouteRequest{TokenIDs: t.reqs[i].Tokens, ModelName: benchModel, RequestID: id, SessionID: session})
+	res, err := t.svcs[h].Route(ctx, api.RouteRequest{TokenIDs: t.reqs[i].Tokens, ModelName: benchModel, RequestID: id, SessionID: session})
 	return int(res.WorkerID) - 1, err
 }
 
@@ -160,7 +160,7 @@ func (c *cluster) sweepPoint(t transport, reqs []Request, spec pointSpec) SweepP
 				}
 				mine = append(mine, time.Since(j.sent))
 				feed.offer(w, &reqs[k], session)
-				_ = c.hosts[h].svc.Free(ctx, id)
+				_ = c.hosts[h].Service.Free(ctx, id)
 			}
 			mu.Lock()
 			lat = append(lat, mine...)

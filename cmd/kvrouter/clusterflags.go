@@ -3,16 +3,13 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"strings"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
-	"github.com/kvrouter/kvrouter/actors/pipeline"
+	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
 	"github.com/kvrouter/kvrouter/cluster/member"
-	"github.com/kvrouter/kvrouter/cluster/registry"
 )
 
 // clusterFlags are kvrouter serve's cluster flags (issue 5). With
@@ -51,34 +48,21 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	return c
 }
 
-// joined is what start gives serve: the pipeline.Config.NewIndex for
-// every namespace and the service's registry (both nil without
-// --cluster: the one-host index and registry), and leave, which leaves
-// the cluster (call it after the service is closed).
-type joined struct {
-	newIndex func(pipeline.IndexEnv) pipeline.Index
-	registry *registry.Replica
-	leave    func()
-}
-
-// start joins the cluster when --cluster is set.
-func (c *clusterFlags) start(system *actor.ActorSystem) (joined, error) {
+// config is the cluster membership the flags ask for; nil without
+// --cluster.
+func (c *clusterFlags) config() (*service.ClusterConfig, error) {
 	if c.name == "" {
-		return joined{leave: func() {}}, nil
+		return nil, nil
 	}
 	if c.routeDeadline <= 0 || c.shards <= 0 {
-		return joined{}, errors.New("--route-deadline and --cluster-shards must be positive")
+		return nil, errors.New("--route-deadline and --cluster-shards must be positive")
 	}
 	cfg := member.Config{Name: c.name, Provider: member.Provider(c.provider), Bind: c.bind, Advertise: c.advertise,
 		EtcdEndpoints: list(c.etcdEndpoints), AutomanagedPort: c.automanagedPort, AutomanagedPeers: list(c.automanagedPeers)}
 	if cfg.Provider == member.ProviderTest {
 		cfg.TestAgent = test.NewInMemAgent()
 	}
-	node := clusterindex.NewNode(clusterindex.Config{Shards: c.shards, QueryDeadline: c.routeDeadline})
-	if _, err := node.Join(system, cfg); err != nil {
-		return joined{}, fmt.Errorf("--cluster %s: %w", c.name, err)
-	}
-	return joined{newIndex: node.NewIndex, registry: node.Registry(), leave: node.Leave}, nil
+	return &service.ClusterConfig{Member: cfg, Index: clusterindex.Config{Shards: c.shards, QueryDeadline: c.routeDeadline}}, nil
 }
 
 // list splits a comma-separated flag value, dropping empty entries.

@@ -20,10 +20,11 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/coalescer"
+	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
 	"github.com/kvrouter/kvrouter/bench/chaos"
 	"github.com/kvrouter/kvrouter/bench/simengine"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // The multi-process cluster tests (make test-cluster): a real etcd
@@ -432,7 +433,7 @@ type blockSets struct {
 	held map[messages.WorkerKey]map[messages.ExternalHash]bool
 }
 
-func (b *blockSets) Namespace(httpapi.DumpNamespace) error { return nil }
+func (b *blockSets) Namespace(api.DumpNamespace) error { return nil }
 
 func (b *blockSets) Event(ev messages.RouterEvent) error {
 	k := messages.WorkerKey{Worker: ev.WorkerID, DpRank: ev.Event.DpRank}
@@ -486,7 +487,7 @@ func (h *e2eHost) states() (map[messages.WorkerKey]coalescer.StreamState, error)
 	if err != nil {
 		return nil, err
 	}
-	var ws []httpapi.WorkerInfo
+	var ws []api.WorkerInfo
 	if err := json.Unmarshal(b, &ws); err != nil {
 		return nil, fmt.Errorf("%s /workers: %w", h.url, err)
 	}
@@ -495,9 +496,9 @@ func (h *e2eHost) states() (map[messages.WorkerKey]coalescer.StreamState, error)
 		for _, r := range w.Ranks {
 			st := coalescer.StateUnknown
 			switch r.State {
-			case httpapi.StateExact:
+			case api.StateExact:
 				st = coalescer.StateExact
-			case httpapi.StateDegraded:
+			case api.StateDegraded:
 				st = coalescer.StateDegraded
 			}
 			if r.Owner == "" {

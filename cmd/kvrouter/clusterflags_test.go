@@ -9,7 +9,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 func parseCluster(t *testing.T, args ...string) *clusterFlags {
@@ -24,37 +27,47 @@ func parseCluster(t *testing.T, args ...string) *clusterFlags {
 
 // TestClusterFlags: without --cluster nothing is joined; a bad
 // combination is refused with a reason; --cluster with the in-process
-// provider gives an index factory whose pipelines answer within the route
-// deadline, whole once their shards settle.
+// provider gives a host whose index factory answers within the route
+// deadline, whole once its shards settle.
 func TestClusterFlags(t *testing.T) {
-	j, err := parseCluster(t).start(actor.NewActorSystem())
-	if j.newIndex != nil || j.registry != nil || err != nil {
-		t.Fatalf("without --cluster: factory %v, registry %v, err %v", j.newIndex != nil, j.registry != nil, err)
+	if cc, err := parseCluster(t).config(); cc != nil || err != nil {
+		t.Fatalf("without --cluster: config %+v, err %v", cc, err)
 	}
-	j.leave()
 	for args, want := range map[string]string{
 		"--cluster c --route-deadline 0":             "must be positive",
 		"--cluster c":                                "--etcd-endpoints", // etcd by default
 		"--cluster c --cluster-provider automanaged": "peers",
 		"--cluster c --cluster-provider nope":        "unknown cluster provider",
 	} {
-		_, err := parseCluster(t, strings.Fields(args)...).start(actor.NewActorSystem())
+		cc, err := parseCluster(t, strings.Fields(args)...).config()
+		if err == nil {
+			var h *service.Host
+			if h, err = service.StartHost(actor.NewActorSystem(), service.HostConfig{Cluster: cc}); err == nil {
+				h.Close()
+				h.Leave()
+			}
+		}
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err %v, want one mentioning %q", args, err, want)
 		}
 	}
 
 	system := actor.NewActorSystem()
-	j, err = parseCluster(t, "--cluster", "dev", "--cluster-provider", "test", "--cluster-shards", "3",
-		"--route-deadline", "2s").start(system)
+	cc, err := parseCluster(t, "--cluster", "dev", "--cluster-provider", "test", "--cluster-shards", "3",
+		"--route-deadline", "2s").config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.leave()
-	if j.registry == nil || j.registry.Self() == "" {
+	h, err := service.StartHost(system, service.HostConfig{Cluster: cc, Service: service.Config{BlockSize: 16, Routing: routing.DefaultConfig()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Leave()
+	defer h.Close()
+	if h.Node == nil || h.Node.Registry() == nil || h.Node.Registry().Self() == "" {
 		t.Fatal("--cluster: no registry replica joined")
 	}
-	p, err := pipeline.Start(system, pipeline.Config{NewIndex: j.newIndex})
+	p, err := pipeline.Start(system, pipeline.Config{NewIndex: h.Node.NewIndex})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +82,28 @@ func TestClusterFlags(t *testing.T) {
 			t.Fatalf("the cluster index never answered whole: %+v, %v", cov, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// serve's --worker workers register in serve's namespace; tap's options
+// are refused, naming the option.
+func TestServeWorkerFlags(t *testing.T) {
+	var flags workerFlags
+	if err := flags.Set("2:1=tcp://127.0.0.1:3,replay=tcp://127.0.0.1:4,serving=127.0.0.1:8000"); err != nil {
+		t.Fatal(err)
+	}
+	regs, err := registrations(flags, "m", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := api.Registration{InstanceID: 2, DpRank: 1, Endpoint: "tcp://127.0.0.1:3", ReplayEndpoint: "tcp://127.0.0.1:4",
+		ServingEndpoint: "127.0.0.1:8000", ModelName: "m", TenantID: "t"}
+	if len(regs) != 1 || regs[0] != want {
+		t.Fatalf("registrations %+v, want [%+v]", regs, want)
+	}
+	var tapOnly workerFlags
+	_ = tapOnly.Set("4=tcp://127.0.0.1:5,bind")
+	if _, err := registrations(tapOnly, "m", "t"); err == nil || !strings.Contains(err.Error(), "bind") {
+		t.Errorf("a tap-only option: err %v, want it to name bind", err)
 	}
 }

@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/bench/traces"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 const demoHelp = `Usage: kvrouter demo [flags]
@@ -92,7 +93,7 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	start, lastReport := time.Now(), time.Now()
 	for i, p := range prompts {
 		t0 := time.Now()
-		var res httpapi.RouteResult
+		var res api.RouteResult
 		if err := c.post("/route", map[string]any{"token_ids": p, "model_name": "demo", "request_id": fmt.Sprint("req-", i)}, &res); err != nil {
 			return fail(fmt.Errorf("route request %d: %w", i, err))
 		}

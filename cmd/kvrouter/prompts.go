@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/tokenizer"
 )
 
@@ -51,7 +51,7 @@ type prompts struct {
 
 // workerLister is the part of the service the directory refresh reads.
 type workerLister interface {
-	Workers(context.Context) ([]httpapi.WorkerInfo, error)
+	Workers(context.Context) ([]api.WorkerInfo, error)
 }
 
 // newPrompts loads every --tokenizer file (a bad one fails the start).
@@ -112,7 +112,7 @@ func (p *prompts) refresh(ctx context.Context, workers workerLister, st *refresh
 }
 
 // servingTargets lists each rank that has a serving endpoint, in order.
-func servingTargets(list []httpapi.WorkerInfo) []prompttokens.Target {
+func servingTargets(list []api.WorkerInfo) []prompttokens.Target {
 	var out []prompttokens.Target
 	for _, w := range list {
 		for _, r := range w.Ranks {
@@ -128,7 +128,7 @@ func servingTargets(list []httpapi.WorkerInfo) []prompttokens.Target {
 }
 
 // rankWarnings gives /workers the parity guard's warnings for a rank.
-func (p *prompts) rankWarnings(r httpapi.RankInfo) []string {
+func (p *prompts) rankWarnings(r api.RankInfo) []string {
 	if r.ServingEndpoint == "" {
 		return nil
 	}

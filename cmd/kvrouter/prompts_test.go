@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens/enginefake"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
+	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/tokenizer"
 )
 
@@ -34,9 +34,9 @@ func TestTokenizerFlags(t *testing.T) {
 	}
 }
 
-type staticWorkers []httpapi.WorkerInfo
+type staticWorkers []api.WorkerInfo
 
-func (s staticWorkers) Workers(context.Context) ([]httpapi.WorkerInfo, error) { return s, nil }
+func (s staticWorkers) Workers(context.Context) ([]api.WorkerInfo, error) { return s, nil }
 
 // TestPromptsFollowRegisteredEngines: the directory follows the ranks'
 // serving endpoints and the guard checks an engine as it appears; its
@@ -54,14 +54,14 @@ func TestPromptsFollowRegisteredEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rank := httpapi.RankInfo{ModelName: "qwen3", BlockSize: 16, ServingEndpoint: strings.TrimPrefix(srv.URL, "http://")}
+	rank := api.RankInfo{ModelName: "qwen3", BlockSize: 16, ServingEndpoint: strings.TrimPrefix(srv.URL, "http://")}
 	ctx := context.Background()
 	var st refreshState
 	p.refresh(ctx, staticWorkers{}, &st, time.Hour)
 	if got := p.rankWarnings(rank); len(got) != 0 || p.dir.Engines("qwen3") != nil {
 		t.Fatalf("no workers yet: warnings %q, engines %q", got, p.dir.Engines("qwen3"))
 	}
-	p.refresh(ctx, staticWorkers{{InstanceID: 1, Ranks: []httpapi.RankInfo{rank}}}, &st, time.Hour)
+	p.refresh(ctx, staticWorkers{{InstanceID: 1, Ranks: []api.RankInfo{rank}}}, &st, time.Hour)
 	warn := p.rankWarnings(rank)
 	if len(warn) != 1 || !strings.Contains(warn[0], "block size 32, registered 16") {
 		t.Fatalf("warnings %q (engines %q)", warn, p.dir.Engines("qwen3"))

@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/actors/sessions"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/httpapi"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/service"
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/telemetry"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 const serveHelp = `Usage: kvrouter serve [flags]
@@ -81,7 +81,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var workers workerFlags
 	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT] to register at start (repeatable; serving= is where the proxy sends the rank's requests, http(s):// allowed)")
 	model := fs.String("model", "default", "model name of --worker workers")
-	tenant := fs.String("tenant", httpapi.DefaultTenant, "tenant of --worker workers")
+	tenant := fs.String("tenant", api.DefaultTenant, "tenant of --worker workers")
 	weight := fs.Float64("overlap-weight", 1, "weight of prefill blocks in the routing cost (0: load only)")
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: deterministic argmin)")
 	timeout := fs.Duration("timeout", 50*time.Millisecond, "deadline of one actor request on the route path")
@@ -91,10 +91,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tokenFlag := fs.String("api-token", "", "bearer token for mutating endpoints (prefer KVROUTER_API_TOKEN or --api-token-file)")
 	tokenFile := fs.String("api-token-file", "", "file holding the bearer token")
 	shards := fs.Int("shards", 1, "index shard actors per (model, tenant), 1-64: more parallel ingest for a little more route latency")
-	st := startup{}
+	var st service.Startup
 	cf := addClusterFlags(fs)
-	fs.StringVar(&st.bootstrapFrom, "bootstrap-from", "", "warm up from a peer router (http://host:port): load its GET /dump and follow its streams from where the dump stands")
-	fs.StringVar(&st.workersFile, "workers-file", "", "JSON file of workers to register at start: an array of POST /register bodies")
+	fs.StringVar(&st.BootstrapFrom, "bootstrap-from", "", "warm up from a peer router (http://host:port): load its GET /dump and follow its streams from where the dump stands")
+	fs.StringVar(&st.WorkersFile, "workers-file", "", "JSON file of workers to register at start: an array of POST /register bodies")
 	var tokenizers tokenizerFlags
 	fs.Var(&tokenizers, "tokenizer", "local tokenizer of a model: MODEL=PATH, or PATH for the --model model (repeatable); a Hugging Face tokenizer.json, plain or gzipped, byte-level BPE (Llama-3, Qwen, gpt-oss). Completion text is then tokenized here; chat always goes to the engine")
 	tokenizeTimeout := fs.Duration("tokenize-timeout", prompttokens.DefaultTimeout, "deadline of the engine's tokenize/render round trips for one prompt; past it the request routes by load (counted)")
@@ -126,43 +126,41 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	pc := pipeline.Config{Index: indexer.Config{Shards: *shards},
 		Sessions: sessions.ActorConfig{Index: sessions.Config{MaxSessions: *maxSessions, IdleTTL: *sessionIdle}}}
-	cl, err := cf.start(system)
+	cc, err := cf.config()
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	defer cl.leave()          // after svc.Close: the member leaves the cluster last
-	pc.NewIndex = cl.newIndex // nil without --cluster: this host's own index and registry
-	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
-		Pipeline: pc, SessionCredit: *sessionCredit, Cluster: cl.registry})
+	st.Token = token
+	if st.Workers, err = registrations(workers, *model, *tenant); err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	host, err := service.StartHost(system, service.HostConfig{Cluster: cc, Startup: st, Logger: logger,
+		Service: service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
+			Pipeline: pc, SessionCredit: *sessionCredit}})
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	defer svc.Close()
-	st.token, st.workers, st.model, st.tenant = token, workers, *model, *tenant
-	if err := st.run(svc, logger); err != nil {
-		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
-		return 2
-	}
-	metrics, err := telemetry.NewMetrics(svc, 0)
-	if err != nil {
-		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
-		return 2
-	}
-	defer metrics.Shutdown(context.Background())
+	defer host.Leave() // after Close: the member leaves the cluster last
+	defer host.Close()
 	pr, err := newPrompts(tokenizers, *model, *tokenizeTimeout, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	h := svc.Handler(metrics, httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings}, pr.metrics()...)
+	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings}, pr.metrics()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	srv := httpapi.NewServer(*addr, h, httpapi.Options{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	go pr.run(ctx, svc, 2*time.Second, *parityEvery)
+	go pr.run(ctx, host.Service, 2*time.Second, *parityEvery)
 	logger.Info("kvrouter serve listening", "http", *addr, "workers", len(workers), "auth", token != "")
 	select {
 	case err := <-errc:
@@ -176,6 +174,20 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_ = srv.Shutdown(shut)
 	}
 	return 0
+}
+
+// registrations are serve's --worker workers, in namespace (model,
+// tenant); tap's options are refused.
+func registrations(workers workerFlags, model, tenant string) ([]api.Registration, error) {
+	var regs []api.Registration
+	for _, w := range workers {
+		if w.Engine != "" || w.Bind || w.TopicIdentity || w.Topic != "" {
+			return nil, fmt.Errorf("--worker %d: serve takes ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT] only (engine=, topic=, bind and by-topic are kvrouter tap options; --engine sets the adapter)", w.Stream.Worker)
+		}
+		regs = append(regs, api.Registration{InstanceID: w.Stream.Worker, DpRank: w.Stream.DpRank,
+			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ServingEndpoint: w.ServingEndpoint, ModelName: model, TenantID: tenant})
+	}
+	return regs, nil
 }
 
 // apiToken reads the token from a file, the environment or the flag, in

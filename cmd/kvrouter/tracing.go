@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/kvrouter/kvrouter/cmd/kvrouter/telemetry"
+	"github.com/kvrouter/kvrouter/actors/telemetry"
 )
 
 // startTracing installs tracing as the OTEL_* environment asks

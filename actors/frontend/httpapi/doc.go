@@ -1,0 +1,99 @@
+// Package httpapi is the HTTP edge of `kvrouter serve`: it decodes and
+// validates requests, calls an api.Backend (messages/api: the registry,
+// index and router, implemented by actors/service) and encodes the answers. It holds no routing or
+// index logic, so it is tested against a fake Backend with no sockets.
+//
+// # Endpoints
+//
+// Drop-in for clients of Dynamo's standalone KV indexer
+// and of the Mooncake KV-indexer RFC (same paths and JSON shapes):
+//
+//	POST /register      {instance_id, endpoint, model_name, tenant_id?, block_size?, dp_rank?, lora_name?, replay_endpoint?}
+//	                    → 201 {"status":"ok"} · 409 already registered / block size mismatch
+//	POST /unregister    {instance_id, model_name, tenant_id?, dp_rank?} → 200 {"status":"ok"} · 404 unknown_worker
+//	GET  /workers       → [{"instance_id":1,"endpoints":{"0":"tcp://…"},"ranks":[{…state, last_seq, lag_seconds…}]}]
+//	POST /query         {token_ids, model_name, tenant_id?, lora_name?, cache_salt?}
+//	                    → {"scores":{"<worker>":{"<dp_rank>":tokens}},"frequencies":[…],"tree_sizes":{…}}
+//	POST /query_by_hash {block_hashes, model_name, tenant_id?} → same shape
+//	GET  /dump          → the replayable events, one JSON document (dump.go)
+//
+// kvrouter's own:
+//
+//	POST /route         {token_ids | block_hashes, model_name, tenant_id?, lora_name?, cache_salt?,
+//	                     session_id?, request_id?, include_scores?}
+//	                    → {worker_id, dp_rank, overlap_blocks, cached_tokens, overlap_by_tier?,
+//	                       session_credit_blocks?, degraded?, scores?, request_id,
+//	                       partial?, recovering_workers?}
+//	POST /route/{request_id}/prefill_done → 200 {"status":"ok"} · 404 unknown_request
+//	POST /route/{request_id}/free         → 200 {"status":"ok"} · 404 unknown_request
+//	GET  /sessions/{session_id}[?chain=true]
+//	                    → {session_id, namespaces:[{model_name, tenant_id, last_seen, lineages:[{worker_id,
+//	                       dp_rank, depth, blocks, newest_hash, updated, chain?}]}]} · 404 unknown_session
+//	DELETE /sessions/{session_id}         → 200 {"status":"ok"} · 404 unknown_session
+//	GET  /healthz (liveness) · GET /readyz (Backend.Ready; 503 when not ready) · GET /metrics
+//
+// As in the reference, tenant_id defaults to "default" (on /unregister its
+// absence means every tenant of the model), dp_rank to 0 (on /unregister
+// every rank) and block_size, which the reference requires, to the server's
+// --block-size. A string field sent as "" counts as absent, as it does for
+// engine events.
+//
+// # Errors
+//
+// Every error is {"error": "<for humans>", "reason": "<snake_case>"}. Client
+// input never gets a 5xx: bad JSON, a non-object body or trailing data
+// (bad_json), a wrong JSON type (wrong_type), a negative, fractional or
+// too large number (negative_number, not_an_integer, out_of_range), a
+// missing required field (missing_field), an unacceptable value
+// (invalid_value, too_long) → 400; a body over Options.MaxBodyBytes
+// (body_too_large), too many token_ids or block_hashes (too_many_tokens,
+// too_many_block_hashes) → 413; a Content-Type other than JSON → 415
+// (unsupported_media_type: also what keeps browsers from posting
+// cross-site without a CORS preflight); a wrong method → 405 with Allow;
+// an unknown path → 404. Backend errors map by class (see Backend): 400
+// (e.g. invalid_session_id), 404 (unknown_worker, unknown_request,
+// unknown_namespace, unknown_session), 409, 503; any
+// other error is logged and answered 500 "internal" without its text, as is
+// a recovered panic (counted in kvrouter_http_panics_total).
+//
+// Integers are decoded as Go unsigned integers, never through float64, so
+// 64-bit ids and hashes arrive exactly; a fraction or exponent is rejected
+// (1.0 is not an id). block_hashes also accept negative values down to
+// -2^63, kept as their two's-complement bits: the reference types them i64.
+//
+// # Decisions
+//
+// Unknown JSON fields: accepted (ignored) on the Dynamo drop-in endpoints,
+// as serde does there by default and as clients written for the reference
+// or the Mooncake RFC may send extra keys (e.g. "medium"); rejected with
+// 400 unknown_field on /route, kvrouter's own endpoint, where a misspelt
+// optional field (sesion_id, cache_slat) would otherwise silently change
+// the routing.
+//
+// Authentication: with Options.APIToken set, `Authorization: Bearer
+// <token>` is required (401 missing_token / invalid_token, with
+// WWW-Authenticate) on /register, /unregister, the two bookkeeping
+// endpoints, DELETE /sessions/{session_id} AND /route itself: /route books load on a worker, and an
+// anonymous caller able to book load that only a token holder can free
+// could steer traffic by flooding it. Reads (/workers, /query,
+// /query_by_hash, /dump, GET /sessions/{session_id}, /metrics) are open
+// unless Options.ProtectReads;
+// /healthz and /readyz are always open. The token is compared as SHA-256
+// digests with crypto/subtle, so neither its content nor its length leaks
+// through timing.
+//
+// Dump format: one JSON document in the reference's shape (an object keyed
+// "<model>:<tenant>"), streamed as it is produced; see dump.go for the
+// layout, why, and ReadDump, which reads it (and the reference's dumps)
+// back for `serve --bootstrap-from`.
+//
+// Request ids: /route books load under the client's request_id, or under
+// one the server draws from crypto/rand (unguessable, so another client
+// cannot free it). Ids are 1–128 characters of [A-Za-z0-9._~:-].
+//
+// Session ids (/route's session_id, the path of /sessions/{session_id},
+// URL-unescaped) are producer input the engines also report: the Backend
+// checks them (kvrouter serve: 1–256 bytes of printable ASCII) and answers
+// 400 invalid_session_id otherwise. A session is a hint: a session_id with
+// no lineage routes as without one.
+package httpapi

@@ -1,0 +1,393 @@
+package service
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/cluster/registry"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
+)
+
+// In a cluster (Config.Cluster) the registry of workers is the cluster's
+// replicated one: /register and /unregister write it (on any host), and
+// every host reconciles its own state with it — every namespace and
+// worker exists on every host (so each answers /query, /route, /workers
+// for all of them), and each stream's listener runs on its owner only
+// (registry.Owner over the current members). When the members change,
+// the new owner starts the stream's listener (a fresh one: a resync, then
+// the engine's replay buffer) and the old one, if alive, stops its own;
+// the shard follows the newest listener (clusterindex fences), so the
+// moment both run is harmless.
+
+// What a member logs when it starts following a stream and when it hands
+// one over to its new owner.
+const (
+	logFollowing  = "cluster: following a stream"
+	logHandedOver = "cluster: stream handed over to its new owner"
+)
+
+// reconcileEvery is how often a member reconciles even without a change
+// (a listener that failed to start is tried again).
+const reconcileEvery = time.Second
+
+// followRegistry reconciles on every registry or topology change.
+func (s *Service) followRegistry() {
+	t := time.NewTicker(reconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.cfg.Cluster.Changes():
+		case <-t.C:
+		}
+		s.mu.Lock()
+		select {
+		case <-s.stop: // closed meanwhile: the pipelines are stopped
+		default:
+			s.reconcile()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// registerClustered checks a registration against the cluster's registry
+// and writes it there; the owner starts its listener.
+func (s *Service) registerClustered(reg api.Registration) error {
+	bs := uint32(reg.BlockSize)
+	if bs == 0 {
+		bs = uint32(s.cfg.BlockSize)
+	}
+	key := messages.WorkerKey{Worker: reg.InstanceID, DpRank: reg.DpRank}
+	c := s.cfg.Cluster
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if e, dup := c.Get(key); dup {
+		return api.Errorf(api.ErrConflict, "already_registered",
+			"worker %d rank %d is already registered (model %q, tenant %q)", key.Worker, key.DpRank, e.Worker.Model, e.Worker.Tenant)
+	}
+	tenant := tenantOf(reg.TenantID)
+	for _, e := range c.Live() {
+		if e.Worker.Model == reg.ModelName && e.Worker.Tenant == tenant && e.Worker.BlockSize != bs {
+			return api.Errorf(api.ErrInvalid, "block_size_mismatch",
+				"model %q tenant %q uses block size %d, not %d", reg.ModelName, tenant, e.Worker.BlockSize, bs)
+		}
+	}
+	lc := s.listenerConfig(reg, int(bs), nil)
+	lc.Next = actor.NewPID("validate", "validate") // checked here, started by the owner
+	if _, err := listener.Props(lc); err != nil {
+		return api.Errorf(api.ErrInvalid, "invalid_endpoint", "%v", err)
+	}
+	c.Put(registry.Entry{Key: key, Worker: registry.Worker{Model: reg.ModelName, Tenant: tenant, BlockSize: bs,
+		Endpoint: reg.Endpoint, ReplayEndpoint: reg.ReplayEndpoint, Lora: reg.LoraName, ServingEndpoint: reg.ServingEndpoint}})
+	s.mu.Lock()
+	s.reconcile()
+	s.mu.Unlock()
+	return nil
+}
+
+// unregisterClustered writes tombstones for the streams ref names.
+func (s *Service) unregisterClustered(ref api.WorkerRef) error {
+	c := s.cfg.Cluster
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	var gone []registry.Entry
+	for _, e := range c.Live() {
+		if matches(ref, e.Key, nsKey{e.Worker.Model, e.Worker.Tenant}) {
+			e.Deleted = true
+			gone = append(gone, e)
+		}
+	}
+	if len(gone) == 0 {
+		return unknownWorker(ref)
+	}
+	c.Put(gone...)
+	s.mu.Lock()
+	s.reconcile()
+	s.mu.Unlock()
+	return nil
+}
+
+// reconcile brings this host in line with the registry and the members.
+// Called with s.mu held.
+func (s *Service) reconcile() {
+	c := s.cfg.Cluster
+	members, self := c.Members(), c.Self()
+	touched := map[*namespace]bool{}
+	live := map[messages.WorkerKey]bool{}
+	for _, e := range c.Live() {
+		live[e.Key] = true
+		w := s.workers[e.Key]
+		if w != nil && w.version != e.Version { // registered again, maybe elsewhere
+			touched[w.ns] = true
+			s.drop(e.Key, w)
+			w = nil
+		}
+		if w == nil {
+			if w = s.adopt(e); w == nil {
+				continue
+			}
+			touched[w.ns] = true
+		}
+		own := registry.Owner(members, e.Key) == self
+		switch {
+		case own && !w.listening:
+			lc := s.listenerConfig(w.reg, w.ns.blockSize, nil)
+			if err := w.ns.pipe.AddListener(lc); err != nil {
+				s.system.Logger().Warn("cluster: cannot follow a stream this host owns", "worker", e.Key.Worker, "dp_rank", e.Key.DpRank, "error", err)
+				continue
+			}
+			w.listening, w.at = true, time.Now()
+			s.system.Logger().Info(logFollowing, "worker", e.Key.Worker, "dp_rank", e.Key.DpRank)
+		case !own && w.listening:
+			_ = w.ns.pipe.RemoveListener(messages.StreamID{Worker: e.Key.Worker, DpRank: e.Key.DpRank})
+			w.listening = false
+			s.system.Logger().Info(logHandedOver, "worker", e.Key.Worker, "dp_rank", e.Key.DpRank, "owner", registry.Owner(members, e.Key))
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(s.workers), compareKeys) {
+		if w := s.workers[k]; !live[k] {
+			touched[w.ns] = true
+			s.drop(k, w)
+		}
+	}
+	for ns := range touched {
+		s.syncCandidates(ns)
+	}
+}
+
+// adopt makes a registry entry one of this host's workers (its namespace
+// created if needed); nil when the namespace's block size differs (two
+// hosts registered the model with different sizes at once).
+func (s *Service) adopt(e registry.Entry) *worker {
+	ns, err := s.space(e.Worker.Model, e.Worker.Tenant, int(e.Worker.BlockSize), true)
+	if err != nil || ns.blockSize != int(e.Worker.BlockSize) {
+		s.system.Logger().Warn("cluster: registration not followed", "worker", e.Key.Worker, "dp_rank", e.Key.DpRank,
+			"model", e.Worker.Model, "block_size", e.Worker.BlockSize, "error", err)
+		return nil
+	}
+	reg := api.Registration{InstanceID: e.Key.Worker, DpRank: e.Key.DpRank, Endpoint: e.Worker.Endpoint,
+		ReplayEndpoint: e.Worker.ReplayEndpoint, ModelName: e.Worker.Model, TenantID: e.Worker.Tenant,
+		BlockSize: e.Worker.BlockSize, LoraName: e.Worker.Lora, ServingEndpoint: e.Worker.ServingEndpoint}
+	w := &worker{reg: reg, ns: ns, at: time.Now(), version: e.Version}
+	s.workers[e.Key] = w
+	ns.members[e.Key] = true
+	return w
+}
+
+// drop forgets a worker; the host that followed it also removes it from
+// the index — after its listener's batches, through the same front —
+// so a late batch never brings it back. Called with s.mu held.
+func (s *Service) drop(k messages.WorkerKey, w *worker) {
+	if w.listening {
+		_ = w.ns.pipe.RemoveListener(messages.StreamID{Worker: k.Worker, DpRank: k.DpRank})
+		w.ns.pipe.RemoveWorker(k.Worker)
+	}
+	s.system.Root.Send(w.ns.route, &routing.DropWorker{Worker: k.Worker})
+	delete(w.ns.members, k)
+	delete(s.workers, k)
+}
+
+// localStates is what this host tells the others about the streams it
+// follows (GET /workers on any host).
+func (s *Service) localStates() []registry.StreamState {
+	s.mu.Lock()
+	mine := map[messages.WorkerKey]*worker{}
+	for k, w := range s.workers {
+		if w.listening {
+			c := *w
+			mine[k] = &c
+		}
+	}
+	s.mu.Unlock()
+	out := make([]registry.StreamState, 0, len(mine))
+	for _, k := range slices.SortedFunc(maps.Keys(mine), compareKeys) {
+		ri := s.rankInfo(k, mine[k])
+		out = append(out, registry.StreamState{Key: k, State: string(ri.State), LastSeq: ri.LastSeq, Warnings: ri.Warnings})
+	}
+	return out
+}
+
+// remoteStates asks each owner of a stream this host does not follow for
+// its streams' states, concurrently, each bounded by the timeout; an
+// owner that does not answer is absent from the map.
+func (s *Service) remoteStates(regs map[messages.WorkerKey]*worker) map[messages.WorkerKey]registry.StreamState {
+	c := s.cfg.Cluster
+	owners := map[string]bool{}
+	for k, w := range regs {
+		if !w.listening {
+			owners[c.Owner(k)] = true
+		}
+	}
+	delete(owners, "")
+	out := map[messages.WorkerKey]registry.StreamState{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for o := range owners {
+		wg.Go(func() {
+			states, err := c.States(o, s.cfg.Timeout)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			for _, st := range states {
+				out[st.Key] = st
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// remoteRankInfo is a stream another host follows, as GET /workers shows
+// it: its owner's view of the stream, this host's view of the index.
+func (s *Service) remoteRankInfo(k messages.WorkerKey, w *worker, st registry.StreamState, known bool) api.RankInfo {
+	ri := api.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
+		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
+		BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Warnings: []string{}}
+	owner := s.cfg.Cluster.Owner(k)
+	ri.Owner = owner
+	if !known {
+		ri.Warnings = append(ri.Warnings, "owner host "+owner+" does not report the stream (hand-over, or not answering)")
+	} else {
+		ri.State, ri.LastSeq = api.StreamState(st.State), st.LastSeq
+		ri.Warnings = append(ri.Warnings, st.Warnings...)
+	}
+	if is, err := w.ns.pipe.IndexStats(s.cfg.Timeout); err == nil {
+		ri.Blocks = uint64(is.TreeSizes[k])
+	}
+	return ri
+}
+
+// localLoads is the load this host's route actors booked: what it tells
+// the other members (registry.Replica.ServeLoads).
+func (s *Service) localLoads() []registry.RankLoad {
+	s.mu.Lock()
+	routes := make([]*actor.PID, 0, len(s.spaces))
+	for _, ns := range s.spaces {
+		routes = append(routes, ns.route)
+	}
+	s.mu.Unlock()
+	var out []registry.RankLoad
+	for _, pid := range routes {
+		r, err := request[*routing.LoadReply](s, pid, &routing.LoadRequest{})
+		if err != nil {
+			continue // a busy route actor: the others see none of its load this round
+		}
+		for _, l := range r.Ranks {
+			out = append(out, registry.RankLoad{Key: l.Key, PrefillTokens: l.PrefillTokens, Blocks: l.Blocks})
+		}
+	}
+	return out
+}
+
+// remoteLoads sums, per (worker, dp_rank), the load the other members
+// booked: each host books only the requests it routed, so without this a
+// host spreading requests with others would see part of the fleet's load.
+// A member that does not answer within the timeout counts as none (nil on
+// one host).
+func (s *Service) remoteLoads() map[messages.WorkerKey]routing.RemoteLoad {
+	c := s.cfg.Cluster
+	if c == nil {
+		return nil
+	}
+	answers := askOthers(c, func(m string) []registry.RankLoad {
+		ls, _ := c.Loads(m, s.cfg.Timeout)
+		return ls
+	})
+	out := map[messages.WorkerKey]routing.RemoteLoad{}
+	for _, ls := range answers {
+		for _, l := range ls {
+			r := out[l.Key]
+			r.PrefillTokens, r.Blocks = r.PrefillTokens+l.PrefillTokens, r.Blocks+l.Blocks
+			out[l.Key] = r
+		}
+	}
+	return out
+}
+
+// forwardBookkeeping applies a bookkeeping call this host cannot (it did
+// not route the request) on the member that routed it: each host books the
+// requests it routed, and a client need not know which one that was. The
+// members are asked at once; those that do not answer within the timeout
+// are taken as not knowing the request.
+func (s *Service) forwardBookkeeping(id string, free bool) error {
+	c := s.cfg.Cluster
+	type answer struct {
+		found bool
+		err   error
+	}
+	answers := askOthers(c, func(m string) answer {
+		found, err := c.Bookkeep(m, id, free, s.cfg.Timeout)
+		return answer{found, err}
+	})
+	for _, a := range answers {
+		switch {
+		case a.found && a.err != nil:
+			return api.Errorf(api.ErrInvalid, "invalid_request", "%v", a.err)
+		case a.found:
+			return nil
+		}
+	}
+	return api.Errorf(api.ErrNotFound, "unknown_request",
+		"request %q is not routed by any host (or already freed or expired)", id)
+}
+
+// deltaQueue bounds the pushed loads waiting for applyDeltas; past it they
+// are dropped (the next snapshot, within stateEvery, counts them anyway).
+const deltaQueue = 4096
+
+// queueDelta hands load another member pushed to applyDeltas without
+// blocking the registry's actor.
+func (s *Service) queueDelta(_ string, l registry.RankLoad) {
+	select {
+	case s.deltas <- l:
+	default:
+	}
+}
+
+// applyDeltas adds the load other members push as they book it to their
+// remote load and to the route actor's candidate at once: between two
+// snapshots a worker another host just chose must not look idle here
+// (every host would send it the next request: herding).
+func (s *Service) applyDeltas() {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case l := <-s.deltas:
+			s.mu.Lock()
+			if s.remote == nil {
+				s.remote = map[messages.WorkerKey]routing.RemoteLoad{}
+			}
+			r := s.remote[l.Key]
+			// A release may meet a snapshot that already left it out.
+			r.PrefillTokens, r.Blocks = max(r.PrefillTokens+l.PrefillTokens, 0), max(r.Blocks+l.Blocks, 0)
+			s.remote[l.Key] = r
+			if w := s.workers[l.Key]; w != nil {
+				s.system.Root.Send(w.ns.route, &routing.RemoteUpdate{Key: l.Key, Load: r})
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// askOthers calls ask for every other member at once and returns the
+// answers, in member order.
+func askOthers[T any](c *registry.Replica, ask func(member string) T) []T {
+	others := c.Others()
+	out := make([]T, len(others))
+	var wg sync.WaitGroup
+	for i, m := range others {
+		wg.Go(func() { out[i] = ask(m) })
+	}
+	wg.Wait()
+	return out
+}

@@ -1,0 +1,381 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/kvrouter/kvrouter/actors/indexer"
+	"github.com/kvrouter/kvrouter/actors/indexer/radix"
+	"github.com/kvrouter/kvrouter/actors/pipeline"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/telemetry"
+	"github.com/kvrouter/kvrouter/cluster/registry"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/blockhash"
+	"github.com/kvrouter/kvrouter/messages/tracectx"
+)
+
+// lookup returns a namespace under the lock.
+func (s *Service) lookup(model, tenant string) (*namespace, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.space(model, tenant, 0, false)
+}
+
+// localHashes hashes a prompt's tokens as the namespace's blocks are hashed.
+func localHashes(tokens []uint32, blockSize int, lora, salt string) []messages.LocalHash {
+	var h blockhash.Hasher
+	raw := h.Hash(nil, tokens, blockSize, blockhash.Options{Seed: blockhash.NamespaceSeed(lora, salt)})
+	out := make([]messages.LocalHash, len(raw))
+	for i, v := range raw {
+		out[i] = messages.LocalHash(v)
+	}
+	return out
+}
+
+// Query implements api.Backend.
+func (s *Service) Query(_ context.Context, req api.QueryRequest) (api.QueryResult, error) {
+	ns, err := s.lookup(req.ModelName, req.TenantID)
+	if err != nil {
+		return api.QueryResult{}, err
+	}
+	return s.query(ns, localHashes(req.TokenIDs, ns.blockSize, req.LoraName, req.CacheSalt))
+}
+
+// QueryByHash implements api.Backend.
+func (s *Service) QueryByHash(_ context.Context, req api.QueryByHashRequest) (api.QueryResult, error) {
+	ns, err := s.lookup(req.ModelName, req.TenantID)
+	if err != nil {
+		return api.QueryResult{}, err
+	}
+	return s.query(ns, req.BlockHashes)
+}
+
+func (s *Service) query(ns *namespace, hashes []messages.LocalHash) (api.QueryResult, error) {
+	res, err := ns.pipe.Query(&indexer.QueryRequest{Hashes: hashes,
+		Options: radix.MatchOptions{Frequencies: true, TreeSizes: true}}, s.cfg.Timeout)
+	if err != nil {
+		return api.QueryResult{}, s.errTimeout("index query", err)
+	}
+	out := api.QueryResult{
+		Scores:      map[messages.WorkerID]map[messages.DpRank]uint64{},
+		TreeSizes:   map[messages.WorkerID]map[messages.DpRank]uint64{},
+		Frequencies: make([]uint64, len(res.Frequencies)),
+	}
+	for i, f := range res.Frequencies {
+		out.Frequencies[i] = uint64(f)
+	}
+	for _, sc := range res.Scores {
+		put(out.Scores, sc.Key, uint64(sc.Blocks)*uint64(ns.blockSize))
+		put(out.TreeSizes, sc.Key, uint64(sc.TreeSize))
+	}
+	return out, nil
+}
+
+func put(m map[messages.WorkerID]map[messages.DpRank]uint64, k messages.WorkerKey, v uint64) {
+	if m[k.Worker] == nil {
+		m[k.Worker] = map[messages.DpRank]uint64{}
+	}
+	m[k.Worker][k.DpRank] = v
+}
+
+// Route implements api.Backend: hash, ask the index, add the session
+// credit, decide and book.
+func (s *Service) Route(ctx context.Context, req api.RouteRequest) (api.RouteResult, error) {
+	out, _, err := s.route(ctx, req)
+	return out, err
+}
+
+// route is Route; it also returns the request's input length in tokens
+// (for the metrics). The span in ctx (the HTTP server's) is the parent of
+// the route path's spans: hashing, one lookup per index shard, the session
+// credit and the decision.
+func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteResult, int, error) {
+	if req.SessionID != "" {
+		if err := s.checkSessionID(req.SessionID); err != nil {
+			return api.RouteResult{}, 0, err
+		}
+	}
+	ns, err := s.lookup(req.ModelName, req.TenantID)
+	if err != nil {
+		return api.RouteResult{}, 0, err
+	}
+	tc := tracectx.FromContext(ctx)
+	hashes, isl := req.BlockHashes, len(req.BlockHashes)*ns.blockSize
+	if len(req.TokenIDs) > 0 {
+		sp := tracer.Child(tc, SpanHash)
+		hashes, isl = localHashes(req.TokenIDs, ns.blockSize, req.LoraName, req.CacheSalt), len(req.TokenIDs)
+		if sp.Recording() {
+			sp.SetAttributes(tokensKey.Int(isl), blocksKey.Int(len(hashes)))
+		}
+		sp.End()
+	}
+	res, cov, err := ns.pipe.QueryCoverage(&indexer.QueryRequest{Hashes: hashes, Options: radix.MatchOptions{Tiers: true}, Trace: tc}, s.cfg.Timeout)
+	if err != nil {
+		return api.RouteResult{}, 0, s.errTimeout("index query", err)
+	}
+	overlaps := make([]routing.Overlap, len(res.Scores))
+	for i, sc := range res.Scores {
+		overlaps[i] = routing.Overlap{Key: sc.Key, Blocks: sc.Blocks}
+	}
+	requestBlocks := uint32(min((isl+ns.blockSize-1)/ns.blockSize, math.MaxUint32))
+	scored, err := s.tracedSessionCredit(tc, ns, req.SessionID, overlaps, requestBlocks)
+	if err != nil {
+		return api.RouteResult{}, 0, err
+	}
+	var hash uint64
+	if n := len(hashes); n > 0 {
+		hash = uint64(hashes[n-1]) // identical prompts tie to the same worker
+	}
+	reply, err := request[*routing.RouteReply](s, ns.route, &routing.RouteRequest{
+		Request:  routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores},
+		Overlaps: scored,
+		Trace:    tc,
+	})
+	if err != nil {
+		return api.RouteResult{}, 0, err
+	}
+	if reply.Err != nil {
+		return api.RouteResult{}, 0, decisionError(reply.Err, req.RequestID)
+	}
+	if c := s.cfg.Cluster; c != nil {
+		d := reply.Decision
+		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks})
+	}
+	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, reply.Decision)
+	s.fillServing(&out)
+	if cov.Partial() {
+		out.Recovering, out.Partial = s.recovering(ns, cov), true
+	}
+	return out, isl, nil
+}
+
+// fillServing sets the registered serving endpoints of the chosen rank and
+// of every scored candidate ("" for a rank registered without one).
+func (s *Service) fillServing(out *api.RouteResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	serving := func(k messages.WorkerKey) string {
+		if w := s.workers[k]; w != nil {
+			return w.reg.ServingEndpoint
+		}
+		return ""
+	}
+	out.ServingEndpoint = serving(messages.WorkerKey{Worker: out.WorkerID, DpRank: out.DpRank})
+	for i := range out.Scores {
+		out.Scores[i].ServingEndpoint = serving(messages.WorkerKey{Worker: out.Scores[i].WorkerID, DpRank: out.Scores[i].DpRank})
+	}
+}
+
+// recovering lists the namespace's candidate workers an answer of partial
+// coverage could not fully answer for, sorted.
+func (s *Service) recovering(ns *namespace, cov pipeline.Coverage) []messages.WorkerID {
+	s.mu.Lock()
+	cands := ns.cands
+	s.mu.Unlock()
+	var out []messages.WorkerID
+	for _, c := range cands {
+		w := c.Key.Worker
+		if (cov.MissingWorker(w) || cov.RecoveringWorker(w)) && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// tracedSessionCredit is sessionCredit under its own span when it asks the
+// session index (the session id is not an attribute).
+func (s *Service) tracedSessionCredit(tc messages.TraceContext, ns *namespace, id string, overlaps []routing.Overlap, requestBlocks uint32) ([]routing.Overlap, error) {
+	if id == "" || s.cfg.SessionCredit == 0 {
+		return overlaps, nil
+	}
+	sp := tracer.Child(tc, SpanSessionCredit)
+	defer sp.End()
+	return s.sessionCredit(ns, id, overlaps, requestBlocks)
+}
+
+// decisionError maps the route actor's refusal to the API's errors.
+func decisionError(err error, requestID string) error {
+	switch {
+	case errors.Is(err, routing.ErrNoCandidates):
+		return api.Errorf(api.ErrUnavailable, "no_workers", "no worker is registered for this model")
+	case errors.Is(err, routing.ErrDuplicateRequest):
+		return api.Errorf(api.ErrConflict, "duplicate_request", "request id %q is already routed", requestID)
+	case errors.Is(err, routing.ErrInvalidRequestID), errors.Is(err, routing.ErrInvalidRequest):
+		return api.Errorf(api.ErrInvalid, "invalid_request", "%v", err)
+	case errors.Is(err, routing.ErrFull):
+		return api.Errorf(api.ErrUnavailable, "too_many_requests", "%v", err)
+	}
+	return err
+}
+
+// answer is the /route answer for decision d. It reports the physical
+// overlap; what the session added to it (the router scored the sum) is
+// session_credit_blocks.
+func answer(ns *namespace, requestID string, isl int, overlaps []routing.Overlap, scores []radix.Score, d routing.Decision) api.RouteResult {
+	out := api.RouteResult{WorkerID: d.Worker.Worker, DpRank: d.Worker.DpRank, OverlapBlocks: d.OverlapBlocks,
+		CachedTokens: uint64(d.CachedTokens), Degraded: d.Degraded, RequestID: requestID}
+	physical := uint32(0)
+	for _, o := range overlaps {
+		if o.Key == d.Worker {
+			physical = max(physical, o.Blocks)
+		}
+	}
+	if d.OverlapBlocks > physical {
+		out.SessionCreditBlocks = d.OverlapBlocks - physical
+		out.OverlapBlocks = physical
+		out.CachedTokens = uint64(min(int(physical)*ns.blockSize, isl))
+	}
+	for _, sc := range scores {
+		if sc.Key == d.Worker && sc.Blocks > 0 {
+			out.OverlapByTier = map[string]uint32{}
+			for t, n := range sc.Tiers {
+				if n > 0 {
+					out.OverlapByTier[messages.StorageTier(t).String()] = n
+				}
+			}
+		}
+	}
+	for _, sc := range d.Scores {
+		out.Scores = append(out.Scores, api.RouteScore{WorkerID: sc.Key.Worker, DpRank: sc.Key.DpRank,
+			OverlapBlocks: sc.OverlapBlocks, ActivePrefillTokens: uint64(sc.ActivePrefillTokens),
+			ActiveDecodeBlocks: uint64(sc.DecodeBlocks), Logit: sc.Logit, Degraded: sc.Degraded})
+	}
+	return out
+}
+
+// PrefillDone implements api.Backend.
+func (s *Service) PrefillDone(_ context.Context, id string) error { return s.bookkeeping(id, false) }
+
+// Free implements api.Backend.
+func (s *Service) Free(_ context.Context, id string) error { return s.bookkeeping(id, true) }
+
+// bookkeeping applies prefill_done or free to the request: on this host if
+// it routed it, else (a cluster) on the member that did.
+func (s *Service) bookkeeping(id string, free bool) error {
+	found, err := s.localBookkeeping(id, free)
+	if found || err != nil {
+		return err
+	}
+	if s.cfg.Cluster != nil {
+		return s.forwardBookkeeping(id, free)
+	}
+	return api.Errorf(api.ErrNotFound, "unknown_request", "request %q is not routed (or already freed or expired)", id)
+}
+
+// localBookkeeping asks every namespace's route actor (request ids are
+// global to the client; a namespace that does not know the id says so):
+// found false when none tracks the request.
+func (s *Service) localBookkeeping(id string, free bool) (found bool, err error) {
+	for _, ns := range s.sortedSpaces() {
+		r, err := request[*routing.BookkeepingReply](s, ns.route, &routing.Bookkeeping{ID: id, Free: free})
+		if err != nil {
+			return false, err
+		}
+		if r.Err == nil {
+			if c, rel := s.cfg.Cluster, r.Released; c != nil && (rel.PrefillTokens != 0 || rel.Blocks != 0) {
+				c.PushLoad(registry.RankLoad{Key: rel.Key, PrefillTokens: -rel.PrefillTokens, Blocks: -rel.Blocks})
+			}
+			return true, nil
+		}
+		if !errors.Is(r.Err, routing.ErrUnknownRequest) {
+			return true, api.Errorf(api.ErrInvalid, "invalid_request", "%v", r.Err)
+		}
+	}
+	return false, nil
+}
+
+// Workers implements api.Backend.
+func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
+	s.mu.Lock()
+	regs := make(map[messages.WorkerKey]*worker, len(s.workers))
+	for k, w := range s.workers {
+		c := *w // a cluster's reconcile changes a worker's listening under mu
+		regs[k] = &c
+	}
+	s.mu.Unlock()
+	keys := slices.SortedFunc(maps.Keys(regs), compareKeys)
+	var remote map[messages.WorkerKey]registry.StreamState
+	if s.cfg.Cluster != nil {
+		remote = s.remoteStates(regs)
+	}
+	out := []api.WorkerInfo{}
+	for _, k := range keys {
+		if len(out) == 0 || out[len(out)-1].InstanceID != k.Worker {
+			out = append(out, api.WorkerInfo{InstanceID: k.Worker})
+		}
+		last := &out[len(out)-1]
+		if w := regs[k]; s.cfg.Cluster != nil && !w.listening {
+			st, known := remote[k]
+			last.Ranks = append(last.Ranks, s.remoteRankInfo(k, w, st, known))
+		} else {
+			ri := s.rankInfo(k, w)
+			if s.cfg.Cluster != nil {
+				ri.Owner = s.cfg.Cluster.Owner(k)
+			}
+			last.Ranks = append(last.Ranks, ri)
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) rankInfo(k messages.WorkerKey, w *worker) api.RankInfo {
+	ri := api.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
+		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
+		BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Warnings: []string{}}
+	stream := messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}
+	ls, err := w.ns.pipe.ListenerStats(stream, s.cfg.Timeout)
+	if err != nil {
+		ri.Warnings = append(ri.Warnings, "listener not answering")
+		return ri
+	}
+	st, _ := w.ns.pipe.Status(s.cfg.Timeout)
+	var state = api.StateRecovering
+	if st != nil {
+		ss := st.Streams[stream]
+		state = api.StreamState(telemetry.StateOf(ss.State, ls.Recovering()))
+		if ls.Delivered > 0 {
+			seq := ss.LastSeq
+			ri.LastSeq = &seq
+		}
+	}
+	ri.State = state
+	if !ls.Connected && ls.Subscribed > 0 {
+		ri.Warnings = append(ri.Warnings, "connection to the engine lost: reconnecting (its blocks are verified once it is back)")
+	}
+	if ls.Received == 0 && time.Since(w.at) > s.cfg.SilentAfter {
+		ri.Warnings = append(ri.Warnings, "no events received since registration")
+	}
+	if ns, err := w.ns.pipe.NormalizerStats(stream, s.cfg.Timeout); err == nil {
+		if n := ns.Stream.Rejected[messages.ReasonBlockSizeMismatch]; n > 0 {
+			ri.Warnings = append(ri.Warnings, fmt.Sprintf(
+				"%d events rejected: the engine's block size differs from the registered %d", n, w.ns.blockSize))
+		}
+	}
+	if is, err := w.ns.pipe.IndexStats(s.cfg.Timeout); err == nil {
+		ri.Blocks = uint64(is.TreeSizes[k])
+	}
+	return ri
+}
+
+// request sends msg to an actor and waits at most the service timeout.
+func request[T any](s *Service, pid *actor.PID, msg any) (T, error) {
+	var zero T
+	res, err := s.system.Root.RequestFuture(pid, msg, s.cfg.Timeout).Result()
+	if err != nil {
+		return zero, s.errTimeout("route actor", err)
+	}
+	v, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("service: unexpected answer %T", res)
+	}
+	return v, nil
+}

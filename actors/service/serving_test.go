@@ -1,0 +1,77 @@
+package service
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
+)
+
+// A registration's serving endpoint is shown by /workers, carried by the
+// dump's streams (a router bootstrapping from this one keeps it) and
+// returned by /route for the chosen rank and every scored candidate; a rank
+// registered without one is still routed, with none.
+func TestServingEndpointsReachWorkersDumpAndRoute(t *testing.T) {
+	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	ctx := context.Background()
+	for _, reg := range []api.Registration{
+		{InstanceID: 1, Endpoint: "tcp://127.0.0.1:1", ModelName: "m", TenantID: "default", ServingEndpoint: "http://127.0.0.1:8001"},
+		{InstanceID: 2, Endpoint: "tcp://127.0.0.1:2", ModelName: "m", TenantID: "default"},
+	} {
+		if err := svc.Register(ctx, reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[messages.WorkerID]string{1: "http://127.0.0.1:8001", 2: ""}
+	ws, err := svc.Workers(ctx)
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("workers %+v, %v", ws, err)
+	}
+	for _, w := range ws {
+		if got := w.Ranks[0].ServingEndpoint; got != want[w.InstanceID] {
+			t.Errorf("/workers: worker %d serving endpoint %q, want %q", w.InstanceID, got, want[w.InstanceID])
+		}
+	}
+	var streams []api.DumpStream
+	if err := svc.Dump(ctx, dumpStreamsOnly{&streams}); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range streams {
+		if st.ServingEndpoint != want[st.WorkerID] {
+			t.Errorf("dump: worker %d serving endpoint %q, want %q", st.WorkerID, st.ServingEndpoint, want[st.WorkerID])
+		}
+	}
+	for i, id := range []string{"a", "b"} { // the second lands on the other worker (load)
+		res, err := svc.Route(ctx, api.RouteRequest{TokenIDs: []uint32{1, 2, 3, 4}, ModelName: "m", TenantID: "default",
+			RequestID: id, IncludeScores: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ServingEndpoint != want[res.WorkerID] || len(res.Scores) != 2 {
+			t.Errorf("route %d: %+v, want worker %d's serving endpoint and 2 scores", i, res, res.WorkerID)
+		}
+		for _, sc := range res.Scores {
+			if sc.ServingEndpoint != want[sc.WorkerID] {
+				t.Errorf("route %d: score of worker %d has serving endpoint %q, want %q", i, sc.WorkerID, sc.ServingEndpoint, want[sc.WorkerID])
+			}
+		}
+	}
+}
+
+// dumpStreamsOnly keeps a dump's registered streams.
+type dumpStreamsOnly struct{ streams *[]api.DumpStream }
+
+func (d dumpStreamsOnly) Namespace(ns api.DumpNamespace) error {
+	*d.streams = append(*d.streams, ns.Streams...)
+	return nil
+}
+
+func (dumpStreamsOnly) Event(messages.RouterEvent) error { return nil }
