@@ -6,6 +6,8 @@
 // and session lineage index) and its own route actor; registration spawns the worker's listener in its
 // namespace. The registry of workers lives here, at the HTTP edge, under a
 // mutex: it is configuration, not actor state, and no actor reads it.
+// README.md beside this file gives the rules: namespaces, the registry,
+// warm start, the route path, sessions, and what changes in a cluster.
 package service
 
 import (

@@ -8,5 +8,6 @@
 // provider they report to. Ingest metrics are read from the actors'
 // existing counters at each scrape (Source), so the hot path pays nothing
 // for them; the route path records its two histograms directly
-// (Metrics.RecordRoute).
+// (Metrics.RecordRoute). README.md beside this file says what /metrics
+// serves and how each figure is read.
 package telemetry

@@ -150,7 +150,7 @@ type WorkerRef struct {
 // dp_rank) stream.
 type StreamState string
 
-// Stream states (ARCHITECTURE.md, "Order, exactly once").
+// Stream states (actors/listener/README.md, "Resyncs and the stream's state").
 const (
 	// StateExact: the history is complete from an empty cache.
 	StateExact StreamState = "exact"
