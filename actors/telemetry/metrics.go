@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -55,6 +56,7 @@ var ratioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 //	kvrouter_session_lineages_dropped_total{reason}            holder_dropped, cleared
 //	kvrouter_session_blocks_dropped_total{reason}              depth_dropped, pruned
 //	kvrouter_telemetry_read_errors_total                       scrape requests that failed
+//	go_*, process_*                                            Go runtime and process (client_golang's collectors)
 //
 // Session figures are summed over namespaces; reasons are
 // sessions.Reason's labels.
@@ -75,6 +77,9 @@ func NewMetrics(src Source, timeout time.Duration) (*Metrics, error) {
 		timeout = DefaultReadTimeout
 	}
 	reg := prometheus.NewRegistry()
+	// The standard go_* (goroutines, GC, heap) and process_* (RSS, CPU, open
+	// fds) series every Go service exposes, beside kvrouter's own.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo(),
 		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
 	if err != nil {

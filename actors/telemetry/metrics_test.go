@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,6 +161,9 @@ func TestMetricNames(t *testing.T) {
 	}
 	var got []string
 	for name, fam := range fams {
+		if !strings.HasPrefix(name, "kvrouter_") {
+			continue // the Go and process collectors' series: TestGoAndProcessMetrics
+		}
 		got = append(got, name)
 		if fam.GetType() != want[name] {
 			t.Errorf("%s is a %v, want %v", name, fam.GetType(), want[name])
@@ -168,6 +172,25 @@ func TestMetricNames(t *testing.T) {
 	sort.Strings(got)
 	if len(got) != len(want) {
 		t.Errorf("metrics %v, want exactly %d: %v", got, len(want), want)
+	}
+}
+
+// TestGoAndProcessMetrics checks that /metrics carries the standard Go
+// runtime and process series dashboards expect, from the same registry.
+func TestGoAndProcessMetrics(t *testing.T) {
+	fams := scrape(t, newMetrics(t, newFake()))
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_gc_duration_seconds",
+		"process_resident_memory_bytes", "process_open_fds", "process_cpu_seconds_total"} {
+		fam, ok := fams[name]
+		if !ok || len(fam.GetMetric()) == 0 {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	if v := value(t, fams, "go_goroutines", nil); v < 1 {
+		t.Errorf("go_goroutines = %v, want at least 1", v)
+	}
+	if v := value(t, fams, "process_resident_memory_bytes", nil); v <= 0 {
+		t.Errorf("process_resident_memory_bytes = %v, want > 0", v)
 	}
 }
 
