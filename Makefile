@@ -41,6 +41,7 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./actors/zmtpguard
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/routerevent
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestBody$$' -fuzztime $(FUZZTIME) ./actors/frontend/httpapi
+	$(GO) test -run '^$$' -fuzz '^FuzzScannerMatchesRegex$$' -fuzztime $(FUZZTIME) ./messages/tokenizer
 
 # The quick mode of `kvrouter bench` (Mooncake traces over simulated engines
 # through the real pipeline and /route: ingest, route latency sweep, memory,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens/enginefake"
 	"github.com/kvrouter/kvrouter/messages/tokenizer"
+	"github.com/kvrouter/kvrouter/messages/tokenizer/tokenizertest"
 )
 
 func tokenizeCmd(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -68,7 +69,11 @@ func TestTokenizeThroughEngine(t *testing.T) {
 	if code, out, _ := tokenizeCmd(t, "Hello world", "--tokenizer", qwen3Fixture, "--engine-url", srv.URL); code != 0 || !slices.Equal(idsOf(t, out), []uint32{9707, 1879}) {
 		t.Fatalf("local and engine: code %d out %s", code, out)
 	}
-	code, _, errs = tokenizeCmd(t, "Hello world", "--tokenizer", "../../messages/tokenizer/testdata/gptoss.tokenizer.json.gz", "--engine-url", srv.URL)
+	bytesOnly := t.TempDir() + "/bytes.json"
+	if err := os.WriteFile(bytesOnly, tokenizertest.File{}.JSON(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = tokenizeCmd(t, "Hello world", "--tokenizer", bytesOnly, "--engine-url", srv.URL)
 	if code != 1 || !strings.Contains(errs, "disagree") {
 		t.Fatalf("a disagreement: code %d err %s", code, errs)
 	}

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,6 +72,9 @@ type templatePiece struct {
 	} `json:"Sequence"`
 }
 
+// maxFileBytes bounds a tokenizer.json (the largest known are ~30 MB).
+const maxFileBytes = 512 << 20
+
 // Load reads a tokenizer.json file (or a gzipped one, by its magic bytes).
 func Load(path string) (*Tokenizer, error) {
 	data, err := os.ReadFile(path)
@@ -93,9 +97,18 @@ func Parse(data []byte) (*Tokenizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
 		}
-		if data, err = io.ReadAll(zr); err != nil {
+		// The trailer holds the plain size (mod 2^32): one allocation.
+		var buf bytes.Buffer
+		if n := len(data); n >= 8 {
+			buf.Grow(min(int(binary.LittleEndian.Uint32(data[n-4:])), maxFileBytes) + bytes.MinRead)
+		}
+		if _, err = buf.ReadFrom(io.LimitReader(zr, maxFileBytes+1)); err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
 		}
+		if buf.Len() > maxFileBytes {
+			return nil, fmt.Errorf("gzip: more than %d bytes uncompressed", maxFileBytes)
+		}
+		data = buf.Bytes()
 	}
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {

@@ -8,11 +8,14 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens/enginefake"
 	"github.com/kvrouter/kvrouter/messages/tokenizer"
+	"github.com/kvrouter/kvrouter/messages/tokenizer/tokenizertest"
 )
 
-func gptoss(t *testing.T) *tokenizer.Tokenizer {
+// bytesOnly is a tokenizer that disagrees with Qwen3's on any text of
+// more than one byte: every byte is its own token.
+func bytesOnly(t *testing.T) *tokenizer.Tokenizer {
 	t.Helper()
-	tk, err := tokenizer.Load("../../../messages/tokenizer/testdata/gptoss.tokenizer.json.gz")
+	tk, err := tokenizer.Parse(tokenizertest.File{}.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +32,7 @@ func TestParityGuardFires(t *testing.T) {
 	var dir Directory
 	dir.Set([]Target{{Model: "qwen3", URL: strings.TrimPrefix(url, "http://"), BlockSize: 16}})
 	r := New(Options{Engines: dir.Engines})
-	r.SetTokenizer("qwen3", gptoss(t))
+	r.SetTokenizer("qwen3", bytesOnly(t))
 	var logs strings.Builder
 	g := NewGuard(r, &dir, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
