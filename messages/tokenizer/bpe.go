@@ -29,6 +29,16 @@ var runeToByte = func() map[rune]byte {
 	return m
 }()
 
+// ByteLevel writes raw bytes in GPT-2's byte-level alphabet, the form
+// tokenizer.json vocabularies and merges store them in.
+func ByteLevel(raw string) string {
+	out := make([]rune, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		out = append(out, byteToRune[raw[i]])
+	}
+	return string(out)
+}
+
 // decodeByteLevel turns a vocabulary entry back into the raw bytes it
 // stands for; ok is false when it holds a rune outside the alphabet.
 func decodeByteLevel(s string) (string, bool) {

@@ -1,23 +1,24 @@
-package tokenizer
+package tokenizer_test
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kvrouter/kvrouter/messages/tokenizer"
 	"github.com/kvrouter/kvrouter/messages/tokenizer/tokenizertest"
 )
 
-func parse(t *testing.T, f tokenizertest.File) *Tokenizer {
+func parse(t *testing.T, f tokenizertest.File) *tokenizer.Tokenizer {
 	t.Helper()
-	tk, err := Parse(f.JSON())
+	tk, err := tokenizer.Parse(f.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tk
 }
 
-func encode(t *testing.T, tk *Tokenizer, s string, special bool) []uint32 {
+func encode(t *testing.T, tk *tokenizer.Tokenizer, s string, special bool) []uint32 {
 	t.Helper()
 	ids, err := tk.Encode(s, special)
 	if err != nil {
@@ -97,15 +98,15 @@ func TestRefusals(t *testing.T) {
 			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": "(?<=a"}, "behavior": "Isolated"},
 			map[string]any{"type": "ByteLevel"}}}}, "Split pattern"},
 	} {
-		_, err := Parse(c.f.JSON())
+		_, err := tokenizer.Parse(c.f.JSON())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("want an error with %q, got %v", c.want, err)
 		}
 	}
-	if _, err := Parse([]byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]}, "pre_tokenizer":{"type":"ByteLevel"}}`)); err == nil || !strings.Contains(err.Error(), "lacks byte") {
+	if _, err := tokenizer.Parse([]byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]}, "pre_tokenizer":{"type":"ByteLevel"}}`)); err == nil || !strings.Contains(err.Error(), "lacks byte") {
 		t.Errorf("a vocabulary without every byte: %v", err)
 	}
-	if _, err := Parse([]byte{0x1f, 0x8b, 0}); err == nil || !strings.Contains(err.Error(), "gzip") {
+	if _, err := tokenizer.Parse([]byte{0x1f, 0x8b, 0}); err == nil || !strings.Contains(err.Error(), "gzip") {
 		t.Errorf("a broken gzip: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ package tokenizertest
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/kvrouter/kvrouter/messages/tokenizer"
 )
 
 // File is a tokenizer.json's parts. Merges are pairs of raw-byte strings
@@ -24,39 +26,15 @@ type File struct {
 	StringMerges bool
 }
 
-// Alphabet is GPT-2's byte-level mapping of each byte to a rune.
-func Alphabet() (m [256]rune) {
-	n := rune(0)
-	for b := 0; b < 256; b++ {
-		if b >= '!' && b <= '~' || b >= 0xA1 && b <= 0xAC || b >= 0xAE {
-			m[b] = rune(b)
-		} else {
-			m[b] = 256 + n
-			n++
-		}
-	}
-	return m
-}
-
-// Encode writes raw bytes in the byte-level alphabet.
-func Encode(raw string) string {
-	a := Alphabet()
-	out := make([]rune, 0, len(raw))
-	for i := 0; i < len(raw); i++ {
-		out = append(out, a[raw[i]])
-	}
-	return string(out)
-}
-
 // JSON returns the file's bytes.
 func (f File) JSON() []byte {
 	vocab := map[string]int{}
 	for b := 0; b < 256; b++ {
-		vocab[Encode(string([]byte{byte(b)}))] = b
+		vocab[tokenizer.ByteLevel(string([]byte{byte(b)}))] = b
 	}
 	var merges []any
 	for _, m := range f.Merges {
-		l, r := Encode(m[0]), Encode(m[1])
+		l, r := tokenizer.ByteLevel(m[0]), tokenizer.ByteLevel(m[1])
 		if _, ok := vocab[l+r]; !ok {
 			vocab[l+r] = len(vocab)
 		}
