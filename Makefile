@@ -11,6 +11,7 @@ all: build
 
 build:
 	$(GO) build -o bin/kvrouter ./cmd/kvrouter
+	$(GO) build -o bin/kvrouter-bench ./cmd/kvrouter-bench
 
 # The main job: kvrouter (listeners, index, HTTP API) and 4 simulated
 # engines on loopback, a slice of the Mooncake conversation trace routed
@@ -43,12 +44,12 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestBody$$' -fuzztime $(FUZZTIME) ./actors/frontend/httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzScannerMatchesRegex$$' -fuzztime $(FUZZTIME) ./messages/tokenizer
 
-# The quick mode of `kvrouter bench` (Mooncake traces over simulated engines
+# The quick mode of `kvrouter-bench` (Mooncake traces over simulated engines
 # through the real pipeline and /route: ingest, route latency sweep, memory,
 # routing quality; under two minutes), then the Go micro-benchmarks. Figures
 # and method: bench/README.md.
 bench: build
-	./bin/kvrouter bench --quick
+	./bin/kvrouter-bench --quick
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./bench/... ./messages/blockhash/
 
 clean:

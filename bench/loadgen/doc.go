@@ -1,4 +1,4 @@
-// Package loadgen is the load driver behind `kvrouter bench`: it
+// Package loadgen is the load driver behind `kvrouter-bench`: it
 // replays Mooncake traces over simulated engines with finite LRU caches,
 // through the real ingest pipeline (ZeroMQ → listeners → normalizers →
 // coalescers → index) and the real route path (the service in process, and

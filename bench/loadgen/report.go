@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 )
 
-// Report is everything one `kvrouter bench` run measured.
+// Report is everything one `kvrouter-bench` run measured.
 type Report struct {
 	Mode    string         `json:"mode"`
 	Machine Machine        `json:"machine"`
@@ -140,7 +140,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	m := r.Machine
-	fmt.Fprintf(w, "kvrouter bench (%s) — %d CPUs, %s, %s, %s, %.0f s\n", r.Mode, m.CPUs, m.CPUModel, m.GoVersion, m.Date, r.Seconds)
+	fmt.Fprintf(w, "kvrouter-bench (%s) — %d CPUs, %s, %s, %s, %.0f s\n", r.Mode, m.CPUs, m.CPUModel, m.GoVersion, m.Date, r.Seconds)
 	if len(r.Ingest) > 0 {
 		fmt.Fprintln(w, "\nIngest (simulated engines → ZeroMQ → pipeline → index, engines on the same cores)")
 		fmt.Fprintln(tw, "trace\tworkers\tshards\thosts\trequests\tstored blocks\tblocks/s\tevents/s\tlag p50 µs\tlag p99 µs\tlag p99.9 µs\tvalid\t")

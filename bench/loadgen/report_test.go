@@ -32,7 +32,7 @@ func TestWriteTable(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"kvrouter bench (quick) — 2 CPUs, AMD EPYC, go1.26.8, 2026-11-29",
+		"kvrouter-bench (quick) — 2 CPUs, AMD EPYC, go1.26.8, 2026-11-29",
 		"1.50M", "420.0k", // ingest rates
 		"116.5", "saturated; INVALID: lag growing",
 		"32768", "160", // memory

@@ -19,7 +19,7 @@ import (
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
 )
 
-// Config is one `kvrouter bench` run.
+// Config is one `kvrouter-bench` run.
 type Config struct {
 	Mode           string   // label: "quick" or "full"
 	Traces         []string // Mooncake JSONL trace references (traces.OpenRef)

@@ -3,13 +3,13 @@ package main
 import (
 	"errors"
 	"flag"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
 	"github.com/kvrouter/kvrouter/cluster/member"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 )
 
 // clusterFlags are kvrouter serve's cluster flags (issue 5). With
@@ -58,20 +58,9 @@ func (c *clusterFlags) config() (*service.ClusterConfig, error) {
 		return nil, errors.New("--route-deadline and --cluster-shards must be positive")
 	}
 	cfg := member.Config{Name: c.name, Provider: member.Provider(c.provider), Bind: c.bind, Advertise: c.advertise,
-		EtcdEndpoints: list(c.etcdEndpoints), AutomanagedPort: c.automanagedPort, AutomanagedPeers: list(c.automanagedPeers)}
+		EtcdEndpoints: cli.SplitList(c.etcdEndpoints), AutomanagedPort: c.automanagedPort, AutomanagedPeers: cli.SplitList(c.automanagedPeers)}
 	if cfg.Provider == member.ProviderTest {
 		cfg.TestAgent = test.NewInMemAgent()
 	}
 	return &service.ClusterConfig{Member: cfg, Index: clusterindex.Config{Shards: c.shards, QueryDeadline: c.routeDeadline}}, nil
-}
-
-// list splits a comma-separated flag value, dropping empty entries.
-func list(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }

@@ -11,13 +11,14 @@ import (
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 func parseCluster(t *testing.T, args ...string) *clusterFlags {
 	t.Helper()
-	fs := newFlags("serve", "", io.Discard)
+	fs := cli.NewFlags("kvrouter serve", "", io.Discard)
 	c := addClusterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)

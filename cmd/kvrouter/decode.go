@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kvrouter/kvrouter/actors/normalizer"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
 	"github.com/kvrouter/kvrouter/messages/wire"
@@ -68,7 +69,7 @@ type decodedEvent struct {
 }
 
 func runDecode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("decode", decodeHelp, stderr)
+	fs := cli.NewFlags("kvrouter decode", decodeHelp, stderr)
 	blockSize := fs.Int("block-size", 0, "expected tokens per block; events declaring another size are rejected (0: trust each event)")
 	hexIn := fs.Bool("hex", false, "stdin is hex text (whitespace ignored) instead of raw msgpack")
 	worker := fs.Uint64("worker", 0, "worker id to attribute events to")
@@ -76,7 +77,7 @@ func runDecode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	engineName := fs.String("engine", "vllm", "engine adapter: "+strings.Join(engine.Names(), ", "))
 	sample := fs.String("sample", "", "decode a built-in sample payload instead of stdin")
 	list := fs.Bool("samples", false, "list the built-in sample payloads and exit")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
+	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	if *list {

@@ -19,6 +19,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/bench/traces"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 	"github.com/kvrouter/kvrouter/messages/api"
 )
 
@@ -37,15 +38,15 @@ Flags:
 `
 
 func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", demoHelp, stderr)
+	fs := cli.NewFlags("kvrouter demo", demoHelp, stderr)
 	engines := fs.Int("engines", 4, "simulated engines")
 	requests := fs.Int("requests", 3000, "trace requests to replay")
-	trace := fs.String("trace", defaultTrace, `Mooncake trace to replay: `+traceRefHelp+` ("-" reads stdin)`)
+	trace := fs.String("trace", defaultTrace, `Mooncake trace to replay: `+cli.TraceRefHelp+` ("-" reads stdin)`)
 	blockSize := fs.Int("block-size", 16, "tokens per block (each trace hash_id becomes one block)")
 	capacity := fs.Int("capacity", 8192, "cache capacity of each engine, in blocks")
 	inFlight := fs.Int("in-flight", 32, "requests decoding at once: each is freed after this many later requests (its load counts until then)")
 	seed := fs.Uint64("seed", 1, "seed of the random baseline")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
+	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter demo: %v\n", err); return 1 }

@@ -100,3 +100,32 @@ func TestCmdImportsFindsTheEdge(t *testing.T) {
 		t.Errorf("cmdImports = %q, want %q", got, want)
 	}
 }
+
+// linksPlotsOrChaos lists the packages among deps that the serving binary
+// must not link: the plotting library and the chaos harness (both only
+// kvrouter-bench's).
+func linksPlotsOrChaos(deps []string) []string {
+	var bad []string
+	for _, d := range deps {
+		if strings.HasPrefix(d, "gonum.org/v1/plot") || d == module+"/bench/chaos" || strings.HasPrefix(d, module+"/bench/chaos/") {
+			bad = append(bad, d)
+		}
+	}
+	return bad
+}
+
+// TestServingBinaryLinksNoPlotsOrChaos: cmd/kvrouter (serve, demo, sim,
+// tap, ...) links neither gonum's plot packages nor bench/chaos; the
+// benchmark binary, which does, shows the check sees them.
+func TestServingBinaryLinksNoPlotsOrChaos(t *testing.T) {
+	pkgs := goList(t, module+"/cmd/kvrouter", module+"/cmd/kvrouter-bench")
+	if len(pkgs) != 2 {
+		t.Fatalf("go list gave %d packages, want 2", len(pkgs))
+	}
+	if bad := linksPlotsOrChaos(pkgs[0].Deps); len(bad) > 0 {
+		t.Errorf("%s links %s (move what needs them to cmd/kvrouter-bench)", pkgs[0].ImportPath, strings.Join(bad, ", "))
+	}
+	if bad := linksPlotsOrChaos(pkgs[1].Deps); !slices.Contains(bad, "gonum.org/v1/plot") || !slices.Contains(bad, module+"/bench/chaos") {
+		t.Errorf("%s: the check found %q, want the plot library and bench/chaos", pkgs[1].ImportPath, bad)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/actors/sessions"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 	"github.com/kvrouter/kvrouter/messages/api"
 )
 
@@ -74,7 +75,7 @@ Flags:
 `
 
 func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("serve", serveHelp, stderr)
+	fs := cli.NewFlags("kvrouter serve", serveHelp, stderr)
 	addr := fs.String("http", "127.0.0.1:8090", "HTTP listen address (loopback by default)")
 	blockSize := fs.Int("block-size", 16, "tokens per block for workers registered without one")
 	engineName := fs.String("engine", "vllm", "engine adapter of registered workers")
@@ -99,7 +100,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&tokenizers, "tokenizer", "local tokenizer of a model: MODEL=PATH, or PATH for the --model model (repeatable); a Hugging Face tokenizer.json, plain or gzipped, byte-level BPE (Llama-3, Qwen, gpt-oss). Completion text is then tokenized here; chat always goes to the engine")
 	tokenizeTimeout := fs.Duration("tokenize-timeout", prompttokens.DefaultTimeout, "deadline of the engine's tokenize/render round trips for one prompt; past it the request routes by load (counted)")
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
+	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	token, err := apiToken(*tokenFlag, *tokenFile)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/bench/traces"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 )
 
 const simHelp = `Usage: kvrouter sim [flags]
@@ -48,7 +49,7 @@ Flags:
 `
 
 func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("sim", simHelp, stderr)
+	fs := cli.NewFlags("kvrouter sim", simHelp, stderr)
 	endpoint := fs.String("endpoint", "tcp://127.0.0.1:5557", "PUB address to bind (port 0 picks a free one)")
 	connect := fs.Bool("connect", false, "dial --endpoint instead of binding (for a router whose SUB binds)")
 	replayEP := fs.String("replay-endpoint", "tcp://127.0.0.1:5558", `replay ROUTER address to bind; "" disables replay`)
@@ -61,7 +62,7 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	seqStart := fs.Uint64("seq-start", 0, "first sequence number")
 	hashSeed := fs.Uint64("hash-seed", 0, "engine block-hash seed (like PYTHONHASHSEED)")
 	driver := fs.String("driver", "random", "prompt source: random or trace")
-	tracePath := fs.String("trace", defaultTrace, `Mooncake trace for --driver trace: `+traceRefHelp+` ("-" reads stdin)`)
+	tracePath := fs.String("trace", defaultTrace, `Mooncake trace for --driver trace: `+cli.TraceRefHelp+` ("-" reads stdin)`)
 	tokensPerBlock := fs.Int("tokens-per-block", simengine.MooncakeBlockTokens, "tokens each trace hash_id expands to")
 	rate := fs.Float64("rate", 10, "requests per second (0: trace timestamps, or flat out for random)")
 	requests := fs.Int("requests", 0, "stop after this many requests (0: until interrupted or the trace ends)")
@@ -70,7 +71,7 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	heartbeat := fs.Duration("heartbeat", 0, "publish an empty batch this often (0: never, as vLLM)")
 	status := fs.Duration("status", 5*time.Second, "status line interval")
 	holdOn := fs.Bool("hold", false, "keep publishing heartbeats and serving replay after the driver ends, until interrupted")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
+	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	fail := func(code int, format string, a ...any) int {
@@ -172,15 +173,12 @@ func holdEngine(ctx context.Context, eng *simengine.Engine, heartbeat, status ti
 // conversation trace.
 const defaultTrace = traces.BuiltinPrefix + traces.Conversation
 
-// traceRefHelp says what a --trace flag takes.
-const traceRefHelp = "builtin:conversation or builtin:synthetic (the Mooncake traces built into kvrouter), or a JSONL file path"
-
 // openTrace opens trace reference path (traces.OpenRef), or reads stdin
 // for "-".
 func openTrace(path string, stdin io.Reader, cfg simengine.TraceConfig) (simengine.Driver, error) {
 	switch path {
 	case "":
-		return nil, errors.New("--driver trace needs --trace (" + traceRefHelp + ")")
+		return nil, errors.New("--driver trace needs --trace (" + cli.TraceRefHelp + ")")
 	case "-":
 		return simengine.NewTraceDriver(stdin, cfg)
 	}

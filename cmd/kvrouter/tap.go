@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
@@ -47,7 +48,7 @@ Flags:
 `
 
 func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("tap", tapHelp, stderr)
+	fs := cli.NewFlags("kvrouter tap", tapHelp, stderr)
 	var workers workerFlags
 	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,bind] (repeatable)")
 	blockSize := fs.Int("block-size", 16, "tokens per block for every worker (0: trust the engines)")
@@ -55,10 +56,10 @@ func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	status := fs.Duration("status", 2*time.Second, "status line interval")
 	duration := fs.Duration("duration", 0, "stop after this long (0: until interrupted, or until the simulation ends)")
 	sims := fs.Int("sim", 4, "simulated engines to start when no --worker is given")
-	trace := fs.String("trace", defaultTrace, `Mooncake trace driving the simulated engines: `+traceRefHelp+` ("-" reads stdin, "" for random prompts)`)
+	trace := fs.String("trace", defaultTrace, `Mooncake trace driving the simulated engines: `+cli.TraceRefHelp+` ("-" reads stdin, "" for random prompts)`)
 	requests := fs.Int("requests", 2000, "requests to simulate in all (0: until interrupted)")
 	rate := fs.Float64("rate", 2000, "simulated requests per second in all")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
+	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

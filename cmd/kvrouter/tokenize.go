@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 	"github.com/kvrouter/kvrouter/messages/tokenizer"
 )
 
@@ -43,7 +44,7 @@ Flags:
 `
 
 func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("tokenize", tokenizeHelp, stderr)
+	fs := cli.NewFlags("kvrouter tokenize", tokenizeHelp, stderr)
 	path := fs.String("tokenizer", "", "tokenizer.json of the model (plain or .gz)")
 	engineURL := fs.String("engine-url", "", "the engine's HTTP address (http://host:port), for --chat or to compare")
 	model := fs.String("model", "default", "model name sent to the engine")
@@ -52,7 +53,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	kwargs := fs.String("chat-template-kwargs", "", `with --chat: the chat_template_kwargs JSON object, e.g. {"enable_thinking":false}`)
 	special := fs.Bool("special", true, "add the tokenizer's special tokens (BOS) as an engine does for a completion prompt")
 	timeout := fs.Duration("timeout", 30*time.Second, "deadline of the engine round trip")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
+	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	fail := func(format string, a ...any) int {

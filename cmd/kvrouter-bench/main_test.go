@@ -8,7 +8,7 @@ import (
 
 func TestBenchHelpExplainsEveryFlag(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run([]string{"bench", "--help"}, nil, &out, &errb); code != 0 {
+	if code := run([]string{"--help"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, f := range []string{"-quick", "-full", "-json", "-plots", "-trace", "-tokens-per-block", "-requests", "-workers",
@@ -41,7 +41,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{[]string{"--quick=false"}, "needs --full"},
 	} {
 		var out, errb bytes.Buffer
-		code := run(append([]string{"bench"}, c.args...), nil, &out, &errb)
+		code := run(c.args, &out, &errb)
 		if code == 0 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, errb.String(), c.want)
 		}
@@ -52,25 +52,11 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 // message faults keep every rule.
 func TestBenchChaosRunsTrials(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := run([]string{"bench", "--chaos", "--chaos-trials", "2", "--chaos-seed", "7", "--chaos-kinds", "drop,reorder"}, nil, &out, &errb)
+	code := run([]string{"--chaos", "--chaos-trials", "2", "--chaos-seed", "7", "--chaos-kinds", "drop,reorder"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
 	}
 	if !strings.Contains(out.String(), "chaos: 2 trials (seeds 7..8)") || !strings.Contains(out.String(), "0 failed") {
 		t.Errorf("report:\n%s", out.String())
-	}
-}
-
-func TestFloatList(t *testing.T) {
-	got, err := floatList("--x", "0.5, 1,,2")
-	if err != nil || len(got) != 3 || got[0] != 0.5 || got[2] != 2 {
-		t.Errorf("floatList = %v, %v", got, err)
-	}
-}
-
-func TestIntList(t *testing.T) {
-	got, err := intList(" 4, 16,,64 ")
-	if err != nil || len(got) != 3 || got[0] != 4 || got[2] != 64 {
-		t.Errorf("intList = %v, %v", got, err)
 	}
 }

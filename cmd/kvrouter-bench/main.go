@@ -1,3 +1,7 @@
+// Command kvrouter-bench measures kvrouter on Mooncake traces and runs the
+// fault-injection trials: the benchmark harness, a binary of its own so the
+// router binary (cmd/kvrouter) links neither the plotting library nor the
+// chaos harness. Method and figures: bench/README.md.
 package main
 
 import (
@@ -9,15 +13,15 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/kvrouter/kvrouter/bench/chaos"
 	"github.com/kvrouter/kvrouter/bench/loadgen"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 )
 
-const benchHelp = `Usage: kvrouter bench [flags]
+const benchHelp = `Usage: kvrouter-bench [flags]
 
 Measures kvrouter on Mooncake traces (method and latest figures in
 bench/README.md). Simulated engines with finite LRU caches publish real KV
@@ -69,8 +73,12 @@ func (b *benchFlags) intFlag(name, usage string, apply func(*loadgen.Config, int
 	b.set[name] = func(c *loadgen.Config) error { apply(c, *v); return nil }
 }
 
-func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", benchHelp, stderr)
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlags("kvrouter-bench", benchHelp, stderr)
 	quick := fs.Bool("quick", true, "quick preset: 2,000 conversation requests on 4, 16, 64 workers with 1, 2, 4 index shards; 1 s sweep points on 16 workers")
 	full := fs.Bool("full", false, "full preset: both traces in full on 4, 16, 64, 1000 workers (1 shard), with and without session ids, overlap weights 1 and 4; 3 s sweep points on 16 and 1000 workers")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this `file`")
@@ -82,13 +90,13 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	chaosSeed := fs.Uint64("chaos-seed", 1, "--chaos: `seed` of the first trial")
 	chaosKinds := fs.String("chaos-kinds", defaultChaosKinds, "--chaos: comma-separated fault `kinds` drawn, or all (drop, duplicate, reorder, truncate, corrupt, cut, restart_wipe, restart_keep)")
 	b := &benchFlags{fs: fs, set: map[string]func(*loadgen.Config) error{}}
-	b.strFlag("trace", "comma-separated Mooncake `traces`, each "+traceRefHelp+" (quick: builtin:conversation; full: builtin:conversation,builtin:synthetic)",
-		func(c *loadgen.Config, v string) error { c.Traces = splitList(v); return nil })
+	b.strFlag("trace", "comma-separated Mooncake `traces`, each "+cli.TraceRefHelp+" (quick: builtin:conversation; full: builtin:conversation,builtin:synthetic)",
+		func(c *loadgen.Config, v string) error { c.Traces = cli.SplitList(v); return nil })
 	b.intFlag("tokens-per-block", "tokens each trace hash_id expands to, and the block size (default 16; the trace's own is 512)",
 		func(c *loadgen.Config, v int) { c.TokensPerBlock = v })
 	b.intFlag("requests", "requests per trace in the quality replays, 0 for all (quick: 2000)", func(c *loadgen.Config, v int) { c.Requests = v })
 	b.strFlag("workers", "comma-separated worker `counts` of the quality replays (quick: 4,16,64; full: 4,16,64,1000)",
-		func(c *loadgen.Config, v string) (err error) { c.Workers, err = intList(v); return err })
+		func(c *loadgen.Config, v string) (err error) { c.Workers, err = cli.IntList(v); return err })
 	b.intFlag("capacity", "cache capacity of each simulated engine, in blocks (default 8192)", func(c *loadgen.Config, v int) { c.Capacity = v })
 	b.intFlag("in-flight-per-worker", "kvrouter replays on w workers: each request's load is freed this many × w requests later (default 2)",
 		func(c *loadgen.Config, v int) { c.InFlightPerWorker = v })
@@ -103,30 +111,30 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return nil
 		})
 	b.strFlag("shards", "comma-separated index shard `counts` (quick: 1,2,4; full: 1): a replay, ingest run and sweep per count",
-		func(c *loadgen.Config, v string) (err error) { c.Shards, err = intList(v); return err })
+		func(c *loadgen.Config, v string) (err error) { c.Shards, err = cli.IntList(v); return err })
 	b.strFlag("hosts", "comma-separated router host `counts` (quick: 1; full: 1,2,3): 1 runs one router with each --shards count; n > 1 runs n cluster members on loopback in this process (8 shard grains): an ingest run, the replays and sweep per count (memory: one host only)",
-		func(c *loadgen.Config, v string) (err error) { c.Hosts, err = intList(v); return err })
+		func(c *loadgen.Config, v string) (err error) { c.Hosts, err = cli.IntList(v); return err })
 	b.strFlag("overlap-weight", "comma-separated routing overlap `weights` (serve's --overlap-weight, default 1): a kvrouter replay per weight; the sweep uses the first",
 		func(c *loadgen.Config, v string) (err error) {
-			c.OverlapWeights, err = floatList("--overlap-weight", v)
+			c.OverlapWeights, err = cli.FloatList("--overlap-weight", v)
 			return err
 		})
 	b.strFlag("temperature", "routing temperature of the kvrouter replays (serve's --temperature, default 0)",
 		func(c *loadgen.Config, v string) (err error) {
-			c.Temperature, err = parseFloat("--temperature", v)
+			c.Temperature, err = cli.ParseFloat("--temperature", v)
 			return err
 		})
 	b.strFlag("session-credit", "weight of a route request's session lineage (serve's --session-credit, default 1; 0: off)",
 		func(c *loadgen.Config, v string) (err error) {
-			c.SessionCredit, err = parseFloat("--session-credit", v)
+			c.SessionCredit, err = cli.ParseFloat("--session-credit", v)
 			return err
 		})
 	b.intFlag("ingest-workers", "engines of the ingest phase, 0 to skip it (default 8)", func(c *loadgen.Config, v int) { c.IngestWorkers = v })
 	b.intFlag("ingest-passes", "trace passes of the ingest phase, each with fresh prompts (quick: 1; full: 4)", func(c *loadgen.Config, v int) { c.IngestPasses = v })
 	b.strFlag("sweep-workers", "comma-separated worker `counts` whose replay is followed by the latency sweep, on the first trace (quick: 16; full: 16,1000)",
-		func(c *loadgen.Config, v string) (err error) { c.SweepWorkers, err = intList(v); return err })
+		func(c *loadgen.Config, v string) (err error) { c.SweepWorkers, err = cli.IntList(v); return err })
 	b.strFlag("rates", "comma-separated offered `rates` of the sweep, in route requests/s; it stops at the first saturated one",
-		func(c *loadgen.Config, v string) (err error) { c.Rates, err = floatList("--rates", v); return err })
+		func(c *loadgen.Config, v string) (err error) { c.Rates, err = cli.FloatList("--rates", v); return err })
 	b.strFlag("point-duration", "how long each sweep point offers its rate (quick: 1s; full: 3s)",
 		func(c *loadgen.Config, v string) (err error) {
 			c.PointDuration, err = time.ParseDuration(v)
@@ -134,14 +142,14 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		})
 	b.intFlag("clients", "concurrent clients (and HTTP connections) of the sweep (default 64)", func(c *loadgen.Config, v int) { c.Clients = v })
 	b.strFlag("transports", "comma-separated sweep `transports`: in-process, http (default both)",
-		func(c *loadgen.Config, v string) error { c.Transports = splitList(v); return nil })
+		func(c *loadgen.Config, v string) error { c.Transports = cli.SplitList(v); return nil })
 	b.strFlag("feed", "how the sweep's routed requests reach the engines: `async` (each engine's own goroutine and queue; the default), inline (the routing client serves) or none (route only: no events while sweeping)",
 		func(c *loadgen.Config, v string) error { c.Feed = v; return nil })
 	b.intFlag("seed", "seed of the random and exact-greedy policies (default 1)", func(c *loadgen.Config, v int) { c.Seed = uint64(v) })
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
+	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
-	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter bench: %v\n", err); return 1 }
+	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter-bench: %v\n", err); return 1 }
 	if *chaosRun {
 		return runChaos(*chaosTrials, *chaosSeed, *chaosKinds, stdout, stderr)
 	}
@@ -211,13 +219,13 @@ const defaultChaosKinds = "drop,duplicate,reorder,truncate,corrupt,cut"
 func runChaos(trials int, seed uint64, kinds string, stdout, stderr io.Writer) int {
 	ks, err := chaos.ParseKinds(kinds)
 	if err != nil || trials <= 0 {
-		fmt.Fprintf(stderr, "kvrouter bench --chaos: %v\n", cmp.Or(err, fmt.Errorf("--chaos-trials %d must be positive", trials)))
+		fmt.Fprintf(stderr, "kvrouter-bench --chaos: %v\n", cmp.Or(err, fmt.Errorf("--chaos-trials %d must be positive", trials)))
 		return 2
 	}
 	rep := chaos.Run(context.Background(), chaos.Config{Trials: trials, Seed: seed, Plan: chaos.PlanConfig{Kinds: ks},
-		Repro: "kvrouter bench --chaos --chaos-trials 1 --chaos-seed %d --chaos-kinds " + kinds})
+		Repro: "kvrouter-bench --chaos --chaos-trials 1 --chaos-seed %d --chaos-kinds " + kinds})
 	if err := rep.WriteText(stdout); err != nil {
-		fmt.Fprintf(stderr, "kvrouter bench --chaos: %v\n", err)
+		fmt.Fprintf(stderr, "kvrouter-bench --chaos: %v\n", err)
 		return 1
 	}
 	if len(rep.Failures()) > 0 {
@@ -236,49 +244,4 @@ func writeJSONReport(rep *loadgen.Report, path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// floatList parses a comma-separated list of numbers for flag name.
-func floatList(name, v string) ([]float64, error) {
-	var out []float64
-	for _, s := range splitList(v) {
-		x, err := parseFloat(name, s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, nil
-}
-
-func parseFloat(name, v string) (float64, error) {
-	x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a number", name, v)
-	}
-	return x, nil
-}
-
-// intList parses a comma-separated list of integers.
-func intList(v string) ([]int, error) {
-	var out []int
-	for _, s := range splitList(v) {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not an integer", s)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
