@@ -67,7 +67,7 @@ generate:
 	GOBIN=$(PROTO_TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	PATH="$(PROTO_TOOLS):$$PATH" protoc -I. --go_out=. --go_opt=paths=source_relative cluster/clusterpb/kvrouter.proto
 
-# Multi-process cluster tests (issue 5): a real etcd (Debian's etcd-server;
+# Multi-process cluster tests: a real etcd (Debian's etcd-server;
 # .ci/run installs it), `kvrouter serve --cluster` processes built from the
 # repository, a host killed with SIGKILL, a host joining (~30 s).
 .PHONY: test-cluster

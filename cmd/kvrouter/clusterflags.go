@@ -12,7 +12,7 @@ import (
 	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 )
 
-// clusterFlags are kvrouter serve's cluster flags (issue 5). With
+// clusterFlags are kvrouter serve's cluster flags. With
 // --cluster set, the process joins a protoactor cluster and every
 // namespace's index is the cluster index: shard grains spread over the
 // members, answers within --route-deadline, slices rebuilt from the
