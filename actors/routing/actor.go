@@ -65,6 +65,14 @@ type BookkeepingReply struct {
 	Released RankLoad
 }
 
+// Move books a routed request against another rank (Load.Move; answered
+// with *BookkeepingReply whose Released is the load that left the old
+// rank and joined To).
+type Move struct {
+	ID string
+	To messages.WorkerKey
+}
+
 // RemoteUpdate sets one candidate's remote load (Candidate.Remote) between
 // two SetCandidates: load another router host just booked.
 type RemoteUpdate struct {
@@ -148,5 +156,13 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			held = RankLoad{}
 		}
 		ctx.Respond(&BookkeepingReply{Err: err, Released: held})
+	case *Move:
+		load := a.router.Load()
+		held, _ := load.Held(m.ID)
+		if err := load.Move(m.ID, m.To); err != nil || held.Key == m.To {
+			ctx.Respond(&BookkeepingReply{Err: err})
+			return
+		}
+		ctx.Respond(&BookkeepingReply{Released: held})
 	}
 }

@@ -98,7 +98,8 @@ type LoadStats struct {
 	Refused        uint64 // Add failed with ErrFull
 	Dropped        uint64 // dropped by DropWorker
 	Duplicate      uint64 // Add with an id already tracked
-	Unknown        uint64 // PrefillDone or Free of an id not tracked
+	Unknown        uint64 // PrefillDone, Free or Move of an id not tracked
+	Moved          uint64 // requests booked against another rank by Move
 	InvalidID      uint64 // empty or over-long ids
 }
 
@@ -315,6 +316,47 @@ func (l *Load) Free(id string) error {
 	}
 	l.remove(i)
 	l.stats.Freed++
+	return nil
+}
+
+// Move books a tracked request against another rank — the rank that
+// served it after the request path retried past the one it was routed to:
+// its prefill tokens (while in prefill) and its blocks leave the old rank's
+// sums and join to's; its phase and deadline stay. They are the amounts
+// booked at Add (to's own cache overlap is not re-scored: the next-best
+// rank usually caches less, so its prefill is understated until
+// PrefillDone). Moving to the rank it is on changes nothing.
+func (l *Load) Move(id string, to messages.WorkerKey) error {
+	i, ok := l.ids[id]
+	if !ok {
+		l.stats.Unknown++
+		return fmt.Errorf("routing: move %q: %w", id, ErrUnknownRequest)
+	}
+	if l.slots[l.entries[i].slot].Key == to {
+		return nil
+	}
+	dst := l.rankSlot(to) // may grow l.slots: take pointers after it
+	e := &l.entries[i]
+	from, r := &l.slots[e.slot], &l.slots[dst]
+	if r.PrefillRequests+r.DecodeRequests == 0 {
+		l.idle--
+	}
+	from.Blocks -= e.blocks
+	r.Blocks += e.blocks
+	if e.phase == phasePrefill {
+		from.PrefillTokens -= e.prefillTokens
+		r.PrefillTokens += e.prefillTokens
+		from.PrefillRequests--
+		r.PrefillRequests++
+	} else {
+		from.DecodeRequests--
+		r.DecodeRequests++
+	}
+	if from.PrefillRequests+from.DecodeRequests == 0 {
+		l.idle++
+	}
+	e.slot = dst
+	l.stats.Moved++
 	return nil
 }
 

@@ -53,6 +53,40 @@ func TestLoadLifecycle(t *testing.T) {
 	}
 }
 
+// Move takes a request's load off its rank onto another, in either phase;
+// the old rank is idle again, the new one carries it until Free.
+func TestLoadMove(t *testing.T) {
+	A, B := wk(1, 0), wk(2, 0)
+	l := NewLoad(LoadConfig{})
+	if err := l.Add("r1", A, 100, 8, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Move("r1", B); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := l.Of(A), l.Of(B); a != (RankLoad{Key: A}) || b != (RankLoad{B, 100, 8, 1, 0}) {
+		t.Fatalf("after move in prefill: A %+v, B %+v", a, b)
+	}
+	if err := l.PrefillDone("r1", t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Move("r1", A); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := l.Of(A), l.Of(B); a != (RankLoad{A, 0, 8, 0, 1}) || b != (RankLoad{Key: B}) {
+		t.Fatalf("after move in decode: A %+v, B %+v", a, b)
+	}
+	if err := l.Move("r1", A); err != nil || l.Stats().Moved != 2 {
+		t.Fatalf("move to its own rank: %v, stats %+v", err, l.Stats())
+	}
+	if err := l.Free("r1"); err != nil || l.Of(A) != (RankLoad{Key: A}) {
+		t.Fatalf("free after move: %v, A %+v", err, l.Of(A))
+	}
+	if err := l.Move("r1", B); !errors.Is(err, ErrUnknownRequest) {
+		t.Errorf("move of a freed request: %v", err)
+	}
+}
+
 func TestLoadIDs(t *testing.T) {
 	l := NewLoad(LoadConfig{})
 	A := wk(1, 0)
@@ -229,7 +263,7 @@ func TestLoadModel(t *testing.T) {
 		// The random walk must reach every path it is meant to check.
 		if total.ExpiredPrefill == 0 || total.ExpiredDecode == 0 || total.Evicted == 0 ||
 			total.Duplicate == 0 || total.RepeatPrefill == 0 || total.Unknown == 0 ||
-			total.PrefillDone == 0 || total.Freed == 0 {
+			total.PrefillDone == 0 || total.Freed == 0 || total.Moved == 0 {
 			t.Errorf("paths not exercised: %+v", total)
 		}
 		t.Logf("totals: %+v", total)
@@ -250,6 +284,7 @@ func TestLoadModel(t *testing.T) {
 			total.Added += st.Added
 			total.PrefillDone += st.PrefillDone
 			total.Freed += st.Freed
+			total.Moved += st.Moved
 		}()
 		expire := func() {
 			for id, r := range model {
@@ -308,6 +343,17 @@ func TestLoadModel(t *testing.T) {
 					delete(model, id)
 				} else if !errors.Is(err, ErrUnknownRequest) {
 					t.Fatalf("free of unknown: %v", err)
+				}
+			case op < 9:
+				key := wk(uint64(rng.IntN(4)), uint32(rng.IntN(2)))
+				err := l.Move(id, key)
+				if r, ok := model[id]; ok {
+					if err != nil {
+						t.Fatalf("move: %v", err)
+					}
+					r.key = key
+				} else if !errors.Is(err, ErrUnknownRequest) {
+					t.Fatalf("move of unknown: %v", err)
 				}
 			default:
 				l.Expire(now)

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,3 +77,50 @@ func (d dumpStreamsOnly) Namespace(ns api.DumpNamespace) error {
 }
 
 func (dumpStreamsOnly) Event(messages.RouterEvent) error { return nil }
+
+// Rebook moves a routed request's load onto the rank that served it; the
+// namespace's models are listed once.
+func TestRebookMovesTheLoad(t *testing.T) {
+	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	ctx := context.Background()
+	for w := range 2 {
+		if err := svc.Register(ctx, api.Registration{InstanceID: messages.WorkerID(w + 1), Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", w+1),
+			ModelName: "m", TenantID: "default"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := svc.Models(ctx); !slices.Equal(got, []string{"m"}) {
+		t.Errorf("models %v, want [m]", got)
+	}
+	res, err := svc.Route(ctx, api.RouteRequest{TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8}, ModelName: "m", TenantID: "default", RequestID: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := messages.WorkerKey{Worker: 3 - res.WorkerID}
+	if err := svc.Rebook(ctx, "m", "default", "r", other); err != nil {
+		t.Fatal(err)
+	}
+	// The next route sees the load on the other worker: it picks the first.
+	next, err := svc.Route(ctx, api.RouteRequest{TokenIDs: []uint32{9, 9, 9, 9}, ModelName: "m", TenantID: "default", RequestID: "s", IncludeScores: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range next.Scores {
+		if booked := sc.ActiveDecodeBlocks > 0; booked != (sc.WorkerID == other.Worker) {
+			t.Errorf("after rebook: %+v, want the blocks on worker %d only", next.Scores, other.Worker)
+		}
+	}
+	for name, err := range map[string]error{
+		"unknown request": svc.Rebook(ctx, "m", "default", "nope", other),
+		"unknown worker":  svc.Rebook(ctx, "m", "default", "r", messages.WorkerKey{Worker: 9}),
+		"unknown model":   svc.Rebook(ctx, "x", "default", "r", other),
+	} {
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
