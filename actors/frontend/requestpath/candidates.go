@@ -1,0 +1,93 @@
+package requestpath
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/serving"
+)
+
+// Candidate is one rank a request may be sent to.
+type Candidate struct {
+	Key      messages.WorkerKey
+	Endpoint serving.Endpoint
+	// OverlapBlocks is the rank's cached prefix as the router scored it.
+	OverlapBlocks uint32
+	// BookedBlocks is the load booked on the rank before this request
+	// (the cost's decode blocks: every tracked request's blocks).
+	BookedBlocks uint64
+}
+
+// Reasons a scored rank is not a candidate (the skip metric's labels).
+const (
+	SkipNoServingEndpoint  = "no_serving_endpoint"  // registered without serving_endpoint
+	SkipBadServingEndpoint = "bad_serving_endpoint" // one that does not parse (a peer's registry entry)
+	SkipNotInSubset        = "not_in_subset"        // the data plane's subset hint leaves it out
+)
+
+// Skipped counts the ranks left out of a candidate list, by reason.
+type Skipped map[string]int
+
+// Candidates turns a route answer (asked with include_scores) into the
+// ranks to try, best first: the router's choice, then the other scored
+// ranks by cost (lower logit, then fewer booked blocks, fewer prefill
+// tokens, lower (worker, dp_rank)). A rank without a usable serving
+// endpoint, or outside subset (host:port values; nil: no subset), is
+// skipped and counted. At most max are returned (max ≤ 0: all).
+func Candidates(res api.RouteResult, subset []string, max int) ([]Candidate, Skipped) {
+	scores := slices.Clone(res.Scores)
+	slices.SortFunc(scores, func(a, b api.RouteScore) int {
+		return cmp.Or(cmp.Compare(a.Logit, b.Logit), cmp.Compare(a.ActiveDecodeBlocks, b.ActiveDecodeBlocks),
+			cmp.Compare(a.ActivePrefillTokens, b.ActivePrefillTokens), cmp.Compare(a.WorkerID, b.WorkerID), cmp.Compare(a.DpRank, b.DpRank))
+	})
+	chosen := messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank}
+	first := api.RouteScore{WorkerID: res.WorkerID, DpRank: res.DpRank, OverlapBlocks: res.OverlapBlocks, ServingEndpoint: res.ServingEndpoint}
+	if i := slices.IndexFunc(scores, func(s api.RouteScore) bool { return key(s) == chosen }); i >= 0 {
+		first = scores[i]
+		scores = slices.Delete(scores, i, i+1)
+	}
+	var out []Candidate
+	skipped := Skipped{}
+	for _, s := range append([]api.RouteScore{first}, scores...) {
+		if max > 0 && len(out) == max {
+			break
+		}
+		if s.ServingEndpoint == "" {
+			skipped[SkipNoServingEndpoint]++
+			continue
+		}
+		ep, err := serving.Parse(s.ServingEndpoint)
+		if err != nil {
+			skipped[SkipBadServingEndpoint]++
+			continue
+		}
+		if subset != nil && !slices.Contains(subset, ep.HostPort) {
+			skipped[SkipNotInSubset]++
+			continue
+		}
+		out = append(out, Candidate{Key: key(s), Endpoint: ep, OverlapBlocks: s.OverlapBlocks, BookedBlocks: s.ActiveDecodeBlocks})
+	}
+	return out, skipped
+}
+
+func key(s api.RouteScore) messages.WorkerKey {
+	return messages.WorkerKey{Worker: s.WorkerID, DpRank: s.DpRank}
+}
+
+// Overloaded reports whether a request should be shed: every candidate
+// already has more than threshold blocks booked (threshold 0: never).
+// The router's own choice is the least costly rank, so as long as one
+// candidate has room the request goes there.
+func Overloaded(cands []Candidate, threshold uint64) bool {
+	if threshold == 0 || len(cands) == 0 {
+		return false
+	}
+	for _, c := range cands {
+		if c.BookedBlocks <= threshold {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,50 @@
+// Package requestpath is the core the request-path front ends share — the
+// OpenAI proxy (actors/frontend/proxy) and the Envoy endpoint picker
+// (actors/frontend/picker): route a request, hand back where to send it,
+// and keep its load booking right from what its response does, so that
+// clients never call /route/{id}/prefill_done or /free themselves.
+//
+// # Route → candidates
+//
+// Path.Route asks the router (Backend: actors/service in process) for a
+// decision with every candidate's score. Candidates orders them: the
+// router's choice first, then the others by cost. A rank registered
+// without a serving_endpoint (or one outside the data plane's subset
+// hint) is skipped and counted (kvrouter_request_path_skipped_workers_total);
+// when none is left the booking is freed and Route answers ErrNoEndpoint.
+// A request without token ids (a text prompt without a tokenizer, a chat
+// the engine did not render) routes by load: its load is sized from an
+// estimate of its length with placeholder ids that match no cached block,
+// and the reason is counted (..._routed_by_load_total).
+//
+// # Overload
+//
+// Config.ShedAboveBlocks defines overload from the booked load: a request
+// is shed (ErrOverloaded: 429) when every candidate already has more than
+// that many blocks booked — the routing cost's decode blocks, the KV
+// blocks of every request routed to the rank and not yet freed. The
+// router's choice is the least costly rank, so while one rank has room the
+// request goes there. Off by default (0). The bookings in flight are
+// bounded too (Config.MaxInFlight); past it requests are shed.
+//
+// # Bookkeeping from the response
+//
+// The load is booked on the router's choice. Each Booking then follows
+// the response through a pure state value (State, table-tested like
+// actors/listener's tracker): Served(worker) — the rank that accepted the
+// request, which after a retry is not the first choice: the booking moves
+// there (Backend.Rebook, routing.Load.Move) —, FirstByte — prefill done —,
+// and Done — end, error, reset or client gone: free. Each call is made at
+// most once and Done always frees, whatever order or repetition the
+// observations come in; out-of-turn ones are counted as ignored. The calls
+// are not cancelled with the request (a client that went away is still
+// freed). A bookkeeping call the router refuses is logged and counted; the
+// router's TTLs expire what it was never told.
+//
+// # Why not the HTTP API
+//
+// The front ends run in the router's process and call the service
+// directly: no HTTP hop, no JSON, and the booking can move to another
+// rank, which the HTTP API does not offer (a client retrying elsewhere
+// would free and route again, losing its place).
+package requestpath
