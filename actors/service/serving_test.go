@@ -18,20 +18,8 @@ import (
 // returned by /route for the chosen rank and every scored candidate; a rank
 // registered without one is still routed, with none.
 func TestServingEndpointsReachWorkersDumpAndRoute(t *testing.T) {
-	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := registered(t, "http://127.0.0.1:8001", "")
 	ctx := context.Background()
-	for _, reg := range []api.Registration{
-		{InstanceID: 1, Endpoint: "tcp://127.0.0.1:1", ModelName: "m", TenantID: "default", ServingEndpoint: "http://127.0.0.1:8001"},
-		{InstanceID: 2, Endpoint: "tcp://127.0.0.1:2", ModelName: "m", TenantID: "default"},
-	} {
-		if err := svc.Register(ctx, reg); err != nil {
-			t.Fatal(err)
-		}
-	}
 	want := map[messages.WorkerID]string{1: "http://127.0.0.1:8001", 2: ""}
 	ws, err := svc.Workers(ctx)
 	if err != nil || len(ws) != 2 {
@@ -81,18 +69,8 @@ func (dumpStreamsOnly) Event(messages.RouterEvent) error { return nil }
 // Rebook moves a routed request's load onto the rank that served it; the
 // namespace's models are listed once.
 func TestRebookMovesTheLoad(t *testing.T) {
-	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	svc := registered(t, "", "")
 	ctx := context.Background()
-	for w := range 2 {
-		if err := svc.Register(ctx, api.Registration{InstanceID: messages.WorkerID(w + 1), Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", w+1),
-			ModelName: "m", TenantID: "default"}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if got := svc.Models(ctx); !slices.Equal(got, []string{"m"}) {
 		t.Errorf("models %v, want [m]", got)
 	}
@@ -123,4 +101,22 @@ func TestRebookMovesTheLoad(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// registered is a service (block size 4) with workers 1, 2, … of model
+// "m" registered with the given serving endpoints (no engine behind them).
+func registered(t *testing.T, serving ...string) *Service {
+	t.Helper()
+	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	for i, ep := range serving {
+		if err := svc.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1),
+			Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", i+1), ModelName: "m", TenantID: "default", ServingEndpoint: ep}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return svc
 }
