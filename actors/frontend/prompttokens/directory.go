@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+
+	"github.com/kvrouter/kvrouter/messages/serving"
 )
 
 // Target is one engine a model is served by, as registered: where its
@@ -69,11 +71,12 @@ func (d *Directory) Targets() []Target {
 	return nil
 }
 
-// BaseURL makes a serving endpoint an HTTP base address: HOST:PORT gets
-// http://, a trailing slash is dropped.
+// BaseURL makes a serving endpoint an HTTP base address (package
+// messages/serving: host:port gets http://); anything else, such as a URL
+// with a path prefix, is kept without its trailing slash.
 func BaseURL(endpoint string) string {
-	if !strings.Contains(endpoint, "://") {
-		endpoint = "http://" + endpoint
+	if e, err := serving.Parse(endpoint); err == nil {
+		return e.BaseURL()
 	}
 	return strings.TrimRight(endpoint, "/")
 }

@@ -104,12 +104,17 @@ func (r *Resolver) setEngineWins(model string, wins bool) {
 	}
 }
 
-// enginesFor returns the clients of the model's engines, rotated.
-func (r *Resolver) enginesFor(model string) []*Engine {
+// Engines returns the base addresses the resolver asks for model.
+func (r *Resolver) Engines(model string) []string {
 	if r.opts.Engines == nil {
 		return nil
 	}
-	urls := r.opts.Engines(model)
+	return r.opts.Engines(model)
+}
+
+// enginesFor returns the clients of the model's engines, rotated.
+func (r *Resolver) enginesFor(model string) []*Engine {
+	urls := r.Engines(model)
 	if len(urls) == 0 {
 		return nil
 	}
