@@ -129,6 +129,7 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		a.workers[m.Stream] = n
 	}
 	mismatched := n.Stats().Rejected[messages.ReasonBlockSizeMismatch]
+	a.warnHints(m.Stream, m.Seq, b)
 	for _, o := range n.Batch(b, nil) {
 		if o.Accepted() {
 			out.Events = append(out.Events, o.Event)
@@ -170,6 +171,21 @@ func (a *Actor) decoder(name string) (*wire.Decoder, error) {
 	return d, nil
 }
 
+// warnHints logs (rate-limited) the first hint dropped from a batch: the
+// events are kept, but the engine sends something it should not.
+func (a *Actor) warnHints(s messages.StreamID, seq uint64, b *wire.Batch) {
+	if b.Dropped != 0 {
+		a.warn("dropped an unusable batch timestamp; the events are kept", "worker", s.Worker, "seq", seq)
+	}
+	for i := range b.Events {
+		if ev := &b.Events[i]; ev.Dropped != 0 {
+			a.warn("dropped an unusable optional field; the event is kept", "worker", s.Worker, "seq", seq,
+				"tag", ev.Tag, "detail", ev.DroppedDetail)
+			return
+		}
+	}
+}
+
 // warn logs at most once a second: bad input must not flood the log.
 func (a *Actor) warn(msg string, args ...any) {
 	if now := time.Now(); now.Sub(a.lastWarn) >= time.Second {
@@ -187,4 +203,7 @@ func add(dst *Stats, s Stats) {
 	}
 	dst.Blocks += s.Blocks
 	dst.NamespaceOverflow += s.NamespaceOverflow
+	for i := range dst.DroppedHints {
+		dst.DroppedHints[i] += s.DroppedHints[i]
+	}
 }

@@ -1,6 +1,7 @@
 package normalizer
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -10,20 +11,25 @@ import (
 	"github.com/kvrouter/kvrouter/messages/wire/wirefix"
 )
 
+// spawnPool starts a one-actor pool whose NormalizedBatches arrive on got.
+func spawnPool() (system *actor.ActorSystem, pool *actor.PID, got chan *messages.NormalizedBatch) {
+	system = actor.NewActorSystem()
+	got = make(chan *messages.NormalizedBatch, 8)
+	next := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if b, ok := ctx.Message().(*messages.NormalizedBatch); ok {
+			got <- b
+		}
+	}))
+	return system, system.Root.Spawn(PoolProps(1, next, wire.DefaultLimits())), got
+}
+
 // TestLostEventsDropTheStream checks that a batch the index cannot fully
 // apply — an unreadable payload, a truncated batch, an event rejected for a
 // reason that loses history — reaches the coalescer with a resync that
 // drops the stream's state and leaves it degraded, while a clean batch and
 // events rejected by design pass without one.
 func TestLostEventsDropTheStream(t *testing.T) {
-	system := actor.NewActorSystem()
-	got := make(chan *messages.NormalizedBatch, 8)
-	next := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if b, ok := ctx.Message().(*messages.NormalizedBatch); ok {
-			got <- b
-		}
-	}))
-	pool := system.Root.Spawn(PoolProps(1, next, wire.DefaultLimits()))
+	system, pool, got := spawnPool()
 	stored := func(b *wirefix.B) *wirefix.B {
 		return b.Array(5).Str("BlockStored").Array(1).Uint(7, 0).Nil().Tokens(1, 2, 3, 4).Uint(4, 0)
 	}
@@ -56,5 +62,50 @@ func TestLostEventsDropTheStream(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: no batch", tc.name)
 		}
+	}
+}
+
+// TestBadHintKeepsTheBlocks checks that a stored event whose session id is
+// unusable (100 kB, 25× the string cap; or not a string) reaches the
+// coalescer with its blocks, unattributed, without a resync — the stream
+// stays exact — and that the dropped hint is counted.
+func TestBadHintKeepsTheBlocks(t *testing.T) {
+	system, pool, got := spawnPool()
+	stream := messages.StreamID{Worker: 3}
+	storedWith := func(session func(*wirefix.B)) []byte {
+		b := wirefix.New().Batch(1, 1).Map(5).Str("type").Str("BlockStored").Str("block_hashes").Array(2).Uint(7, 0).Uint(8, 0).
+			Str("token_ids").Tokens(1, 2, 3, 4, 5, 6, 7, 8).Str("block_size").Uint(4, 0).Str("session_id")
+		session(b)
+		return b.Nil().Bytes()
+	}
+	payloads := [][]byte{
+		storedWith(func(b *wirefix.B) { b.Str(strings.Repeat("s", 100_000)) }),
+		storedWith(func(b *wirefix.B) { b.Array(1).Uint(1, 0) }),
+	}
+	for i, p := range payloads {
+		system.Root.Send(pool, &messages.EngineBatch{Stream: stream, Engine: "vllm", Seq: uint64(i), Payload: p,
+			Resync: messages.Resync{Reason: "resumed", Exact: true, Keep: true}})
+		select {
+		case b := <-got:
+			if b.Lost || b.Resync.Reason != "resumed" || !b.Resync.Exact {
+				t.Errorf("payload %d: lost %v resync %+v, want the stream kept exact", i, b.Lost, b.Resync)
+			}
+			if len(b.Events) != 1 || len(b.Events[0].Event.Blocks) != 2 || b.Events[0].SessionID != "" {
+				t.Fatalf("payload %d: events %+v, want one unattributed event of 2 blocks", i, b.Events)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("payload %d: no batch", i)
+		}
+	}
+	res, err := system.Root.RequestFuture(pool, &StatsRequest{Stream: stream}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.(*PoolStats)
+	if n := st.Stream.DroppedHints[wire.HintSessionID]; n != 2 {
+		t.Errorf("dropped session ids = %d, want 2", n)
+	}
+	if st.StreamHistoryLost != 0 || st.Stream.Blocks != 4 {
+		t.Errorf("history lost %d, blocks %d; want 0 and 4", st.StreamHistoryLost, st.Stream.Blocks)
 	}
 }

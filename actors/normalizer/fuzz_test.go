@@ -15,7 +15,7 @@ func FuzzNormalize(f *testing.F) {
 	for _, s := range wirefix.Seeds() {
 		f.Add(s, uint8(0))
 	}
-	dec := wire.NewDecoder(wire.Limits{MaxEvents: 64, MaxHashes: 128, MaxTokens: 512, MaxStringBytes: 64, MaxExtraItems: 64, MaxDepth: 8}, nil)
+	dec := wire.NewDecoder(wire.Limits{MaxEvents: 64, MaxHashes: 128, MaxTokens: 512, MaxStringBytes: 64, MaxExtraItems: 64}, nil)
 	norm := New(Config{Worker: 1, MaxNamespaceBlocks: 256})
 	f.Fuzz(func(t *testing.T, payload []byte, blockSize uint8) {
 		norm.cfg.BlockSize = int(blockSize % 5)

@@ -53,6 +53,10 @@ type Stats struct {
 	Rejected          [messages.ReasonCount]uint64
 	Blocks            uint64 // stored blocks accepted
 	NamespaceOverflow uint64 // namespaced blocks not remembered (cap reached)
+	// DroppedHints counts, by wire.Hint, the unusable optional values left
+	// out of events that were kept (a session id over the cap: the blocks
+	// are indexed, unattributed) and of batches (an unusable ts).
+	DroppedHints [wire.HintCount]uint64
 }
 
 // Normalizer holds one worker's state: the group kinds learned per
@@ -117,7 +121,9 @@ func (n *Normalizer) Batch(b *wire.Batch, out []Outcome) []Outcome {
 	if rs == nil && rankErr == "" {
 		rankErr = fmt.Sprintf("dp rank %d would exceed the cap of %d ranks per worker", rank, n.cfg.MaxDpRanks)
 	}
+	n.countHints(b.Dropped)
 	for i := range b.Events {
+		n.countHints(b.Events[i].Dropped)
 		var o Outcome
 		if rankErr != "" {
 			o.Reason, o.Detail = messages.ReasonMalformed, rankErr
@@ -133,6 +139,15 @@ func (n *Normalizer) Batch(b *wire.Batch, out []Outcome) []Outcome {
 		out = append(out, o)
 	}
 	return out
+}
+
+// countHints counts each dropped hint of a set.
+func (n *Normalizer) countHints(s wire.Hints) {
+	for h := wire.Hint(0); s != 0 && h < wire.HintCount; h++ {
+		if s.Has(h) {
+			n.stats.DroppedHints[h]++
+		}
+	}
 }
 
 // rank returns the state of dp rank r, creating it unless the worker already

@@ -36,6 +36,7 @@ var ratioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 // and _total suffixes):
 //
 //	kvrouter_events_total{worker,dp_rank,kind,outcome,reason}  normalizer outcomes
+//	kvrouter_dropped_hints_total{worker,dp_rank,reason}        unusable optional fields left out of kept events (wire.Hint)
 //	kvrouter_batches_total{worker,dp_rank}                     batches delivered by the listener
 //	kvrouter_seq_gaps_total{worker,dp_rank}                    forward seq gaps seen live
 //	kvrouter_replays_total{worker,dp_rank,result}              replays: ok, timeout, error
@@ -124,10 +125,10 @@ func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdo
 
 // observed are the asynchronous instruments fed by one read of the Source.
 type observed struct {
-	events, batches, gaps, replays, resyncs, recoveries, lost, dropped, readErrors metric.Int64ObservableCounter
-	sessionReasons                                                                 [unitCount]metric.Int64ObservableCounter
-	state, blocks, sessions, lineages, sessionBlocks, mailboxes                    metric.Int64ObservableGauge
-	lag                                                                            metric.Float64ObservableGauge
+	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, readErrors metric.Int64ObservableCounter
+	sessionReasons                                                                        [unitCount]metric.Int64ObservableCounter
+	state, blocks, sessions, lineages, sessionBlocks, mailboxes                           metric.Int64ObservableGauge
+	lag                                                                                   metric.Float64ObservableGauge
 }
 
 func (m *Metrics) instruments(meter metric.Meter) error {
@@ -137,6 +138,9 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	keep := func() { errs = append(errs, err) }
 	o.events, err = meter.Int64ObservableCounter("kvrouter.events",
 		metric.WithDescription("Engine events by outcome: accepted (by kind) or rejected (by reason)."))
+	keep()
+	o.hints, err = meter.Int64ObservableCounter("kvrouter.dropped_hints",
+		metric.WithDescription("Unusable optional event fields (session id, ownership, …) left out of events that were kept, by reason."))
 	keep()
 	o.batches, err = meter.Int64ObservableCounter("kvrouter.batches",
 		metric.WithDescription("Engine batches delivered by the listener, in order."))
@@ -202,7 +206,7 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	_, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		m.observe(obs, &o)
 		return nil
-	}, o.events, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.mailboxes, o.readErrors, o.state, o.blocks, o.lag,
+	}, o.events, o.hints, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.mailboxes, o.readErrors, o.state, o.blocks, o.lag,
 		o.sessionReasons[unitEvents], o.sessionReasons[unitSessions], o.sessionReasons[unitLineages],
 		o.sessionReasons[unitBlocks], o.sessions, o.lineages, o.sessionBlocks)
 	keep()
@@ -222,6 +226,7 @@ func (m *Metrics) observe(obs metric.Observer, o *observed) {
 		}
 	}
 	ints(o.events, r.events)
+	ints(o.hints, r.hints)
 	ints(o.batches, r.batches)
 	ints(o.gaps, r.gaps)
 	ints(o.replays, r.replays)

@@ -19,6 +19,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/sessions"
 	"github.com/kvrouter/kvrouter/actors/telemetry/metricstest"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/wire"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -90,6 +91,7 @@ func newFake() *fakePipeline {
 	n := f.norm[w7]
 	n.Accepted[messages.KindStored] = 8
 	n.Rejected[messages.ReasonUnknownTag] = 3
+	n.DroppedHints[wire.HintSessionID] = 2
 	f.norm[w7] = n
 	return f
 }
@@ -137,6 +139,7 @@ func TestMetricNames(t *testing.T) {
 	fams := scrape(t, m)
 	want := map[string]dto.MetricType{
 		"kvrouter_events_total":                   dto.MetricType_COUNTER,
+		"kvrouter_dropped_hints_total":            dto.MetricType_COUNTER,
 		"kvrouter_batches_total":                  dto.MetricType_COUNTER,
 		"kvrouter_seq_gaps_total":                 dto.MetricType_COUNTER,
 		"kvrouter_replays_total":                  dto.MetricType_COUNTER,
@@ -213,6 +216,7 @@ func TestCountersFollowThePipeline(t *testing.T) {
 	}{
 		{"kvrouter_events_total", with("kind", "stored", "outcome", "accepted"), 8},
 		{"kvrouter_events_total", with("outcome", "rejected", "reason", "unknown_tag"), 3},
+		{"kvrouter_dropped_hints_total", with("reason", "invalid_session_id"), 2},
 		{"kvrouter_batches_total", stream, 5},
 		{"kvrouter_seq_gaps_total", stream, 1},
 		{"kvrouter_replays_total", with("result", "ok"), 2},

@@ -9,6 +9,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/normalizer"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/wire"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -56,15 +57,15 @@ func (s series) add(v float64, kv ...attribute.KeyValue) {
 
 // readings are one scrape's ingest figures.
 type readings struct {
-	events, batches, gaps, replays, resyncs, recoveries, lost, dropped, lag, state, blocks series
-	sessions                                                                               sessionReadings
-	errors                                                                                 int // requests that failed (figures left out)
+	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, lag, state, blocks series
+	sessions                                                                                      sessionReadings
+	errors                                                                                        int // requests that failed (figures left out)
 }
 
 // read asks every pipeline for its counters, each request bounded by
 // timeout; what does not answer is left out and counted in errors.
 func read(pipes []Pipeline, timeout time.Duration) *readings {
-	r := &readings{events: series{}, batches: series{}, gaps: series{}, replays: series{}, resyncs: series{},
+	r := &readings{events: series{}, hints: series{}, batches: series{}, gaps: series{}, replays: series{}, resyncs: series{},
 		recoveries: series{}, lost: series{}, dropped: series{}, lag: series{}, state: series{}, blocks: series{}, sessions: newSessionReadings()}
 	for _, p := range pipes {
 		if st, err := p.Status(timeout); err != nil {
@@ -150,6 +151,11 @@ func (r *readings) normalizer(s *normalizer.Stats, w, d attribute.KeyValue) {
 		if n > 0 {
 			r.events.add(float64(n), w, d, labelKind.String(""), labelOutcome.String("rejected"),
 				labelReason.String(messages.Reason(reason).String()))
+		}
+	}
+	for h, n := range s.DroppedHints {
+		if n > 0 {
+			r.hints.add(float64(n), w, d, labelReason.String(wire.Hint(h).Reason()))
 		}
 	}
 }

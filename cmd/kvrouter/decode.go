@@ -32,6 +32,9 @@ event, in order:
   session_id, group_idx, kv_cache_spec_kind, medium, lora_name, cache_salt,
   locality, ownership, block_size, tokens, tier
                      the event's fields (null when absent)
+  dropped_hints      optional fields left out because their value was unusable
+                     (invalid_session_id, invalid_ownership, …; the event is
+                     kept), with hint_detail saying what was wrong
 
 A payload that is not a batch at all exits with status 1 and a one-line
 reason on stderr. Events lost after a truncation are reported on stderr.
@@ -66,6 +69,10 @@ type decodedEvent struct {
 	Tokens        int      `json:"tokens"`
 	Tier          *string  `json:"tier"`
 	SlidingWindow *int64   `json:"kv_cache_spec_sliding_window,omitempty"`
+	// DroppedHints are the optional fields whose value was unusable and
+	// left out (invalid_session_id, …); the event itself is judged without them.
+	DroppedHints []string `json:"dropped_hints,omitempty"`
+	HintDetail   string   `json:"hint_detail,omitempty"`
 }
 
 func runDecode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -180,6 +187,12 @@ func describe(ev *wire.Event, o normalizer.Outcome, b *wire.Batch, defRank messa
 	d.GroupIdx = optPtr(ev.GroupIdx)
 	d.BlockSize = optPtr(ev.BlockSize)
 	d.SlidingWindow = optPtr(ev.SlidingWindow)
+	for h := wire.Hint(0); h < wire.HintCount; h++ {
+		if ev.Dropped.Has(h) {
+			d.DroppedHints = append(d.DroppedHints, h.Reason())
+		}
+	}
+	d.HintDetail = ev.DroppedDetail
 	if o.Accepted() {
 		for _, blk := range o.Event.Event.Blocks {
 			d.TokensHashes = append(d.TokensHashes, uint64(blk.TokensHash))

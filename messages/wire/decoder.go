@@ -27,9 +27,8 @@ type Decoder struct {
 	hashes  []uint64 // arena for Event.BlockHashes
 	tokens  []uint32 // arena for Event.Tokens
 	scratch []byte
-	hdr     [5]byte  // a str/bin/ext header being read
-	stopped bool     // an event broke the stream: nothing after it can be read
-	pending [256]int // skip's per-level counts of values still to consume
+	hdr     [5]byte // a str/bin/ext header being read
+	stopped bool    // an event broke the stream: nothing after it can be read
 }
 
 // NewDecoder returns a decoder with the given limits; a nil fold means
@@ -39,14 +38,11 @@ func NewDecoder(lim Limits, fold FoldBin) *Decoder {
 	for _, p := range []struct{ v, d *int }{
 		{&lim.MaxEvents, &def.MaxEvents}, {&lim.MaxHashes, &def.MaxHashes},
 		{&lim.MaxTokens, &def.MaxTokens}, {&lim.MaxStringBytes, &def.MaxStringBytes},
-		{&lim.MaxExtraItems, &def.MaxExtraItems}, {&lim.MaxDepth, &def.MaxDepth},
+		{&lim.MaxExtraItems, &def.MaxExtraItems},
 	} {
 		if *p.v <= 0 {
 			*p.v = *p.d
 		}
-	}
-	if lim.MaxDepth > 255 {
-		lim.MaxDepth = 255
 	}
 	if fold == nil {
 		fold = FoldLast8
@@ -157,6 +153,8 @@ func (x *Decoder) ignoreRest(n int) error {
 	return nil
 }
 
+// timestamp reads the batch's ts. A value that is not a number is a
+// dropped hint (HintTimestamp), not a reason to lose the batch.
 func (x *Decoder) timestamp() error {
 	cl, err := x.peek()
 	if err != nil {
@@ -175,7 +173,8 @@ func (x *Decoder) timestamp() error {
 	case classNil:
 		return x.d.DecodeNil()
 	}
-	return fmt.Errorf("batch timestamp is a %s, want a number", cl)
+	x.batch.Dropped = x.batch.Dropped.With(HintTimestamp)
+	return x.skip()
 }
 
 func (x *Decoder) rank() error {

@@ -181,8 +181,18 @@ func (x *Decoder) mapEvent(st *eventState) error {
 	return nil
 }
 
-// setField decodes the next value as field f.
+// setField decodes the next value as field f; an unusable value of a hint
+// field is dropped, not an error.
 func (x *Decoder) setField(st *eventState, f field) error {
+	err := x.readField(st, f)
+	if h, ok := hintOf(f); ok {
+		return st.drop(h, err)
+	}
+	return err
+}
+
+// readField decodes the next value as field f.
+func (x *Decoder) readField(st *eventState, f field) error {
 	ev := st.ev
 	var err error
 	switch f {

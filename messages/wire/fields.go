@@ -184,6 +184,7 @@ func (x *Decoder) metadata(st *eventState) error {
 			st.metaSalt, err = x.optString("metadata.cache_salt")
 		case "session_id":
 			st.metaSession, err = x.optString("metadata.session_id")
+			err = st.drop(HintSessionID, err)
 		case "lora_name":
 			st.ev.LoraName, err = x.optString("metadata.lora_name")
 		default:

@@ -26,7 +26,7 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range wirefix.Seeds() {
 		f.Add(s)
 	}
-	lim := Limits{MaxEvents: 64, MaxHashes: 64, MaxTokens: 256, MaxStringBytes: 64, MaxExtraItems: 64, MaxDepth: 8}
+	lim := Limits{MaxEvents: 64, MaxHashes: 64, MaxTokens: 256, MaxStringBytes: 64, MaxExtraItems: 64}
 	reused := NewDecoder(lim, nil)
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		b, err := reused.Decode(payload)

@@ -14,7 +14,7 @@ import (
 
 // smallLim keeps the caps small enough to hit with hand-written fixtures.
 // MaxStringBytes 16 still fits every tag and the map keys the neighbours use.
-var smallLim = Limits{MaxHashes: 4, MaxTokens: 6, MaxStringBytes: 16, MaxExtraItems: 3, MaxDepth: 8}
+var smallLim = Limits{MaxHashes: 4, MaxTokens: 6, MaxStringBytes: 16, MaxExtraItems: 3}
 
 // huge is a declared length far beyond any payload (≈ 4e9).
 const huge = 4_000_000_000
@@ -118,9 +118,29 @@ func limitCases() []conformanceCase {
 			storedWithTail(3, func(b *wirefix.B) { b.Nil().Nil().Str(str(17)) }), "BlockStored", TypeStored, lex),
 		limited("limit/medium over MaxStringBytes", lim,
 			storedWithTail(2, func(b *wirefix.B) { b.Nil().Str(str(300)) }), "BlockStored", TypeStored, lex),
-		limited("limit/session_id at 14 over MaxStringBytes", lim,
-			storedWithTail(10, func(b *wirefix.B) {
+		{
+			name: "limit/session_id at 14 over MaxStringBytes is dropped, the blocks kept",
+			lim:  lim,
+			payload: sandwich(storedWithTail(10, func(b *wirefix.B) {
 				b.Nil().Nil().Nil().Nil().Nil().Nil().Nil().Nil().Nil().Str(str(17))
+			})),
+			want: sandwiched(withDropped(okStoredWant, HintSessionID)),
+		},
+		{
+			name:    "limit/map session_id over MaxStringBytes is dropped, the blocks kept",
+			lim:     lim,
+			payload: sandwich(mapStoredWith("session_id", func(b *wirefix.B) { b.Str(str(5000)) })),
+			want:    sandwiched(withDropped(okStoredWant, HintSessionID)),
+		},
+		{
+			name:    "limit/ownership over MaxStringBytes is dropped, the blocks kept",
+			lim:     lim,
+			payload: sandwich(mapStoredWith("ownership", func(b *wirefix.B) { b.Str(str(17)) })),
+			want:    sandwiched(withDropped(okStoredWant, HintOwnership)),
+		},
+		limited("limit/locality at 12 over MaxStringBytes still rejects (whose blocks)", lim,
+			storedWithTail(8, func(b *wirefix.B) {
+				b.Nil().Nil().Nil().Nil().Nil().Nil().Nil().Str(str(17))
 			}), "BlockStored", TypeStored, lex),
 		limited("limit/metadata cache_salt over MaxStringBytes", lim,
 			storedWithTail(3, func(b *wirefix.B) { b.Nil().Nil().Map(1).Str("cache_salt").Str(str(40)) }),
@@ -157,71 +177,65 @@ func limitCases() []conformanceCase {
 					Array(4).Array(1).Uint(1, 0).Array(1).Uint(2, 0).Array(1).Uint(3, 0).Array(1).Uint(4, 0)
 			}), "BlockStored", TypeStored, lex),
 
-		// Nesting of skipped values (MaxDepth 8).
+		// Nesting of values skipped unread: any depth costs only its bytes,
+		// and the event and the rest of the batch are kept.
 		{
-			name:    "depth/ignored map key nested exactly MaxDepth",
-			lim:     lim,
-			payload: sandwich(mapStoredWith("zzz", nest(8, func(b *wirefix.B) { b.Uint(1, 0) }))),
-			want:    sandwiched(okStoredWant),
-		},
-		{
-			name:    "depth/ignored map key nested well under MaxDepth",
+			name:    "depth/ignored map key nested 4 levels of maps",
 			lim:     lim,
 			payload: sandwich(mapStoredWith("zzz", nest(4, func(b *wirefix.B) { b.Map(1).Str("k").Uint(1, 0) }))),
 			want:    sandwiched(okStoredWant),
 		},
 		{
-			name: "depth/ignored map key nested past MaxDepth, middle event",
+			name: "depth/ignored map key nested 10,000 levels, middle event",
 			lim:  lim,
 			payload: b3(neighbourA,
-				mapStoredWith("zzz", nest(40, func(b *wirefix.B) { b.Uint(7, 0) })),
+				mapStoredWith("zzz", nest(10_000, func(b *wirefix.B) { b.Uint(7, 0) })),
 				neighbourB, neighbourA),
-			want: Batch{TS: ts0, Lost: 2, Events: []Event{neighbourAWant, rejected("BlockStored", TypeStored, lex)}},
+			want: want3(neighbourAWant, okStoredWant, neighbourBWant, neighbourAWant),
 		},
 		{
-			name: "depth/trailing positional element past 14 nested past MaxDepth",
+			name: "depth/trailing positional element past 14 nested 40 levels",
 			lim:  lim,
 			payload: b3(neighbourA,
 				storedWithTail(11, func(b *wirefix.B) {
 					for i := 5; i < 15; i++ {
 						b.Nil()
 					}
-					nest(12, func(b *wirefix.B) { b.Nil() })(b)
+					nest(40, func(b *wirefix.B) { b.Nil() })(b)
 				}),
 				neighbourB),
-			want: Batch{TS: ts0, Lost: 1, Events: []Event{neighbourAWant, rejected("BlockStored", TypeStored, lex)}},
+			want: want3(neighbourAWant, okStoredWant, neighbourBWant),
 		},
 		{
-			name: "depth/opaque extra_keys item nested past MaxDepth",
+			name: "depth/opaque extra_keys item nested 40 levels",
 			lim:  lim,
 			payload: b3(neighbourA,
 				storedWithTail(4, func(b *wirefix.B) {
 					b.Nil().Nil().Nil().Array(1).Array(1)
-					nest(12, func(b *wirefix.B) { b.Uint(1, 0) })(b)
+					nest(40, func(b *wirefix.B) { b.Uint(1, 0) })(b)
 				}),
 				neighbourB),
-			want: Batch{TS: ts0, Lost: 1, Events: []Event{neighbourAWant, rejected("BlockStored", TypeStored, lex)}},
+			want: want3(neighbourAWant, okStoredWant, neighbourBWant),
 		},
 		{
-			name: "depth/unknown tag body nested past MaxDepth",
+			name: "depth/unknown tag body nested 40 levels",
 			lim:  lim,
 			payload: b3(neighbourA,
 				func(b *wirefix.B) {
 					b.Array(2).Str("LoadStat")
-					nest(12, func(b *wirefix.B) { b.Uint(1, 0) })(b)
+					nest(40, func(b *wirefix.B) { b.Uint(1, 0) })(b)
 				},
 				neighbourB),
-			want: Batch{TS: ts0, Lost: 1, Events: []Event{neighbourAWant, rejected("LoadStat", TypeUnknown, lex)}},
+			want: want3(neighbourAWant, rejected("LoadStat", TypeUnknown, messages.ReasonUnknownTag), neighbourBWant),
 		},
 		{
-			// The nesting stops exactly where the value's last header was read:
-			// the next byte (fixint 7) is still inside the too-deep value and
-			// must not be taken for the batch's rank (the real rank is nil).
-			name: "depth/ignored map key nested past MaxDepth, last event",
+			// The skip ends exactly after the deep value: the next byte (nil)
+			// is the batch's rank.
+			name: "depth/ignored map key nested 9 levels, last event",
 			lim:  lim,
 			payload: b3Rank(func(b *wirefix.B) { b.Nil() }, neighbourA,
 				mapStoredWith("zzz", nest(9, func(b *wirefix.B) { b.Uint(7, 0) }))),
-			want: Batch{TS: ts0, Events: []Event{neighbourAWant, rejected("BlockStored", TypeStored, lex)}},
+			want: Batch{TS: ts0, Events: []Event{neighbourAWant, okStoredWant}},
 		},
 
 		// Truncated payloads.

@@ -9,7 +9,7 @@ import (
 )
 
 // errStructural wraps errors after which the byte stream cannot be followed
-// (truncation, bad lengths, unknown codes, nesting past MaxDepth).
+// (truncation, bad lengths, unknown codes).
 type structuralError struct {
 	reason messages.Reason
 	detail string
@@ -303,20 +303,13 @@ func (x *Decoder) hash(field string) (uint64, error) {
 	return 0, malformed("%s: want int or bin, got %s", field, cl)
 }
 
-// skip consumes one value of any shape without recursion. Containers nested
-// deeper than MaxDepth are a structural error: the rest of the batch is
-// unreachable.
+// skip consumes one value of any shape, however deeply nested, without
+// recursion and in constant memory: it only counts the values still to
+// consume (a container adds its elements to the count), so a value kvrouter
+// does not read costs its bytes and nothing else, and the position after it
+// is always known.
 func (x *Decoder) skip() error {
-	depth := 0
-	x.pending[0] = 1
-	for {
-		for depth >= 0 && x.pending[depth] == 0 {
-			depth--
-		}
-		if depth < 0 {
-			return nil
-		}
-		x.pending[depth]--
+	for left := 1; left > 0; left-- {
 		cl, err := x.peek()
 		if err != nil {
 			return err
@@ -345,16 +338,9 @@ func (x *Decoder) skip() error {
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			continue
-		}
-		if depth+1 > x.lim.MaxDepth || depth+1 >= len(x.pending) {
-			return &structuralError{messages.ReasonLimitExceeded,
-				fmt.Sprintf("value nested deeper than %d levels", x.lim.MaxDepth)}
-		}
-		depth++
-		x.pending[depth] = n
+		left += n // every element takes at least one byte: bounded by the payload
 	}
+	return nil
 }
 
 // skipN consumes n values.

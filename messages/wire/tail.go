@@ -7,9 +7,10 @@ package wire
 // group_idx, second int → sliding window, first string → kind).
 func (x *Decoder) tail(st *eventState, n int) error {
 	type value struct {
-		cl class
-		i  int64
-		s  string
+		cl  class
+		i   int64
+		s   string
+		err error // a field error of this value, judged once the layout is known
 	}
 	var vals [len(tailLayout)]value
 	fixed := true
@@ -33,7 +34,10 @@ func (x *Decoder) tail(st *eventState, n int) error {
 			}
 			v.i = o.V
 		case classStr:
-			v.s, err = x.optString("tail")
+			v.s, err = x.optString(tailName(j))
+			if err != nil && !isStructural(err) {
+				v.err, err = err, nil
+			}
 		case classArray:
 			err = x.mmInfos(st)
 		case classMap:
@@ -62,6 +66,16 @@ func (x *Decoder) tail(st *eventState, n int) error {
 	if fixed {
 		for j := 0; j < n && j < len(vals); j++ {
 			v := vals[j]
+			if v.err != nil {
+				// An unusable string: a hint's is dropped, the kind's or
+				// locality's rejects the event.
+				if h, ok := hintOf(tailLayout[j]); ok {
+					_ = st.drop(h, v.err)
+				} else {
+					_ = st.fail(v.err)
+				}
+				continue
+			}
 			if v.cl == classNil {
 				continue
 			}
@@ -85,6 +99,8 @@ func (x *Decoder) tail(st *eventState, n int) error {
 	} else {
 		for _, v := range vals {
 			switch {
+			case v.err != nil:
+				_ = st.fail(v.err) // by type, an unusable string may have been the kind
 			case v.cl == classInt && !ev.GroupIdx.Ok:
 				ev.GroupIdx = Some(v.i)
 			case v.cl == classInt && !ev.SlidingWindow.Ok:
@@ -94,8 +110,29 @@ func (x *Decoder) tail(st *eventState, n int) error {
 			}
 		}
 	}
-	if (ev.GroupIdx.Ok && ev.GroupIdx.V < 0) || (ev.SlidingWindow.Ok && ev.SlidingWindow.V < 0) {
-		return malformed("negative group_idx or sliding window in positional tail")
+	if ev.SlidingWindow.Ok && ev.SlidingWindow.V < 0 {
+		_ = st.drop(HintSlidingWindow, malformed("kv_cache_spec_sliding_window %d is negative", ev.SlidingWindow.V))
+		ev.SlidingWindow = Opt[int64]{}
+	}
+	if ev.GroupIdx.Ok && ev.GroupIdx.V < 0 {
+		return malformed("negative group_idx %d in positional tail", ev.GroupIdx.V)
 	}
 	return nil
+}
+
+// tailName names tail position j's field in the fixed layout, for details.
+func tailName(j int) string {
+	if j < len(tailLayout) {
+		switch tailLayout[j] {
+		case fKind:
+			return "kv_cache_spec_kind"
+		case fLocality:
+			return "locality"
+		case fOwnership:
+			return "ownership"
+		case fSessionID:
+			return "session_id"
+		}
+	}
+	return "tail"
 }

@@ -77,6 +77,11 @@ type Event struct {
 	SlidingWindow Opt[int64]
 	Locality      string
 	Ownership     string
+	// Dropped is the set of hints whose value was unusable (over a cap or
+	// of the wrong type) and left out; the event is kept without them.
+	// DroppedDetail says what was wrong with the first one, for logs.
+	Dropped       Hints
+	DroppedDetail string
 }
 
 // Batch is one decoded engine batch.
@@ -89,6 +94,8 @@ type Batch struct {
 	// because an earlier event was truncated or nested too deeply; the event
 	// that stopped decoding carries ReasonTruncated or ReasonLimitExceeded.
 	Lost int
+	// Dropped holds HintTimestamp when the batch's ts was unusable (TS is 0).
+	Dropped Hints
 }
 
 // Limits bound what one payload may make the decoder allocate. A value over a
@@ -99,7 +106,6 @@ type Limits struct {
 	MaxTokens      int // token ids per event (after bigram flattening)
 	MaxStringBytes int // bytes of any one string the decoder keeps
 	MaxExtraItems  int // extra_keys / mm items per event
-	MaxDepth       int // nesting depth of values skipped unread (≤ 255)
 }
 
 // DefaultLimits are generous for real engines (a 128k-token prompt in one
@@ -113,7 +119,6 @@ func DefaultLimits() Limits {
 		MaxTokens:      1 << 20,
 		MaxStringBytes: 4096,
 		MaxExtraItems:  65536,
-		MaxDepth:       32,
 	}
 }
 
