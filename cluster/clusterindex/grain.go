@@ -1,7 +1,6 @@
 package clusterindex
 
 import (
-	"cmp"
 	"errors"
 	"math/rand/v2"
 	"time"
@@ -95,7 +94,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 		g.node.unhost(g.ci, g.status.Activation)
 	case *clusterpb.Sequenced:
-		g.numbered(ctx, numbered{msg: m, from: ctx.Sender()})
+		g.receiveSequenced(ctx, numbered{msg: m, from: ctx.Sender()})
 	case *clusterpb.QueryRequest:
 		r := clusterpb.FromQueryResult(indexer.QueryTraced(g.state, g.shard, clusterpb.ToQuery(m)))
 		r.Status = g.statusCopy()
@@ -168,12 +167,12 @@ func (g *grain) handle(ctx actor.Context, msg any, reply *actor.PID) {
 	}
 }
 
-// numbered passes a front's message through the sequence (held while the
-// activation awaits its hand-over).
-func (g *grain) numbered(ctx actor.Context, n numbered) {
+// receiveSequenced passes a front's numbered message through the sequence
+// (held while the activation awaits its hand-over).
+func (g *grain) receiveSequenced(ctx actor.Context, n numbered) {
 	if g.awaiting {
 		g.early = append(g.early, n)
-		if len(g.early) > cmp.Or(g.node.cfg.MaxPending, DefaultMaxPending) {
+		if len(g.early) > g.node.cfg.MaxPending {
 			ctx.Logger().Warn("shard grain: too much waiting for a hand-over; rebuilding", "namespace", g.namespace, "shard", g.shard)
 			g.decide(ctx)
 		}
@@ -191,7 +190,7 @@ func (g *grain) numbered(ctx actor.Context, n numbered) {
 		g.gapSince = time.Time{}
 	case g.gapSince.IsZero():
 		g.gapSince = time.Now()
-		g.after(ctx, cmpOr(g.node.cfg.GapWait, DefaultGapWait), &gapCheck{})
+		g.after(ctx, g.node.cfg.GapWait, &gapCheck{})
 	}
 }
 
@@ -201,7 +200,7 @@ func (g *grain) checkGap(ctx actor.Context) {
 	if g.gapSince.IsZero() {
 		return
 	}
-	wait := cmpOr(g.node.cfg.GapWait, DefaultGapWait)
+	wait := g.node.cfg.GapWait
 	if left := wait - time.Since(g.gapSince); left > 0 {
 		g.after(ctx, left, &gapCheck{})
 		return
@@ -231,7 +230,7 @@ func (g *grain) init(ctx actor.Context, m *cluster.ClusterInit) {
 			root.Send(self, &topologyChanged{members: addresses(tp.Members)})
 		}
 	})
-	g.after(ctx, cmpOr(g.node.cfg.HandoverWait, DefaultHandoverWait), &handoverWait{})
+	g.after(ctx, g.node.cfg.HandoverWait, &handoverWait{})
 	g.startCensus(ctx, g.node.members())
 }
 

@@ -79,7 +79,7 @@ func (g *grain) move(ctx actor.Context) {
 	}
 	g.moving = true
 	f := ctx.RequestFuture(actor.NewPID(owner, disthash.PartitionActivatorActorName),
-		&cluster.ActivationRequest{ClusterIdentity: g.ci}, cmpOr(g.node.cfg.LookupTimeout, DefaultLookupTimeout))
+		&cluster.ActivationRequest{ClusterIdentity: g.ci}, g.node.cfg.LookupTimeout)
 	ctx.ReenterAfter(f, func(res any, err error) {
 		a, ok := res.(*cluster.ActivationResponse)
 		if err != nil || !ok || a.GetPid() == nil {
@@ -103,7 +103,7 @@ func (g *grain) handOver(ctx actor.Context, to *actor.PID) {
 	g.successor = to
 	g.node.unhost(g.ci, g.status.Activation)
 	g.state, g.fences = indexer.NewShard(), fences{}
-	g.after(ctx, cmpOr(g.node.cfg.Linger, DefaultLinger), &lingerEnd{})
+	g.after(ctx, g.node.cfg.Linger, &lingerEnd{})
 	ctx.Logger().Info("shard grain: slice handed over", "namespace", g.namespace, "shard", g.shard, "to", to)
 }
 
@@ -161,7 +161,7 @@ func (g *grain) decide(ctx actor.Context) {
 	early := g.early
 	g.early = nil
 	for _, n := range early {
-		g.numbered(ctx, n)
+		g.receiveSequenced(ctx, n)
 	}
 	g.startCensus(ctx, g.node.members())
 }

@@ -68,19 +68,12 @@ type Index struct {
 // Each batch is also forwarded, in order, to every follower (the session
 // index, the router-event publisher; nil ones skipped).
 func Spawn(m *member.Member, namespace string, cfg Config, followers ...*actor.PID) *Index {
+	cfg = cfg.withDefaults()
 	n := cfg.Shards
-	if n <= 0 {
-		n = DefaultShards
-	}
-	lookup := cmpOr(cfg.LookupTimeout, DefaultLookupTimeout)
-	x := &Index{root: m.Cluster.ActorSystem.Root, res: newResolver(m, namespace, n, lookup),
-		deadline: cmpOr(cfg.QueryDeadline, DefaultQueryDeadline)}
-	maxPending := cfg.MaxPending
-	if maxPending <= 0 {
-		maxPending = DefaultMaxPending
-	}
+	x := &Index{root: m.Cluster.ActorSystem.Root, res: newResolver(m, namespace, n, cfg.LookupTimeout),
+		deadline: cfg.QueryDeadline}
 	front := &frontActor{res: x.res, pending: make([][]outgoing, n), waiting: make([]bool, n),
-		maxPending: maxPending, retry: 100 * time.Millisecond, dropped: &x.dropped,
+		maxPending: cfg.MaxPending, retry: 100 * time.Millisecond, dropped: &x.dropped,
 		feeds: map[messages.WorkerKey]uint64{}, clock: feedClock{tag: xxh3.HashString(m.Address()) & 0xffff},
 		id: rand.Uint64() | 1, seqs: make([]uint64, n)}
 	for _, f := range followers {
@@ -92,11 +85,26 @@ func Spawn(m *member.Member, namespace string, cfg Config, followers ...*actor.P
 	return x
 }
 
-func cmpOr(v, def time.Duration) time.Duration {
-	if v <= 0 {
-		return def
+// withDefaults gives every field left zero (or negative) its default, in
+// one place: the node and the index read their fields as they are.
+func (c Config) withDefaults() Config {
+	orDefault := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
 	}
-	return v
+	if c.Shards <= 0 {
+		c.Shards = DefaultShards
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	orDefault(&c.QueryDeadline, DefaultQueryDeadline)
+	orDefault(&c.LookupTimeout, DefaultLookupTimeout)
+	orDefault(&c.HandoverWait, DefaultHandoverWait)
+	orDefault(&c.Linger, DefaultLinger)
+	orDefault(&c.GapWait, DefaultGapWait)
+	return c
 }
 
 // PID is where this member's RouterEventBatches go.

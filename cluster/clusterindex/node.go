@@ -55,7 +55,7 @@ type feed struct {
 
 // NewNode returns a node whose indexes are sized by cfg (Shards must be
 // the same on every member).
-func NewNode(cfg Config) *Node { return &Node{cfg: cfg, hosted: map[string]uint64{}} }
+func NewNode(cfg Config) *Node { return &Node{cfg: cfg.withDefaults(), hosted: map[string]uint64{}} }
 
 // Kind is the shard kind this node's member hosts.
 func (n *Node) Kind() *cluster.Kind {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/engine"
 )
 
 const tapHelp = `Usage: kvrouter tap [flags]
@@ -33,7 +35,7 @@ simulated engines in-process on loopback and drives them with a Mooncake
 trace (--trace) or random prompts, then checks at the end that the index
 equals every engine's cache.
 
---worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine=vllm|sglang|trtllm][,topic=PREFIX][,bind][,by-topic]
+--worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine={engines}][,topic=PREFIX][,bind][,by-topic]
   ENDPOINT is the engine's PUB (tcp://host:port); with bind the listener
   binds it and engines dial in; with by-topic as well, many engines share
   that socket and are told apart by their topic kv@<pod>@<model> (worker id
@@ -48,7 +50,9 @@ Flags:
 `
 
 func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := cli.NewFlags("kvrouter tap", tapHelp, stderr)
+	// The engines are the adapters registered in messages/engine.
+	help := strings.ReplaceAll(tapHelp, "{engines}", strings.Join(engine.Names(), "|"))
+	fs := cli.NewFlags("kvrouter tap", help, stderr)
 	var workers workerFlags
 	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,bind] (repeatable)")
 	blockSize := fs.Int("block-size", 16, "tokens per block for every worker (0: trust the engines)")

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/kvrouter/kvrouter/messages/engine"
 )
 
 func TestParseWorker(t *testing.T) {
@@ -45,5 +47,17 @@ func TestTapUsage(t *testing.T) {
 	}
 	if code := run([]string{"tap", "--worker", "bogus"}, nil, &out, &errb); code != 2 {
 		t.Errorf("bad --worker: exit %d", code)
+	}
+}
+
+// tap --help names every registered engine adapter in --worker's engine=.
+func TestTapUsageListsTheEngines(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"tap", "--help"}, nil, &out, &errb); code != 0 {
+		t.Fatalf("tap --help: exit %d: %s", code, errb.String())
+	}
+	want := "engine=" + strings.Join(engine.Names(), "|") + "]"
+	if len(engine.Names()) < 3 || !strings.Contains(out.String(), want) {
+		t.Errorf("tap --help does not list the engines %v as %q:\n%s", engine.Names(), want, out.String())
 	}
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -323,8 +324,8 @@ func readNamespace(dec *json.Decoder, key string, sink api.DumpSink) error {
 			started = true
 			if ns.ModelName == "" || ns.TenantID == "" {
 				m, t := splitNamespaceKey(key)
-				ns.ModelName = cmpOr(ns.ModelName, m)
-				ns.TenantID = cmpOr(ns.TenantID, t)
+				ns.ModelName = cmp.Or(ns.ModelName, m)
+				ns.TenantID = cmp.Or(ns.TenantID, t)
 			}
 			if ns.BlockSize == 0 {
 				return errors.New("no block_size before the events")
@@ -349,13 +350,6 @@ func readNamespace(dec *json.Decoder, key string, sink api.DumpSink) error {
 		return errors.New("no events")
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // splitNamespaceKey splits the reference's "<model>:<tenant>" key at its
