@@ -6,6 +6,7 @@ import (
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/blockhash"
 	"github.com/kvrouter/kvrouter/messages/wire"
+	"github.com/kvrouter/kvrouter/messages/wire/wirefix"
 )
 
 // stored builds a BlockStored wire event of 2-token blocks.
@@ -362,5 +363,42 @@ func TestStateIsBounded(t *testing.T) {
 	out = run(t, New(Config{}), batch(0, evs...))
 	if last := out[len(out)-1]; last.Reason != messages.ReasonUnlearnedGroupIdx {
 		t.Fatalf("group past the learning cap: %v", last.Reason)
+	}
+}
+
+// TestPromptEmbedsAreBlockIdentity checks that a block's prompt-embeds
+// digest (vLLM's extra key, raw bytes or typed) is part of its local hash:
+// the same placeholder tokens with other embeddings are another block, the
+// same embeddings in either form are the same block.
+func TestPromptEmbedsAreBlockIdentity(t *testing.T) {
+	digest := func(b byte) []byte { d := make([]byte, 32); d[0] = b; return d }
+	raw := func(d []byte) func(*wirefix.B) {
+		return func(b *wirefix.B) { b.Array(1).Array(1).Bin(d) }
+	}
+	typed := func(d []byte) func(*wirefix.B) {
+		return func(b *wirefix.B) { b.Array(1).Array(1).Map(2).Str("type").Str("prompt_embeds").Str("hash").Bin(d) }
+	}
+	none := func(b *wirefix.B) { b.Nil() }
+	local := func(extra func(*wirefix.B)) messages.LocalHash {
+		t.Helper()
+		b := wirefix.New().Batch(1, 1).Map(5).Str("type").Str("BlockStored").Str("block_hashes").Array(1).Uint(9, 0).
+			Str("token_ids").Tokens(0, 0, 0, 0).Str("block_size").Uint(4, 0).Str("extra_keys")
+		extra(b)
+		wb, err := wire.NewDecoder(wire.Limits{}, nil).Decode(b.Nil().Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := New(Config{Worker: 1}).Batch(wb, nil)
+		if len(out) != 1 || !out[0].Accepted() {
+			t.Fatalf("outcome %+v, want one accepted event", out)
+		}
+		return out[0].Event.Event.Blocks[0].TokensHash
+	}
+	plain, a, b := local(none), local(raw(digest(1))), local(raw(digest(2)))
+	if plain == a || a == b || plain == b {
+		t.Errorf("local hashes plain %x, embeds A %x, embeds B %x: want all different", plain, a, b)
+	}
+	if ta := local(typed(digest(1))); ta != a {
+		t.Errorf("typed embeds A hashes %x, raw %x: want equal", ta, a)
 	}
 }

@@ -48,11 +48,24 @@ type conformanceCase struct {
 // ts0 is the timestamp of most fixtures (exact in float64).
 const ts0 = 1764400000.25
 
-func i64(v int64) Opt[int64]      { return Some(v) }
-func u64(v uint64) Opt[uint64]    { return Some(v) }
-func hs(v ...uint64) []uint64     { return v }
-func tks(v ...uint32) []uint32    { return v }
-func mmID(id string) uint64       { return xxh3.HashString(id) }
+func i64(v int64) Opt[int64]   { return Some(v) }
+func u64(v uint64) Opt[uint64] { return Some(v) }
+func hs(v ...uint64) []uint64  { return v }
+func tks(v ...uint32) []uint32 { return v }
+func mmID(id string) uint64    { return xxh3.HashString(id) }
+
+// embedsID is what a prompt-embeds digest folds to: XXH3-64 of its bytes
+// under the seed "embeds" (0x656d62656473), apart from mm identifiers.
+func embedsID(d []byte) uint64 { return xxh3.HashSeed(d, 0x656d62656473) }
+
+// digest is a 32-byte SHA-256-sized value starting at b (b, b+1, …).
+func digest(b byte) []byte {
+	d := make([]byte, 32)
+	for i := range d {
+		d[i] = b + byte(i)
+	}
+	return d
+}
 func mm(v ...[]uint64) [][]uint64 { return v }
 
 // build encodes the given values one after the other.
@@ -693,7 +706,7 @@ func storedPositionalCases() []conformanceCase {
 				b.Array(9).Str("BlockStored").Uints(5, 6).Nil().Tokens(1, 2, 3, 4).Uint(2, 0).
 					Nil().Nil().Nil().
 					Array(2).
-					Array(6).Uint(5, 0).F64(1.5).Bool(true).Bin([]byte{0xde, 0xad}).Int(-3, 0).F32(2.5).
+					Array(5).Uint(5, 0).F64(1.5).Bool(true).Int(-3, 0).F32(2.5).
 					Array(5).Array(2).Uint(7, 0).Uint(8, 0).Map(1).Str("k").Str("v").Nil().Bool(false).Raw(0xd4, 0x01, 0x02)
 			}),
 			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5, 6),
@@ -728,7 +741,33 @@ func storedPositionalCases() []conformanceCase {
 			}),
 			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5, 6),
 				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), CacheSalt: "tenant-9",
-				MM: mm(hs(mmID("h1")), hs(77))}),
+				MM: mm(hs(mmID("h1")), hs(77, embedsID([]byte{1, 2})))}),
+		},
+		{
+			name: "stored/positional extra_keys prompt-embeds digest (raw bytes, after lora and salt)",
+			payload: b3(func(b *wirefix.B) {
+				b.Array(9).Str("BlockStored").Uints(5, 6).Nil().Tokens(1, 2, 3, 4).Uint(2, 0).
+					Nil().Nil().Str("ad").
+					Array(2).
+					Array(3).Str("ad").Str("tenant-7").Bin(digest(0xa0)).
+					Array(2).Str("ad").Bin(digest(0xb0))
+			}),
+			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5, 6),
+				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2), LoraName: "ad", CacheSalt: "tenant-7",
+				MM: mm(hs(embedsID(digest(0xa0))), hs(embedsID(digest(0xb0))))}),
+		},
+		{
+			name: "stored/map extra_keys prompt-embeds digest, typed form: the same hash as the raw form",
+			payload: b3(func(b *wirefix.B) {
+				b.Map(5).Str("type").Str("BlockStored").Str("block_hashes").Uints(5, 6).
+					Str("token_ids").Tokens(1, 2, 3, 4).Str("block_size").Uint(2, 0).
+					Str("extra_keys").Array(2).
+					Array(1).Map(2).Str("type").Str("prompt_embeds").Str("hash").Bin(digest(0xa0)).
+					Array(1).Map(2).Str("hash").Bin(digest(0xb0)).Str("type").Str("prompt_embeds")
+			}),
+			want: want3(Event{Tag: "BlockStored", Type: TypeStored, BlockHashes: hs(5, 6),
+				Tokens: tks(1, 2, 3, 4), BlockSize: i64(2),
+				MM: mm(hs(embedsID(digest(0xa0))), hs(embedsID(digest(0xb0))))}),
 		},
 		{
 			name: "stored/positional newer SGLang: salt marker in extra_keys, metadata map at 14",

@@ -13,18 +13,25 @@ const saltMarker = "dynamo-cache-salt:"
 // extraKeys reads extra_keys: nil, or one entry per block that is nil or a
 // list of items. vLLM builds each block's items as LoRA name (bare string,
 // every block), multimodal items ([identifier, offset] pairs), the cache
-// salt (bare string, block 0 only) and prompt-embeds bytes; its typed variant
-// sends maps {"type": "mm"|"lora"|"cache_salt"|…, …}. kvrouter reads:
+// salt (bare string, block 0 only) and the prompt-embeds digest (bytes: the
+// SHA-256 of the block's slice of the prompt embeddings, last); its typed
+// variant sends maps {"type": "mm"|"lora"|"cache_salt"|"prompt_embeds"|…, …}.
+// kvrouter reads:
 //   - "dynamo-cache-salt:<salt>" (any block) and {"type": "cache_salt",
 //     "salt": s}: the cache salt;
 //   - a bare string in block 0 that is not the event's lora_name: vLLM's
 //     cache salt (resolved once lora_name is known);
 //   - [identifier, offset] and {"type": "mm", "hash": h}: a multimodal
 //     identifier, folded into the block's mm hashes as XXH3-64(identifier)
-//     (an integer hash is taken as is).
+//     (an integer hash is taken as is);
+//   - bytes and {"type": "prompt_embeds", "hash": bytes}: the block's
+//     prompt-embeds digest, folded into the block's mm hashes as
+//     embedsHash(digest) — vLLM puts it into its block hash, so two
+//     prompt-embeds requests with the same placeholder tokens are different
+//     blocks.
 //
-// Everything else (LoRA names, bare strings past block 0, bytes, numbers,
-// other typed items) is opaque and skipped.
+// Everything else (LoRA names, bare strings past block 0, numbers, other
+// typed items) is opaque and skipped.
 func (x *Decoder) extraKeys(st *eventState) error {
 	return x.perBlock(st, "extra_keys", func(block int) error {
 		cl, err := x.peek()
@@ -42,6 +49,13 @@ func (x *Decoder) extraKeys(st *eventState) error {
 			} else if block == 0 {
 				st.bareExtra = append(st.bareExtra, string(b))
 			}
+			return nil
+		case classBin:
+			b, err := x.rawBytes()
+			if err != nil {
+				return err
+			}
+			st.ev.addMM(block, embedsHash(b))
 			return nil
 		case classArray:
 			n, err := x.arrayLen()
@@ -74,7 +88,9 @@ func (x *Decoder) typedExtraKey(st *eventState, block int) error {
 	if err != nil {
 		return err
 	}
-	var kind, salt, hashStr string
+	var kind, salt string
+	var hashBytes []byte // a str or bin "hash", copied
+	var hashCl class
 	var hashInt Opt[uint64]
 	for i := 0; i < n; i++ {
 		key, err := x.mapKeyRaw()
@@ -91,9 +107,12 @@ func (x *Decoder) typedExtraKey(st *eventState, block int) error {
 			switch {
 			case perr != nil:
 				return perr
-			case cl == classStr:
-				hashStr, err = x.optString("extra_keys hash")
-			case cl == classInt || cl == classBin:
+			case cl == classStr || cl == classBin:
+				var b []byte
+				if b, err = x.rawBytes(); err == nil {
+					hashBytes, hashCl = append(hashBytes[:0], b...), cl
+				}
+			case cl == classInt:
 				var h uint64
 				h, err = x.hash("extra_keys hash")
 				hashInt = Opt[uint64]{V: h, Ok: err == nil}
@@ -111,11 +130,21 @@ func (x *Decoder) typedExtraKey(st *eventState, block int) error {
 	case "cache_salt":
 		st.setExtraSalt(salt)
 	case "mm":
-		if hashInt.Ok {
+		switch {
+		case hashInt.Ok:
 			st.ev.addMM(block, hashInt.V)
-		} else if hashStr != "" {
-			st.ev.addMM(block, hashIdentifier(hashStr))
+		case hashCl == classBin:
+			if h, ok := x.fold(hashBytes); ok {
+				st.ev.addMM(block, h)
+			}
+		case len(hashBytes) > 0:
+			st.ev.addMM(block, hashIdentifier(string(hashBytes)))
 		}
+	case "prompt_embeds":
+		if hashBytes == nil {
+			return malformed("prompt_embeds extra key without a hash")
+		}
+		st.ev.addMM(block, embedsHash(hashBytes))
 	}
 	return nil
 }
@@ -254,6 +283,16 @@ func (ev *Event) addMM(block int, h uint64) {
 		ev.MM = append(ev.MM, make([][]uint64, block+1-len(ev.MM))...)
 	}
 	ev.MM[block] = append(ev.MM[block], h)
+}
+
+// embedsSeed keeps prompt-embeds digests apart from multimodal identifiers
+// in the hashes a block folds in.
+const embedsSeed = 0x656d62656473 // "embeds"
+
+// embedsHash turns a prompt-embeds digest (raw bytes, as vLLM sends it in
+// either form) into the u64 the block hash folds in.
+func embedsHash(digest []byte) uint64 {
+	return xxh3.HashSeed(digest, embedsSeed)
 }
 
 // hashIdentifier turns a multimodal identifier string into the u64 hash
