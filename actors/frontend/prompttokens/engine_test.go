@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens/enginefake"
+	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 func fakeEngine(t *testing.T, configure func(*enginefake.Engine)) (*enginefake.Engine, string) {
@@ -176,5 +179,39 @@ func TestCacheIsBoundedLRU(t *testing.T) {
 	c.put(key(9), make([]uint32, 1000)) // larger than the whole cache
 	if _, ok := c.get(key(9)); ok {
 		t.Fatal("an entry larger than the bound was kept")
+	}
+}
+
+// TestResolutionIsTraced: a resolution's span records its source, and the
+// engine round trip is a client span under it whose traceparent reaches
+// the engine.
+func TestResolutionIsTraced(t *testing.T) {
+	exp := spantest.Install(t, nil)
+	prev := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{}) // as telemetry.StartTracing does
+	t.Cleanup(func() { otel.SetTextMapPropagator(prev) })
+	var traceparent string
+	fake := &enginefake.Engine{Tokenizer: qwen3(t)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		traceparent = r.Header.Get("Traceparent")
+		fake.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	r := New(Options{Engines: func(string) []string { return []string{srv.URL} }})
+	if res := r.Chat(context.Background(), "qwen3", chatOf(t, `{"messages":`+conversation+`}`)); res.Source != FromEngine {
+		t.Fatalf("%+v", res)
+	}
+	spans := spantest.ByName(exp, SpanChat)
+	if len(spans) != 1 {
+		t.Fatalf("%d %s spans", len(spans), SpanChat)
+	}
+	var source string
+	for _, a := range spans[0].Attributes {
+		if a.Key == "source" {
+			source = a.Value.AsString()
+		}
+	}
+	if source != "engine" || !strings.Contains(traceparent, spans[0].SpanContext.TraceID().String()) {
+		t.Fatalf("source %q, traceparent %q, trace %s", source, traceparent, spans[0].SpanContext.TraceID())
 	}
 }

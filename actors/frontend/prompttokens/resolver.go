@@ -24,7 +24,8 @@ type Options struct {
 	// CacheBytes bounds the cache of engine answers (default
 	// DefaultCacheBytes).
 	CacheBytes int
-	// Client is the HTTP client for engines (nil: http.DefaultClient).
+	// Client is the HTTP client for engines (nil: the default one, traced
+	// when a TracerProvider is installed).
 	Client *http.Client
 }
 
@@ -60,6 +61,9 @@ func New(opts Options) *Resolver {
 	}
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = DefaultCacheBytes
+	}
+	if opts.Client == nil {
+		opts.Client = engineClient()
 	}
 	return &Resolver{
 		opts:    opts,
@@ -141,6 +145,13 @@ func (r *Resolver) Completion(ctx context.Context, model string, p Completion) R
 	if !p.IsText {
 		return r.done(Result{IDs: p.IDs, Source: FromRequest})
 	}
+	ctx, end := traced(ctx, SpanCompletion, model)
+	res := r.completionText(ctx, model, p)
+	end(res)
+	return res
+}
+
+func (r *Resolver) completionText(ctx context.Context, model string, p Completion) Result {
 	local, engineWins := r.state(model)
 	if local != nil && !engineWins {
 		if ids, err := local.Encode(p.Text, p.AddSpecialTokens); err == nil {
@@ -164,11 +175,14 @@ func (r *Resolver) Completion(ctx context.Context, model string, p Completion) R
 // Chat resolves a chat request's prompt. Chat prompts are rendered by the
 // engine (its template, tools, chat_template_kwargs), never guessed.
 func (r *Resolver) Chat(ctx context.Context, model string, c Chat) Result {
+	ctx, end := traced(ctx, SpanChat, model)
 	key := hashKey([]byte("chat"), []byte(model), c.Messages, c.Tools, c.ChatTemplateKwargs,
 		optString(c.ChatTemplate), flags(c.AddGenerationPrompt, c.ContinueFinalMessage, c.AddSpecialTokens))
-	return r.done(r.fromEngine(ctx, model, key, func(ctx context.Context, e *Engine) ([]uint32, error) {
+	res := r.done(r.fromEngine(ctx, model, key, func(ctx context.Context, e *Engine) ([]uint32, error) {
 		return e.RenderChat(ctx, model, c)
 	}))
+	end(res)
+	return res
 }
 
 // fromEngine answers from the cache, else asks the model's engines in turn
