@@ -154,7 +154,7 @@ func TestGarbageFloodIsCountedAndBounded(t *testing.T) {
 	eng.batch(t, bigTokens)
 	eng.batch(t, storedPayload(0, 11, 12))
 	key := messages.WorkerKey{Worker: stream.Worker}
-	if err := until(context.Background(), 20*time.Second, 20*time.Millisecond, func() (bool, string) {
+	if err := until(context.Background(), 2*time.Minute, 20*time.Millisecond, func() (bool, string) {
 		snap, err := p.Snapshot(time.Second)
 		ls, _ := p.ListenerStats(stream, time.Second)
 		ns, _ := p.NormalizerStats(stream, time.Second)
