@@ -107,7 +107,7 @@ func TestNoRenderFallsBackToTokenizeOnce(t *testing.T) {
 
 func TestSlowEngineRoutesByLoad(t *testing.T) {
 	fake, url := fakeEngine(t, nil)
-	release := fake.Hold()
+	_, release := fake.Hold()
 	defer release()
 	r := New(Options{Engines: func(string) []string { return []string{url} }, Timeout: 50 * time.Millisecond})
 	res := r.Chat(context.Background(), "qwen3", chatOf(t, `{"messages":`+conversation+`}`))
@@ -213,5 +213,34 @@ func TestResolutionIsTraced(t *testing.T) {
 	}
 	if source != "engine" || !strings.Contains(traceparent, spans[0].SpanContext.TraceID().String()) {
 		t.Fatalf("source %q, traceparent %q, trace %s", source, traceparent, spans[0].SpanContext.TraceID())
+	}
+}
+
+// TestConcurrentMissesShareOneRoundTrip: a burst of one prompt asks the
+// engine once.
+func TestConcurrentMissesShareOneRoundTrip(t *testing.T) {
+	fake, url := fakeEngine(t, nil)
+	arrived, release := fake.Hold()
+	r := New(Options{Engines: func(string) []string { return []string{url} }, Timeout: 30 * time.Second})
+	c := chatOf(t, `{"messages":`+conversation+`}`)
+	results := make(chan Result, 8)
+	for range 8 {
+		go func() { results <- r.Chat(context.Background(), "qwen3", c) }()
+	}
+	// Release once the first request has reached the engine; the others
+	// are waiting on it (or on the cache, if they arrive later).
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no request reached the engine")
+	}
+	release()
+	for range 8 {
+		if res := <-results; res.Source != FromEngine || !slices.Equal(res.IDs, wantChat(t, "", nil)) {
+			t.Fatalf("%+v", res)
+		}
+	}
+	if n := fake.Calls("/v1/chat/completions/render"); n != 1 {
+		t.Fatalf("the engine was asked %d times", n)
 	}
 }

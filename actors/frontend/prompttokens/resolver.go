@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/messages/tokenizer"
+	"golang.org/x/sync/singleflight"
 )
 
 // Options configure a Resolver.
@@ -45,6 +46,7 @@ type Resolver struct {
 	mu      sync.RWMutex
 	models  map[string]*modelState
 	engines map[string]*Engine // by base address: remembers what each serves
+	flights singleflight.Group // engine round trips in progress, by cache key
 }
 
 type modelState struct {
@@ -186,7 +188,9 @@ func (r *Resolver) Chat(ctx context.Context, model string, c Chat) Result {
 }
 
 // fromEngine answers from the cache, else asks the model's engines in turn
-// until one answers or the deadline passes.
+// until one answers or the deadline passes. Concurrent misses on one key
+// share one round trip (a burst of the same prompt asks the engine once);
+// each caller still waits no longer than its own deadline.
 func (r *Resolver) fromEngine(ctx context.Context, model string, key cacheKey, ask func(context.Context, *Engine) ([]uint32, error)) Result {
 	if ids, ok := r.cache.get(key); ok {
 		return Result{IDs: ids, Source: FromEngine, Cached: true}
@@ -197,19 +201,32 @@ func (r *Resolver) fromEngine(ctx context.Context, model string, key cacheKey, a
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	reason := ReasonEngineError
-	for _, e := range engines {
-		ids, err := ask(ctx, e)
-		if err == nil {
-			r.cache.put(key, ids)
-			return Result{IDs: ids, Source: FromEngine}
+	k := key.Bytes()
+	flight := r.flights.DoChan(string(k[:]), func() (any, error) {
+		// Detached from the first caller's cancellation (others share the
+		// answer), bounded by the same deadline; trace values kept.
+		shared, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
+		defer cancel()
+		res := Result{Source: FromNone, Reason: ReasonEngineError}
+		for _, e := range engines {
+			ids, err := ask(shared, e)
+			if err == nil {
+				r.cache.put(key, ids)
+				return Result{IDs: ids, Source: FromEngine}, nil
+			}
+			if shared.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+				res.Reason = ReasonTimeout
+				break
+			}
 		}
-		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-			reason = ReasonTimeout
-			break
-		}
+		return res, nil
+	})
+	select {
+	case out := <-flight:
+		return out.Val.(Result)
+	case <-ctx.Done():
+		return Result{Source: FromNone, Reason: ReasonTimeout}
 	}
-	return Result{Source: FromNone, Reason: reason}
 }
 
 func optString(s *string) []byte {

@@ -32,7 +32,9 @@ type Engine struct {
 	blockSize int
 	fail      int
 	hold      chan struct{}
-	calls     map[string]int
+	arrived   chan struct{} // closed by the first held request
+
+	calls map[string]int
 }
 
 // SetBlockSize sets the block size /metrics reports (0: none).
@@ -49,15 +51,15 @@ func (e *Engine) Fail(status int) {
 	e.fail = status
 }
 
-// Hold makes requests wait until the returned release is called (or their
-// client gives up).
-func (e *Engine) Hold() (release func()) {
-	ch := make(chan struct{})
+// Hold makes requests wait until release is called (or their client gives
+// up); arrived is closed when the first held request comes in.
+func (e *Engine) Hold() (arrived <-chan struct{}, release func()) {
+	ch, in := make(chan struct{}), make(chan struct{})
 	e.mu.Lock()
-	e.hold = ch
+	e.hold, e.arrived = ch, in
 	e.mu.Unlock()
 	var once sync.Once
-	return func() {
+	return in, func() {
 		once.Do(func() {
 			e.mu.Lock()
 			if e.hold == ch {
@@ -101,6 +103,10 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e.calls[r.URL.Path]++
 	fail, hold, blockSize := e.fail, e.hold, e.blockSize
+	if hold != nil && e.arrived != nil {
+		close(e.arrived)
+		e.arrived = nil
+	}
 	e.mu.Unlock()
 	if hold != nil {
 		select {
