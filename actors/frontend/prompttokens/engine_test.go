@@ -244,3 +244,20 @@ func TestConcurrentMissesShareOneRoundTrip(t *testing.T) {
 		t.Fatalf("the engine was asked %d times", n)
 	}
 }
+
+// TestPromptIDsMatchTheEndpoints: what a simulated engine runs for a
+// completions or chat body is what its tokenize endpoints answered.
+func TestPromptIDsMatchTheEndpoints(t *testing.T) {
+	fake, url := fakeEngine(t, nil)
+	r := New(Options{Engines: func(string) []string { return []string{url} }})
+	ctx := context.Background()
+	body := `{"model":"qwen3","messages":` + conversation + `,"max_tokens":5}`
+	got, err := fake.PromptIDs([]byte(body))
+	if res := r.Chat(ctx, "qwen3", chatOf(t, body)); err != nil || !slices.Equal(got, res.IDs) {
+		t.Fatalf("chat: %v %v vs %v", err, got, res.IDs)
+	}
+	got, err = fake.PromptIDs([]byte(`{"model":"qwen3","prompt":"Hello world"}`))
+	if err != nil || !slices.Equal(got, []uint32{9707, 1879}) {
+		t.Fatalf("completion: %v %v", err, got)
+	}
+}

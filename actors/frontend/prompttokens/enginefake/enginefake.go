@@ -154,6 +154,17 @@ func (e *Engine) answer(w http.ResponseWriter, r *http.Request, shape func([]uin
 	_ = json.NewEncoder(w).Encode(shape(ids))
 }
 
+// PromptIDs returns the prompt ids an engine would run for a
+// /v1/completions or /v1/chat/completions body (or a /tokenize or render
+// body): what a simulated engine's OpenAI surface stores in its cache.
+func (e *Engine) PromptIDs(body []byte) ([]uint32, error) {
+	var req request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("request body: %w", err)
+	}
+	return e.tokenize(&req)
+}
+
 // tokenize returns the ids the engine gives a request (completion when
 // prompt is set, else chat), with vLLM's defaults: add_special_tokens
 // true for a completion, false for chat; add_generation_prompt true.
