@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"regexp"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2/v2"
@@ -41,6 +42,9 @@ func newRegexSplitter(pattern string) (splitter, error) {
 	return compileRegex(pattern)
 }
 
+// matchTimeout bounds one regexp2 scan of a text segment.
+const matchTimeout = 2 * time.Second
+
 // regexSplitter runs a pattern through regexp2.
 type regexSplitter struct{ re *regexp2.Regexp }
 
@@ -49,6 +53,9 @@ func compileRegex(pattern string) (regexSplitter, error) {
 	if err != nil {
 		return regexSplitter{}, fmt.Errorf("Split pattern %q: %w", pattern, err)
 	}
+	// A backtracking engine can take long on a hostile text; past this
+	// the encode fails (the caller falls back to the engine) instead.
+	re.MatchTimeout = matchTimeout
 	return regexSplitter{re}, nil
 }
 
