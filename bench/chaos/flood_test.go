@@ -130,8 +130,8 @@ func TestGarbageFloodIsCountedAndBounded(t *testing.T) {
 	before := heapInUse()
 	const n = 300
 	deep := storedHeader(3).Str("junk").Bytes()
-	deep = append(deep, bytes.Repeat([]byte{0x91}, 100_000)...) // 100k nested arrays
-	deep = append(deep, 0xc0)
+	deep = append(deep, bytes.Repeat([]byte{0x91}, 100_000)...) // 100k nested arrays, skipped unread
+	deep = append(deep, 0xc0, 0xc0)                             // the innermost value, the batch's rank
 	// Large frames: three of 32 MB (a bin under a key kvrouter does not read,
 	// skipped by seeking; the event has no tokens) and one of 4 M token ids,
 	// 4× MaxTokens (each element skipped without being kept).
@@ -182,9 +182,11 @@ func TestGarbageFloodIsCountedAndBounded(t *testing.T) {
 	if ns.BadBatches != 2*n { // not msgpack, 4 G events
 		t.Errorf("normalizer: %d bad batches, want %d", ns.BadBatches, 2*n)
 	}
-	// deep and 4 M tokens; 4 G tokens; the 32 MB frames
-	if rejected[messages.ReasonLimitExceeded] != n+1 || rejected[messages.ReasonTruncated] != n || rejected[messages.ReasonNoTokens] != 3 {
-		t.Errorf("normalizer rejections %v, want %d limit_exceeded, %d truncated, 3 no_tokens", rejected, n+1, n)
+	// 4 M tokens; 4 G tokens; deep (its junk skipped, a map event without
+	// its required fields); the 32 MB frames
+	if rejected[messages.ReasonLimitExceeded] != 1 || rejected[messages.ReasonTruncated] != n ||
+		rejected[messages.ReasonMalformed] != n || rejected[messages.ReasonNoTokens] != 3 {
+		t.Errorf("normalizer rejections %v, want 1 limit_exceeded, %d truncated, %d malformed, 3 no_tokens", rejected, n, n)
 	}
 	after := heapInUse()
 	t.Logf("heap in use: %d MB before the flood, %d MB after", before>>20, after>>20)
