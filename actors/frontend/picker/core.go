@@ -42,6 +42,11 @@ type Request struct {
 	// MaxEndpoints bounds the answer: the chosen one and up to
 	// MaxEndpoints-1 fallbacks.
 	MaxEndpoints int
+	// ShedPrefillTokens, when positive, is the overload bound: if every
+	// eligible worker already has at least this many prefill tokens booked
+	// (queued work that has not produced a first token), the request is
+	// shed — ErrOverloaded, nothing booked.
+	ShedPrefillTokens uint64
 }
 
 // Choice is a routing decision: serving endpoints, best first (at least

@@ -98,10 +98,13 @@ func New(core Core, cfg Config) *Server {
 	return s
 }
 
-// Defaults of StreamConfig's bounds.
+// Defaults of StreamConfig's bounds. One endpoint by default: Envoy's
+// ORIGINAL_DST cluster reads a single address from the header; a data plane
+// that walks a list on retries (the protocol allows "ip:port,ip:port") can
+// be given fallbacks.
 const (
 	DefaultMaxBody      = 8 << 20
-	DefaultMaxEndpoints = 3
+	DefaultMaxEndpoints = 1
 )
 
 func (s *Server) setReady(ok bool) {
@@ -122,7 +125,9 @@ func (s *Server) Register(g *grpc.Server) {
 // Serve answers on lis until ctx ends, then stops (streams in flight are
 // given a moment to finish).
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	g := grpc.NewServer()
+	// A BUFFERED body comes in one message: let it be as large as the
+	// picker accepts.
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(s.cfg.Stream.MaxBody + 64<<10))
 	s.Register(g)
 	go s.followReadiness(ctx)
 	go func() {

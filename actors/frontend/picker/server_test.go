@@ -16,11 +16,13 @@ import (
 var (
 	fdModes  = et.FullDuplex
 	bufModes = et.Buffered
+	// withFallbacks answers with up to three endpoints.
+	withFallbacks = Config{Stream: StreamConfig{MaxEndpoints: 3}}
 )
 
 func TestFakeEnvoyFullDuplex(t *testing.T) {
 	core := newFakeCore("10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000", "10.0.0.4:8000")
-	s, envoy := startPicker(t, core, Config{})
+	s, envoy := startPicker(t, core, withFallbacks)
 	h := envoy.Open()
 	n := fmt.Sprint(len(tokenBody))
 	// Envoy sends headers and every chunk without waiting for an answer.
@@ -49,7 +51,7 @@ func TestFakeEnvoyFullDuplex(t *testing.T) {
 }
 
 func TestFakeEnvoyBuffered(t *testing.T) {
-	core := newFakeCore("10.0.0.1:8000")
+	core := newFakeCore("10.0.0.1:8000", "10.0.0.2:8000") // one endpoint answered: no fallbacks by default
 	_, envoy := startPicker(t, core, Config{})
 	h := envoy.Open()
 	// Envoy waits for each answer in BUFFERED mode.
@@ -69,7 +71,7 @@ func TestFakeEnvoyBuffered(t *testing.T) {
 
 func TestFakeEnvoyServedAfterRetry(t *testing.T) {
 	core := newFakeCore("a:1", "b:1")
-	s, envoy := startPicker(t, core, Config{})
+	s, envoy := startPicker(t, core, withFallbacks)
 	h := envoy.Open()
 	h.Send(et.RequestHeaders(&fdModes, "/v1/completions", false, nil), et.RequestBody(tokenBody, true))
 	h.Expect("req_headers dest=a:1,b:1 len="+fmt.Sprint(len(tokenBody))+" clear meta=a:1,b:1", "req_body streamed="+fmt.Sprint(len(tokenBody))+" eos")
@@ -94,7 +96,7 @@ func TestFakeEnvoyServedAfterRetry(t *testing.T) {
 
 func TestFakeEnvoySubsetAndRefusals(t *testing.T) {
 	core := newFakeCore("a:1", "b:1", "c:1")
-	s, envoy := startPicker(t, core, Config{})
+	s, envoy := startPicker(t, core, withFallbacks)
 	body := func(h *et.Stream, md ...string) {
 		h.Send(et.RequestHeaders(&fdModes, "/v1/completions", false, et.SubsetHint(md...)), et.RequestBody(tokenBody, true))
 	}

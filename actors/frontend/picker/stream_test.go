@@ -57,7 +57,7 @@ func play(t *testing.T, cfg StreamConfig, steps []step) {
 		cfg.MaxBody = DefaultMaxBody
 	}
 	if cfg.MaxEndpoints == 0 {
-		cfg.MaxEndpoints = DefaultMaxEndpoints
+		cfg.MaxEndpoints = 3
 	}
 	if cfg.DefaultModel == "" {
 		cfg.DefaultModel = "default"
