@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"github.com/kvrouter/kvrouter/actors/frontend/picker"
+)
+
+// eppFlags are kvrouter serve's endpoint picker flags: with --epp-listen
+// set, serve also runs the Envoy ext_proc endpoint picker (package
+// actors/frontend/picker) over the same router.
+type eppFlags struct {
+	listen    string
+	fallbacks int
+	shed      uint64
+	bodyMode  string
+	maxBody   int
+}
+
+// addEPPFlags registers the picker's flags on serve's flag set.
+func addEPPFlags(fs *flag.FlagSet) *eppFlags {
+	f := &eppFlags{}
+	fs.StringVar(&f.listen, "epp-listen", "", "serve the Envoy ext_proc endpoint picker (Gateway API Inference Extension protocol, gRPC, with health services liveness and readiness) on HOST:PORT; :PORT binds loopback (empty: off)")
+	fs.IntVar(&f.fallbacks, "epp-fallbacks", 0, "next-best endpoints the picker adds to its answer, comma-separated, for a data plane that retries down the list (Envoy's ORIGINAL_DST cluster reads one address: keep 0 there)")
+	fs.Uint64Var(&f.shed, "epp-shed-prefill-tokens", 0, "answer 429 when every eligible worker already has this many prefill tokens booked (0: never shed)")
+	fs.StringVar(&f.bodyMode, "epp-body-mode", "full-duplex", "body modes the picker assumes when Envoy does not send its protocol_config (Envoy before 1.34): full-duplex (FULL_DUPLEX_STREAMED both ways, as llm-d) or buffered (BUFFERED requests, STREAMED responses, as AIBrix)")
+	fs.IntVar(&f.maxBody, "epp-max-body", picker.DefaultMaxBody, "largest request body the picker reads, in bytes (413 past it)")
+	return f
+}
+
+// config checks the flags and returns the picker's configuration.
+func (f *eppFlags) config(model string, tk picker.Tokenizer, ready func(context.Context) error, logger *slog.Logger) (picker.Config, error) {
+	var modes picker.Modes
+	switch f.bodyMode {
+	case "full-duplex":
+		modes = picker.Modes{Request: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, Response: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED}
+	case "buffered":
+		modes = picker.Modes{Request: filterv3.ProcessingMode_BUFFERED, Response: filterv3.ProcessingMode_STREAMED}
+	default:
+		return picker.Config{}, fmt.Errorf("--epp-body-mode %q: want full-duplex or buffered", f.bodyMode)
+	}
+	if f.fallbacks < 0 || f.fallbacks > 16 {
+		return picker.Config{}, fmt.Errorf("--epp-fallbacks %d: want 0 to 16", f.fallbacks)
+	}
+	if f.maxBody <= 0 {
+		return picker.Config{}, fmt.Errorf("--epp-max-body %d: must be positive", f.maxBody)
+	}
+	return picker.Config{
+		Stream: picker.StreamConfig{Modes: modes, MaxBody: f.maxBody, MaxEndpoints: f.fallbacks + 1,
+			DefaultModel: model, ShedPrefillTokens: f.shed},
+		Tokenizer: tk, Ready: ready, Logger: logger,
+	}, nil
+}
+
+// listenAddr is --epp-listen with loopback for a bare :PORT.
+func (f *eppFlags) listenAddr() (string, error) {
+	host, port, err := net.SplitHostPort(f.listen)
+	if err != nil {
+		return "", fmt.Errorf("--epp-listen %q: want HOST:PORT or :PORT: %v", f.listen, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// start listens (a busy port fails serve's start) and serves the picker
+// until ctx ends; the returned channel carries Serve's error.
+func (f *eppFlags) start(ctx context.Context, s *picker.Server) (string, <-chan error, error) {
+	addr, err := f.listenAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("--epp-listen: %w", err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ctx, lis) }()
+	return lis.Addr().String(), errc, nil
+}
