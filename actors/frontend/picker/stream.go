@@ -2,6 +2,7 @@ package picker
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -316,9 +317,11 @@ func (s *Stream) responseBody(b *extprocv3.HttpBody, md *corev3.Metadata) []Acti
 	if out[0].Kind == Fail {
 		return out
 	}
+	rest := make([]Action, 0, len(rs)+len(out))
 	for _, r := range rs[1:] {
-		out = append(out, send(r))
+		rest = append(rest, send(r))
 	}
+	out = slices.Insert(out, 1, rest...)
 	if b.GetEndOfStream() {
 		out = append(out, s.free()...)
 	}
@@ -336,7 +339,8 @@ func (s *Stream) response(md *corev3.Metadata, end bool, r *extprocv3.Processing
 		return fail("response before the request was routed")
 	}
 	s.phase = phResponse
-	var out []Action
+	// The answer goes first: the bookkeeping must not delay a token.
+	out := []Action{send(r)}
 	if ep := ServedEndpoint(md); ep != "" && !s.served && s.booked {
 		s.served = true
 		out = append(out, Action{Kind: Served, Endpoint: ep})
@@ -345,7 +349,6 @@ func (s *Stream) response(md *corev3.Metadata, end bool, r *extprocv3.Processing
 		s.firstByte = true
 		out = append(out, Action{Kind: FirstByte})
 	}
-	out = append(out, send(r))
 	if end {
 		out = append(out, s.free()...)
 	}
