@@ -35,6 +35,9 @@ type Request struct {
 	Model string
 	// Tokens are the prompt's token ids; nil routes by load only.
 	Tokens []uint32
+	// EstimatedTokens sizes a request routed by load (its body's length
+	// over 4, a token's usual bytes); 0 with tokens.
+	EstimatedTokens int
 	// Subset, when Subsetted, are the only endpoints the data plane allows
 	// (never empty: the picker answers an empty subset itself).
 	Subset    []string
@@ -42,11 +45,8 @@ type Request struct {
 	// MaxEndpoints bounds the answer: the chosen one and up to
 	// MaxEndpoints-1 fallbacks.
 	MaxEndpoints int
-	// ShedPrefillTokens, when positive, is the overload bound: if every
-	// eligible worker already has at least this many prefill tokens booked
-	// (queued work that has not produced a first token), the request is
-	// shed — ErrOverloaded, nothing booked.
-	ShedPrefillTokens uint64
+	// Reason says why Tokens is nil (a metrics label; "" with tokens).
+	Reason string
 }
 
 // Choice is a routing decision: serving endpoints, best first (at least

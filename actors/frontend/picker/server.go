@@ -240,6 +240,9 @@ func (r *run) do(acts []Action) (end bool, err error) {
 			req := a.Request
 			var reason string
 			req.Tokens, reason = tokens(r.ctx, r.s.cfg.Tokenizer, a.Prompt)
+			if req.Reason = reason; req.Tokens != nil {
+				req.EstimatedTokens = 0
+			}
 			c, err := r.s.core.Pick(r.ctx, req)
 			if err == nil && len(c.Endpoints) > 0 {
 				r.first = c.Endpoints[0]

@@ -26,8 +26,7 @@ type StreamConfig struct {
 	MaxBody int
 	// MaxEndpoints bounds the endpoint list: the choice and its fallbacks.
 	MaxEndpoints int
-	// ShedPrefillTokens is every Request's overload bound (0: never shed).
-	ShedPrefillTokens uint64
+
 	// DefaultModel is the model of a request whose body the picker does
 	// not see (no body, or a body mode that sends none before the headers
 	// are answered) and that carries no x-gateway-model-name header.
@@ -239,7 +238,7 @@ func (s *Stream) route(p Prompt) []Action {
 	}
 	s.phase = phRouting
 	return []Action{{Kind: Route, Prompt: p, Request: Request{ID: s.id, Model: p.Model,
-		Subset: s.subset, Subsetted: s.subsetted, MaxEndpoints: max(s.cfg.MaxEndpoints, 1), ShedPrefillTokens: s.cfg.ShedPrefillTokens}}}
+		Subset: s.subset, Subsetted: s.subsetted, MaxEndpoints: max(s.cfg.MaxEndpoints, 1), EstimatedTokens: len(s.body) / 4}}}
 }
 
 // Decide takes the answer to the Route action.

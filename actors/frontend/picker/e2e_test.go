@@ -1,0 +1,229 @@
+package picker_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/frontend/picker"
+	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
+	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/service"
+	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
+)
+
+// e2e is the real router (service, index, route actors) following three
+// simulated engines, with the picker in front of it over the shared request
+// path, and a fake Envoy connected to the picker.
+type e2e struct {
+	svc     *service.Service
+	path    *requestpath.Path
+	engines []*simengine.Engine
+	envoy   *et.Envoy
+}
+
+// servingOf is engine i's serving endpoint (nothing listens there: the
+// fake Envoy only reads where the picker sends the request).
+func servingOf(i int) string { return fmt.Sprintf("127.0.0.%d:8000", i+1) }
+
+func newE2E(t *testing.T, cfg picker.Config) *e2e {
+	t.Helper()
+	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Timeout: 2 * time.Second, Routing: routing.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	f := &e2e{svc: svc}
+	for i := range 3 {
+		e, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0", BlockSize: 16, CapacityBlocks: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		f.engines = append(f.engines, e)
+		if err := svc.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: e.Endpoint(),
+			ReplayEndpoint: e.ReplayEndpoint(), ModelName: "m", BlockSize: 16, ServingEndpoint: servingOf(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.path = requestpath.New(svc, requestpath.Config{MaxCandidates: 3, Metrics: &requestpath.Metrics{Front: "epp"}})
+	cfg.Ready = svc.Ready
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = picker.New(picker.FromPath(f.path), cfg).Serve(ctx, lis); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.envoy = et.Dial(t, lis.Addr().String())
+	return f
+}
+
+// prompt is n blocks of distinct token ids starting at base.
+func prompt(base, blocks int) []uint32 {
+	p := make([]uint32, blocks*16)
+	for i := range p {
+		p[i] = uint32(base + i)
+	}
+	return p
+}
+
+func body(p []uint32) string {
+	s := `{"model":"m","stream":true,"prompt":[`
+	for i, t := range p {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprint(t)
+	}
+	return s + `]}`
+}
+
+// cache makes engine i serve p and waits until the index knows it.
+func (f *e2e) cache(t *testing.T, i int, p []uint32) {
+	t.Helper()
+	f.engines[i].Serve(p, "")
+	eventually(t, fmt.Sprintf("engine %d's prefix in the index", i), func() (bool, any) {
+		q, err := f.svc.Query(context.Background(), api.QueryRequest{TokenIDs: p, ModelName: "m"})
+		got := q.Scores[messages.WorkerID(i+1)][0]
+		return err == nil && got == uint64(len(p)), q.Scores
+	})
+}
+
+// booked is the load every rank has booked (a probe route, freed).
+func (f *e2e) booked(t *testing.T) map[messages.WorkerID][2]uint64 {
+	t.Helper()
+	res, err := f.svc.Route(context.Background(), api.RouteRequest{TokenIDs: []uint32{1}, ModelName: "m", RequestID: "probe", IncludeScores: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.Free(context.Background(), "probe"); err != nil {
+		t.Fatal(err)
+	}
+	out := map[messages.WorkerID][2]uint64{}
+	for _, s := range res.Scores {
+		if s.ActivePrefillTokens+s.ActiveDecodeBlocks > 0 {
+			out[s.WorkerID] = [2]uint64{s.ActivePrefillTokens, s.ActiveDecodeBlocks}
+		}
+	}
+	return out
+}
+
+// settled waits until nothing is booked and no booking is in flight.
+func (f *e2e) settled(t *testing.T) {
+	t.Helper()
+	eventually(t, "bookkeeping back to zero", func() (bool, any) {
+		b := f.booked(t)
+		return len(b) == 0 && f.path.InFlight() == 0, fmt.Sprint(b, " in flight ", f.path.InFlight())
+	})
+}
+
+func eventually(t *testing.T, what string, cond func() (bool, any)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; last saw %v", what, seen)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestEndToEndThroughFakeEnvoy sends requests through the fake Envoy to
+// the picker over the real router: each lands on the engine caching its
+// prefix, a retry's served endpoint takes the booking, a reset frees it,
+// and nothing stays booked.
+func TestEndToEndThroughFakeEnvoy(t *testing.T) {
+	f := newE2E(t, picker.Config{})
+	p2, p3 := prompt(1000, 8), prompt(5000, 8)
+	f.cache(t, 1, p2)
+	f.cache(t, 2, p3)
+	n := func(p []uint32) string { return fmt.Sprint(len(body(p))) }
+
+	// FULL_DUPLEX_STREAMED: the prefix cached on engine 1 goes there.
+	h := f.envoy.Open()
+	h.Send(et.RequestHeaders(&et.FullDuplex, "/v1/completions", false, nil), et.RequestBody(body(p2), true))
+	h.Expect("req_headers dest="+servingOf(1)+" len="+n(p2)+" clear meta="+servingOf(1), "req_body streamed="+n(p2)+" eos")
+	h.Send(et.ResponseHeaders("200", servingOf(1), false))
+	h.Expect("resp_headers")
+	eventually(t, "the request booked on engine 1", func() (bool, any) {
+		b := f.booked(t)
+		return b[2][0] > 0 && len(b) == 1, b
+	})
+	h.Send(et.ResponseBody("data: {}\n\n", false, ""), et.ResponseBody("data: [DONE]\n\n", true, ""))
+	h.Expect("resp_body streamed=10", "resp_body streamed=14 eos")
+	h.Finish()
+	f.settled(t)
+
+	// BUFFERED: the same, the destination in the body's answer.
+	h = f.envoy.Open()
+	h.Send(et.RequestHeaders(&et.Buffered, "/v1/completions", false, nil))
+	h.Expect("req_headers")
+	h.Send(et.RequestBody(body(p3), true))
+	h.Expect("req_body dest=" + servingOf(2) + " clear meta=" + servingOf(2))
+	h.Send(et.ResponseHeaders("200", servingOf(2), false))
+	h.Expect("resp_headers")
+	h.Send(et.ResponseBody("{}", true, ""))
+	h.Expect("resp_body")
+	h.Finish()
+	f.settled(t)
+
+	// A retry: engine 1 was chosen, engine 0 served; the booking moves
+	// there; the client goes away mid-response and the booking is freed.
+	h = f.envoy.Open()
+	h.Send(et.RequestHeaders(&et.FullDuplex, "/v1/completions", false, nil), et.RequestBody(body(p2), true))
+	h.Expect("req_headers dest="+servingOf(1)+" len="+n(p2)+" clear meta="+servingOf(1), "req_body streamed="+n(p2)+" eos")
+	h.Send(et.ResponseHeaders("200", servingOf(0), false), et.ResponseBody("data: {}\n\n", false, ""))
+	h.Expect("resp_headers", "resp_body streamed=10")
+	eventually(t, "the booking moved to engine 0, in decode", func() (bool, any) {
+		b := f.booked(t)
+		return len(b) == 1 && b[1][0] == 0 && b[1][1] > 0, b
+	})
+	h.Cancel()
+	f.settled(t)
+
+	// A subset hint without engine 1, which caches the prompt: one of the
+	// others, and the booking follows it there once served.
+	h = f.envoy.Open()
+	h.Send(et.RequestHeaders(&et.FullDuplex, "/v1/completions", false, et.SubsetHint(servingOf(0), servingOf(2))), et.RequestBody(body(p2), true))
+	first := et.Describe(h.Recv())
+	dest := -1
+	for _, i := range []int{0, 2} {
+		if first == "req_headers dest="+servingOf(i)+" len="+n(p2)+" clear meta="+servingOf(i) {
+			dest = i
+		}
+	}
+	if dest < 0 {
+		t.Fatalf("answer %q is not an endpoint of the subset", first)
+	}
+	h.Expect("req_body streamed=" + n(p2) + " eos")
+	h.Send(et.ResponseHeaders("200", servingOf(dest), false))
+	h.Expect("resp_headers")
+	eventually(t, "the booking on the subset's endpoint", func() (bool, any) {
+		b := f.booked(t)
+		_, on := b[messages.WorkerID(dest+1)]
+		return len(b) == 1 && on, b
+	})
+	h.Send(et.ResponseBody("{}", true, ""))
+	h.Expect("resp_body streamed=2 eos")
+	h.Finish()
+	f.settled(t)
+
+	// A subset of endpoints no worker serves: 503.
+	h = f.envoy.Open()
+	h.Send(et.RequestHeaders(&et.FullDuplex, "/v1/completions", false, et.SubsetHint("10.9.9.9:1")), et.RequestBody(body(p3), true))
+	h.Expect("immediate 503")
+	h.Closed()
+	f.settled(t)
+}

@@ -1,0 +1,74 @@
+package picker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/messages/api"
+)
+
+// FromPath is the Core over the request path's shared core (what kvrouter
+// serve runs): the router's choice and its next best ranks with a serving
+// endpoint, the booking following the response.
+func FromPath(p *requestpath.Path) Core { return pathCore{p} }
+
+type pathCore struct{ p *requestpath.Path }
+
+func (c pathCore) Pick(ctx context.Context, r Request) (Choice, error) {
+	var subset []string
+	if r.Subsetted {
+		subset = r.Subset
+	}
+	b, err := c.p.Route(ctx, requestpath.Request{ID: r.ID, Model: r.Model, Tokens: r.Tokens,
+		NoTokensReason: r.Reason, EstimatedTokens: r.EstimatedTokens, Subset: subset})
+	switch {
+	case errors.Is(err, requestpath.ErrOverloaded):
+		return Choice{}, fmt.Errorf("%w: %v", ErrOverloaded, err)
+	case errors.Is(err, requestpath.ErrNoEndpoint), errors.Is(err, api.ErrNotFound):
+		return Choice{}, fmt.Errorf("%w: %v", ErrNoEndpoint, err)
+	case errors.Is(err, api.ErrInvalid):
+		return Choice{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	case err != nil:
+		return Choice{}, err
+	}
+	n := min(len(b.Candidates), max(r.MaxEndpoints, 1))
+	eps := make([]string, n)
+	for i, cd := range b.Candidates[:n] {
+		eps[i] = cd.Endpoint.HostPort
+	}
+	return Choice{Endpoints: eps, CachedTokens: b.CachedTokens}, nil
+}
+
+// booking is the request's booking in flight.
+func (c pathCore) booking(id string) (*requestpath.Booking, error) {
+	if b := c.p.Lookup(id); b != nil {
+		return b, nil
+	}
+	return nil, fmt.Errorf("picker: no booking in flight for %q", id)
+}
+
+func (c pathCore) Served(ctx context.Context, id, endpoint string) error {
+	b, err := c.booking(id)
+	if err == nil {
+		b.ServedEndpoint(ctx, endpoint)
+	}
+	return err
+}
+
+func (c pathCore) FirstByte(ctx context.Context, id string) error {
+	b, err := c.booking(id)
+	if err == nil {
+		b.FirstByte(ctx)
+	}
+	return err
+}
+
+func (c pathCore) Done(ctx context.Context, id string) error {
+	b, err := c.booking(id)
+	if err == nil {
+		b.Done(ctx)
+	}
+	return err
+}
