@@ -4,11 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"github.com/kvrouter/kvrouter/actors/frontend/picker"
+	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/actors/service"
 )
 
 // eppFlags are kvrouter serve's endpoint picker flags: with --epp-listen
@@ -22,19 +25,23 @@ type eppFlags struct {
 	maxBody   int
 }
 
+// enabled reports whether serve runs the picker.
+func (f *eppFlags) enabled() bool { return f.listen != "" }
+
 // addEPPFlags registers the picker's flags on serve's flag set.
 func addEPPFlags(fs *flag.FlagSet) *eppFlags {
 	f := &eppFlags{}
 	fs.StringVar(&f.listen, "epp-listen", "", "serve the Envoy ext_proc endpoint picker (Gateway API Inference Extension protocol, gRPC, with health services liveness and readiness) on HOST:PORT; :PORT binds loopback (empty: off)")
 	fs.IntVar(&f.fallbacks, "epp-fallbacks", 0, "next-best endpoints the picker adds to its answer, comma-separated, for a data plane that retries down the list (Envoy's ORIGINAL_DST cluster reads one address: keep 0 there)")
-	fs.Uint64Var(&f.shed, "epp-shed-prefill-tokens", 0, "answer 429 when every eligible worker already has this many prefill tokens booked (0: never shed)")
-	fs.StringVar(&f.bodyMode, "epp-body-mode", "full-duplex", "body modes the picker assumes when Envoy does not send its protocol_config (Envoy before 1.34): full-duplex (FULL_DUPLEX_STREAMED both ways, as llm-d) or buffered (BUFFERED requests, STREAMED responses, as AIBrix)")
+	fs.Uint64Var(&f.shed, "epp-shed-above-blocks", 0, "answer 429 when every eligible worker already has more than this many KV blocks booked by requests in flight (0: never shed)")
+	fs.StringVar(&f.bodyMode, "epp-body-mode", "full-duplex", "body modes the picker assumes when Envoy does not send its protocol_config (older Envoys): full-duplex (FULL_DUPLEX_STREAMED both ways, as llm-d) or buffered (BUFFERED requests, STREAMED responses, as AIBrix)")
 	fs.IntVar(&f.maxBody, "epp-max-body", picker.DefaultMaxBody, "largest request body the picker reads, in bytes (413 past it)")
 	return f
 }
 
-// config checks the flags and returns the picker's configuration.
-func (f *eppFlags) config(model string, tk picker.Tokenizer, ready func(context.Context) error, logger *slog.Logger) (picker.Config, error) {
+// build checks the flags and assembles the picker over svc, through its
+// own request path (front "epp" in the metrics); more are its metrics.
+func (f *eppFlags) build(svc *service.Service, model string, tk picker.Tokenizer, logger *slog.Logger) (s *picker.Server, more []func(io.Writer) error, err error) {
 	var modes picker.Modes
 	switch f.bodyMode {
 	case "full-duplex":
@@ -42,19 +49,21 @@ func (f *eppFlags) config(model string, tk picker.Tokenizer, ready func(context.
 	case "buffered":
 		modes = picker.Modes{Request: filterv3.ProcessingMode_BUFFERED, Response: filterv3.ProcessingMode_STREAMED}
 	default:
-		return picker.Config{}, fmt.Errorf("--epp-body-mode %q: want full-duplex or buffered", f.bodyMode)
+		return nil, nil, fmt.Errorf("--epp-body-mode %q: want full-duplex or buffered", f.bodyMode)
 	}
 	if f.fallbacks < 0 || f.fallbacks > 16 {
-		return picker.Config{}, fmt.Errorf("--epp-fallbacks %d: want 0 to 16", f.fallbacks)
+		return nil, nil, fmt.Errorf("--epp-fallbacks %d: want 0 to 16", f.fallbacks)
 	}
 	if f.maxBody <= 0 {
-		return picker.Config{}, fmt.Errorf("--epp-max-body %d: must be positive", f.maxBody)
+		return nil, nil, fmt.Errorf("--epp-max-body %d: must be positive", f.maxBody)
 	}
-	return picker.Config{
-		Stream: picker.StreamConfig{Modes: modes, MaxBody: f.maxBody, MaxEndpoints: f.fallbacks + 1,
-			DefaultModel: model, ShedPrefillTokens: f.shed},
-		Tokenizer: tk, Ready: ready, Logger: logger,
-	}, nil
+	path := requestpath.New(svc, requestpath.Config{ShedAboveBlocks: f.shed, MaxCandidates: f.fallbacks + 1,
+		Logger: logger, Metrics: &requestpath.Metrics{Front: "epp"}})
+	s = picker.New(picker.FromPath(path), picker.Config{
+		Stream:    picker.StreamConfig{Modes: modes, MaxBody: f.maxBody, MaxEndpoints: f.fallbacks + 1, DefaultModel: model},
+		Tokenizer: tk, Ready: svc.Ready, Logger: logger,
+	})
+	return s, []func(io.Writer) error{s.WriteMetrics, path.WriteMetrics}, nil
 }
 
 // listenAddr is --epp-listen with loopback for a bare :PORT.

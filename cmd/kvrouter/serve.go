@@ -15,6 +15,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
+	"github.com/kvrouter/kvrouter/actors/frontend/picker"
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
@@ -62,6 +63,15 @@ appears and every --parity-interval: a disagreement is logged, counted
 (kvrouter_tokenizer_parity_mismatch, kvrouter_engine_block_size_mismatch)
 and shown in /workers, and the engine's ids win.
 
+With --epp-listen HOST:PORT (:PORT binds loopback) serve is also an Envoy
+ext_proc endpoint picker, as the Gateway API Inference Extension's
+protocol defines it: Envoy streams each request to it over gRPC, the
+picker answers with the chosen rank's serving endpoint in the
+x-gateway-destination-endpoint header and dynamic metadata, and books the
+request from the response (served endpoint, first byte, end or reset), so
+nobody calls prefill_done or free. gRPC health services: liveness,
+readiness, envoy.service.ext_proc.v3.ExternalProcessor.
+
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
@@ -100,6 +110,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&tokenizers, "tokenizer", "local tokenizer of a model: MODEL=PATH, or PATH for the --model model (repeatable); a Hugging Face tokenizer.json, plain or gzipped, byte-level BPE (Llama-3, Qwen, gpt-oss). Completion text is then tokenized here; chat always goes to the engine")
 	tokenizeTimeout := fs.Duration("tokenize-timeout", prompttokens.DefaultTimeout, "deadline of the engine's tokenize/render round trips for one prompt; past it the request routes by load (counted)")
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
+	epp := addEPPFlags(fs)
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -151,7 +162,17 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings}, pr.metrics()...)
+	more := pr.metrics()
+	var epps *picker.Server
+	if epp.enabled() {
+		var m []func(io.Writer) error
+		if epps, m, err = epp.build(host.Service, *model, pr.resolver, logger); err != nil {
+			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+			return 2
+		}
+		more = append(more, m...)
+	}
+	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
@@ -162,6 +183,16 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	go pr.run(ctx, host.Service, 2*time.Second, *parityEvery)
+	var eppErr <-chan error
+	if epps != nil {
+		at, errs, err := epp.start(ctx, epps)
+		if err != nil {
+			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+			return 2
+		}
+		eppErr = errs
+		logger.Info("endpoint picker listening", "grpc", at, "fallbacks", epp.fallbacks)
+	}
 	logger.Info("kvrouter serve listening", "http", *addr, "workers", len(workers), "auth", token != "")
 	select {
 	case err := <-errc:
@@ -169,6 +200,9 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 			return 1
 		}
+	case err := <-eppErr:
+		fmt.Fprintf(stderr, "kvrouter serve: endpoint picker: %v\n", err)
+		return 1
 	case <-ctx.Done():
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -40,7 +40,7 @@
 //
 // The body send mode decides what the picker answers when, as Envoy and
 // GIE's reference picker do it. The mode comes from the protocol_config of
-// the stream's first message (Envoy sends it since 1.34), else from
+// the stream's first message (recent Envoys send it), else from
 // StreamConfig.Modes.
 //
 //   - FULL_DUPLEX_STREAMED (what llm-d configures): Envoy sends the headers

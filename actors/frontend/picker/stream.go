@@ -19,7 +19,7 @@ type Modes struct {
 // StreamConfig configures every Stream of a server.
 type StreamConfig struct {
 	// Modes are assumed when the data plane's first message carries no
-	// protocol_config (Envoy sends it since 1.34); zero: NONE, i.e. route
+	// protocol_config (recent Envoys send it); zero: NONE, i.e. route
 	// on the headers alone.
 	Modes Modes
 	// MaxBody bounds a request body the picker holds (413 past it).
