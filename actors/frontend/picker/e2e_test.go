@@ -1,14 +1,12 @@
-package picker_test
+package picker
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/kvrouter/kvrouter/actors/frontend/picker"
 	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/routing"
@@ -32,7 +30,7 @@ type e2e struct {
 // fake Envoy only reads where the picker sends the request).
 func servingOf(i int) string { return fmt.Sprintf("127.0.0.%d:8000", i+1) }
 
-func newE2E(t *testing.T, cfg picker.Config) *e2e {
+func newE2E(t *testing.T, cfg Config) *e2e {
 	t.Helper()
 	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Timeout: 2 * time.Second, Routing: routing.DefaultConfig()})
 	if err != nil {
@@ -54,15 +52,7 @@ func newE2E(t *testing.T, cfg picker.Config) *e2e {
 	}
 	f.path = requestpath.New(svc, requestpath.Config{MaxCandidates: 3, Metrics: &requestpath.Metrics{Front: "epp"}})
 	cfg.Ready = svc.Ready
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = picker.New(picker.FromPath(f.path), cfg).Serve(ctx, lis); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	f.envoy = et.Dial(t, lis.Addr().String())
+	_, f.envoy = startPicker(t, FromPath(f.path), cfg)
 	return f
 }
 
@@ -90,7 +80,7 @@ func body(p []uint32) string {
 func (f *e2e) cache(t *testing.T, i int, p []uint32) {
 	t.Helper()
 	f.engines[i].Serve(p, "")
-	eventually(t, fmt.Sprintf("engine %d's prefix in the index", i), func() (bool, any) {
+	waitFor(t, fmt.Sprintf("engine %d's prefix in the index", i), func() (bool, any) {
 		// A heartbeat shows a batch lost to a late subscription as a gap,
 		// which the replay fills.
 		_ = f.engines[i].Publish()
@@ -122,25 +112,10 @@ func (f *e2e) booked(t *testing.T) map[messages.WorkerID][2]uint64 {
 // settled waits until nothing is booked and no booking is in flight.
 func (f *e2e) settled(t *testing.T) {
 	t.Helper()
-	eventually(t, "bookkeeping back to zero", func() (bool, any) {
+	waitFor(t, "bookkeeping back to zero", func() (bool, any) {
 		b := f.booked(t)
 		return len(b) == 0 && f.path.InFlight() == 0, fmt.Sprint(b, " in flight ", f.path.InFlight())
 	})
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, any)) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last saw %v", what, seen)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestEndToEndThroughFakeEnvoy sends requests through the fake Envoy to
@@ -148,7 +123,7 @@ func eventually(t *testing.T, what string, cond func() (bool, any)) {
 // prefix, a retry's served endpoint takes the booking, a reset frees it,
 // and nothing stays booked.
 func TestEndToEndThroughFakeEnvoy(t *testing.T) {
-	f := newE2E(t, picker.Config{})
+	f := newE2E(t, Config{})
 	p2, p3 := prompt(1000, 8), prompt(5000, 8)
 	f.cache(t, 1, p2)
 	f.cache(t, 2, p3)
@@ -160,7 +135,7 @@ func TestEndToEndThroughFakeEnvoy(t *testing.T) {
 	h.Expect("req_headers dest="+servingOf(1)+" len="+n(p2)+" clear meta="+servingOf(1), "req_body streamed="+n(p2)+" eos")
 	h.Send(et.ResponseHeaders("200", servingOf(1), false))
 	h.Expect("resp_headers")
-	eventually(t, "the request booked on engine 1 (fully cached: blocks, no prefill)", func() (bool, any) {
+	waitFor(t, "the request booked on engine 1 (fully cached: blocks, no prefill)", func() (bool, any) {
 		b := f.booked(t)
 		return b[2][1] > 0 && len(b) == 1, b
 	})
@@ -189,7 +164,7 @@ func TestEndToEndThroughFakeEnvoy(t *testing.T) {
 	h.Expect("req_headers dest="+servingOf(1)+" len="+n(p2)+" clear meta="+servingOf(1), "req_body streamed="+n(p2)+" eos")
 	h.Send(et.ResponseHeaders("200", servingOf(0), false), et.ResponseBody("data: {}\n\n", false, ""))
 	h.Expect("resp_headers", "resp_body streamed=10")
-	eventually(t, "the booking moved to engine 0, in decode", func() (bool, any) {
+	waitFor(t, "the booking moved to engine 0, in decode", func() (bool, any) {
 		b := f.booked(t)
 		return len(b) == 1 && b[1][0] == 0 && b[1][1] > 0, b
 	})
@@ -213,7 +188,7 @@ func TestEndToEndThroughFakeEnvoy(t *testing.T) {
 	h.Expect("req_body streamed=" + n(p2) + " eos")
 	h.Send(et.ResponseHeaders("200", servingOf(dest), false))
 	h.Expect("resp_headers")
-	eventually(t, "the booking on the subset's endpoint", func() (bool, any) {
+	waitFor(t, "the booking on the subset's endpoint", func() (bool, any) {
 		b := f.booked(t)
 		_, on := b[messages.WorkerID(dest+1)]
 		return len(b) == 1 && on, b

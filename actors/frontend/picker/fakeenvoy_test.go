@@ -105,7 +105,7 @@ func (f *fakeCore) snapshot() (calls []string, booked int) {
 // it last saw.
 func waitFor(t *testing.T, what string, cond func() (bool, any)) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ok, seen := cond()
 		if ok {
