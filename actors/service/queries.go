@@ -59,9 +59,22 @@ func (s *Service) QueryByHash(_ context.Context, req api.QueryByHashRequest) (ap
 	return s.query(ns, req.BlockHashes)
 }
 
+// perBlockDeadline is what each block of a prompt adds to the deadline of
+// its index query: the walk is linear in the prompt, so a fixed deadline
+// that suits 1,000 blocks would time a 65,536-block (1 M-token) prompt out
+// on a busy host. bench/README.md, "Long prompts", has the measured cost.
+const perBlockDeadline = time.Microsecond
+
+// indexDeadline is the deadline of an index query of blocks blocks:
+// Config.Timeout plus perBlockDeadline per block (a 1 M-token prompt at
+// block size 16: 50 ms + 65 ms).
+func (s *Service) indexDeadline(blocks int) time.Duration {
+	return s.cfg.Timeout + time.Duration(blocks)*perBlockDeadline
+}
+
 func (s *Service) query(ns *namespace, hashes []messages.LocalHash) (api.QueryResult, error) {
 	res, err := ns.pipe.Query(&indexer.QueryRequest{Hashes: hashes,
-		Options: radix.MatchOptions{Frequencies: true, TreeSizes: true}}, s.cfg.Timeout)
+		Options: radix.MatchOptions{Frequencies: true, TreeSizes: true}}, s.indexDeadline(len(hashes)))
 	if err != nil {
 		return api.QueryResult{}, s.errTimeout("index query", err)
 	}
@@ -118,7 +131,8 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 		}
 		sp.End()
 	}
-	res, cov, err := ns.pipe.QueryCoverage(&indexer.QueryRequest{Hashes: hashes, Options: radix.MatchOptions{Tiers: true}, Trace: tc}, s.cfg.Timeout)
+	res, cov, err := ns.pipe.QueryCoverage(&indexer.QueryRequest{Hashes: hashes, Options: radix.MatchOptions{Tiers: true}, Trace: tc},
+		s.indexDeadline(len(hashes)))
 	if err != nil {
 		return api.RouteResult{}, 0, s.errTimeout("index query", err)
 	}

@@ -42,7 +42,8 @@ type Config struct {
 	// load only).
 	Routing routing.Config
 	// Timeout bounds one actor request on the route path (default 50 ms):
-	// a request never waits forever on a busy or missing actor.
+	// a request never waits forever on a busy or missing actor. An index
+	// query gets 1 µs more per block of its prompt (indexDeadline).
 	Timeout time.Duration
 	// Pipeline sizes every namespace's pipeline; Pipeline.Sessions bounds
 	// its session lineage index (--max-sessions, --session-idle).

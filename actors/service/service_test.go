@@ -22,6 +22,8 @@ type harness struct {
 	t       *testing.T
 	url     string
 	engines []*simengine.Engine
+	// patience bounds each wait for a condition (0: 10 s).
+	patience time.Duration
 }
 
 func newHarness(t *testing.T, engines int) *harness {
@@ -284,7 +286,11 @@ func TestServeReportsALostEngine(t *testing.T) {
 // the last answer.
 func (h *harness) workersUntil(done func([]api.WorkerInfo) bool) []api.WorkerInfo {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	patience := h.patience
+	if patience == 0 {
+		patience = 10 * time.Second
+	}
+	deadline := time.Now().Add(patience)
 	for {
 		resp, err := http.Get(h.url + "/workers")
 		if err != nil {
@@ -309,4 +315,48 @@ func hasWarning(w api.WorkerInfo, substr string) bool {
 		}
 	}
 	return false
+}
+
+// A prompt of 1,048,576 tokens (the default --max-prompt-tokens) is
+// ingested from one engine event and routed end to end: the body (≈ 8 MB
+// of JSON) and the token count are within the default caps, the engine's
+// single BlockStored of 262,144 blocks is within the decoder's per-event
+// caps, and the route answers with the whole prompt as overlap.
+func TestServeRoutesAMillionTokenPrompt(t *testing.T) {
+	const blocks = httpapi.DefaultMaxPromptTokens / 4
+	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{}))
+	t.Cleanup(srv.Close)
+	// Ingesting 262,144 blocks takes seconds under the race detector.
+	h := &harness{t: t, url: srv.URL, patience: time.Minute}
+	eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
+		BlockSize: 4, CapacityBlocks: blocks + 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	h.engines = append(h.engines, eng)
+	if code, body := h.post("/register", map[string]any{"instance_id": 1, "endpoint": eng.Endpoint(),
+		"replay_endpoint": eng.ReplayEndpoint(), "model_name": "llama", "block_size": 4}); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	long := prompt(1, blocks)
+	eng.Serve(long, "")
+	h.settle()
+	code, body := h.post("/route", map[string]any{"token_ids": long, "model_name": "llama"})
+	if code != http.StatusOK {
+		t.Fatalf("route of %d tokens: %d %.300s", len(long), code, body)
+	}
+	var res api.RouteResult
+	if err := json.Unmarshal(body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.WorkerID != 1 || res.OverlapBlocks != blocks || res.Partial {
+		t.Errorf("route of %d tokens: worker %d, overlap %d blocks (want %d), partial %v", len(long),
+			res.WorkerID, res.OverlapBlocks, blocks, res.Partial)
+	}
 }

@@ -108,17 +108,32 @@ type Limits struct {
 	MaxExtraItems  int // extra_keys / mm items per event
 }
 
-// DefaultLimits are generous for real engines (a 128k-token prompt in one
-// event fits; a scheduler step emits far fewer than 16k events) and bound
-// what a hostile payload can make one decode allocate: about its own size in
-// hashes and tokens, plus MaxEvents × ~400 B of event records (~6 MB).
+// DefaultLimits, each stated once here. The largest event a real engine
+// emits is one request's prefill in one scheduler step: vLLM publishes one
+// BlockStored per request per step with every block it completed, so a
+// prompt served without chunked prefill is one event of context ÷ block
+// size hashes and context tokens (SGLang publishes one event per page;
+// TensorRT-LLM one per stored chain). For contexts of millions of tokens:
+//   - MaxTokens 4,194,304: a 4 M-token prefill in one event (16 MiB of ids);
+//   - MaxHashes 1,048,576: that prefill at block size 4, or a 1 M-token one
+//     at block size 1;
+//   - MaxExtraItems 1,048,576: one LoRA name, mm item or embeds digest per
+//     block of such an event;
+//   - MaxStringBytes 4,096: names, salts, session ids (a hint over it is
+//     dropped, messages/wire/README.md "Bad input");
+//   - MaxEvents 16,384 per batch: a scheduler step emits far fewer.
+//
+// Every length is also checked against the bytes that remain, so what a
+// hostile payload makes one decode allocate stays proportional to its own
+// size (at most 8 bytes per hash byte, 4 per token byte), and the listener's
+// ZMTP guard caps that size.
 func DefaultLimits() Limits {
 	return Limits{
 		MaxEvents:      16384,
-		MaxHashes:      65536,
-		MaxTokens:      1 << 20,
+		MaxHashes:      1 << 20,
+		MaxTokens:      1 << 22,
 		MaxStringBytes: 4096,
-		MaxExtraItems:  65536,
+		MaxExtraItems:  1 << 20,
 	}
 }
 

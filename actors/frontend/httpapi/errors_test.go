@@ -41,7 +41,9 @@ const token = "s3cret-token"
 // genericCases applies to every JSON POST endpoint.
 func genericCases(path string, protected bool) []badCase {
 	valid := validBodies[path]
-	huge := `{"model_name":"` + strings.Repeat("a", DefaultMaxBodyBytes) + `"}`
+	const bodyCap = 64 << 10
+	capped := Options{MaxBodyBytes: bodyCap}
+	huge := `{"model_name":"` + strings.Repeat("a", bodyCap) + `"}`
 	cs := []badCase{
 		{name: "truncated JSON", body: `{"instance_id":`, wantStatus: 400, wantReason: "bad_json"},
 		{name: "not JSON", body: `hello`, wantStatus: 400, wantReason: "bad_json"},
@@ -56,9 +58,9 @@ func genericCases(path string, protected bool) []badCase {
 		{name: "text/plain", body: valid, hdr: []string{"Content-Type", "text/plain"}, wantStatus: 415, wantReason: "unsupported_media_type"},
 		{name: "form", body: valid, hdr: []string{"Content-Type", "application/x-www-form-urlencoded"}, wantStatus: 415, wantReason: "unsupported_media_type"},
 		{name: "no Content-Type", body: valid, hdr: []string{"Content-Type", ""}, wantStatus: 415, wantReason: "unsupported_media_type"},
-		{name: "huge body", body: huge, wantStatus: 413, wantReason: "body_too_large"},
-		{name: "huge body chunked", body: huge, chunked: true, wantStatus: 413, wantReason: "body_too_large"},
-		{name: "valid JSON then huge trailer chunked", body: valid + strings.Repeat(" ", DefaultMaxBodyBytes), chunked: true, wantStatus: 413, wantReason: "body_too_large"},
+		{name: "huge body", body: huge, opts: capped, wantStatus: 413, wantReason: "body_too_large"},
+		{name: "huge body chunked", body: huge, opts: capped, chunked: true, wantStatus: 413, wantReason: "body_too_large"},
+		{name: "valid JSON then huge trailer chunked", body: valid + strings.Repeat(" ", bodyCap), opts: capped, chunked: true, wantStatus: 413, wantReason: "body_too_large"},
 		{name: "small body cap", body: valid, opts: Options{MaxBodyBytes: 10}, wantStatus: 413, wantReason: "body_too_large"},
 		{name: "GET", method: "GET", wantStatus: 405, wantReason: "method_not_allowed"},
 		{name: "PUT", method: "PUT", body: valid, wantStatus: 405, wantReason: "method_not_allowed"},
@@ -220,7 +222,7 @@ func badCases() []badCase {
 		unreg(`"instance_id":1,"model_name":"boom"`, 500, "internal"),
 	)
 
-	tooManyTokens := "[" + strings.Repeat("0,", DefaultMaxTokens) + "0]"
+	tooManyTokens := "[" + strings.Repeat("0,", DefaultMaxPromptTokens) + "0]"
 	query := func(fields string, status int, reason string) badCase {
 		return post("/query", "{"+fields+"}", status, reason)
 	}

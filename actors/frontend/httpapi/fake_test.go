@@ -48,6 +48,8 @@ type fakeBackend struct {
 	dump     func(ctx context.Context, sink api.DumpSink) error
 	dumpNS   []api.DumpNamespace
 	dumpEvts [][]messages.RouterEvent
+	// routeTokens is the token count of the last Route call.
+	routeTokens int
 }
 
 const leakyText = "dial tcp 10.9.8.7:5557: password=hunter2"
@@ -159,6 +161,9 @@ func (f *fakeBackend) Dump(ctx context.Context, sink api.DumpSink) error {
 }
 
 func (f *fakeBackend) Route(_ context.Context, req api.RouteRequest) (api.RouteResult, error) {
+	f.mu.Lock()
+	f.routeTokens = len(req.TokenIDs)
+	f.mu.Unlock()
 	f.record("Route", req)
 	if err := modelErr(req.ModelName); err != nil {
 		return api.RouteResult{}, err

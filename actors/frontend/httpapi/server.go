@@ -33,13 +33,17 @@ type Options struct {
 	// /metrics). /healthz and /readyz stay open for probes.
 	ProtectReads bool
 
-	// MaxBodyBytes caps request bodies (default 1 MiB); larger → 413.
-	MaxBodyBytes int64
-	// MaxTokens caps token_ids per request (default 131072); more → 413.
+	// MaxTokens caps token_ids per request (default
+	// DefaultMaxPromptTokens); more → 413 too_many_tokens.
 	MaxTokens int
-	// MaxBlockHashes caps block_hashes per request (default 131072); more →
-	// 413.
+	// MaxBlockHashes caps block_hashes per request (default
+	// DefaultMaxBlockHashes); more → 413 too_many_block_hashes.
 	MaxBlockHashes int
+	// MaxBodyBytes caps request bodies; larger → 413 body_too_large. The
+	// default (0) is derived from the list caps: BodyBytesFor(MaxTokens,
+	// MaxBlockHashes), so a body the token cap admits is never refused for
+	// its size.
+	MaxBodyBytes int64
 
 	// MetricsHandler, when set, serves GET /metrics instead of the default,
 	// which writes Handler.WriteMetrics (a caller extending the metrics
@@ -67,12 +71,28 @@ type Options struct {
 	MaxHeaderBytes    int
 }
 
-// Defaults of Options.
+// Defaults of Options. Prompts of a million tokens and more are routine
+// (current models take 1 M tokens of context), so that is the default cap.
 const (
-	DefaultMaxBodyBytes   = 1 << 20
-	DefaultMaxTokens      = 131072
-	DefaultMaxBlockHashes = 131072
+	DefaultMaxPromptTokens = 1 << 20
+	DefaultMaxBlockHashes  = 1 << 18 // a 1 M-token prompt at block size 4
 )
+
+// Bytes of JSON one list element may take at most: a token id up to
+// 4294967295 (10 digits) or a block hash up to 2^64−1 (20 digits), its
+// comma and a space; bodyOverhead covers the other fields.
+const (
+	tokenJSONBytes = 12
+	hashJSONBytes  = 22
+	bodyOverhead   = 64 << 10
+)
+
+// BodyBytesFor is the body cap that admits every request within the token
+// and hash caps, however its numbers are spelled: 1,048,576 tokens → 12 MiB
+// + 64 KiB (a real prompt of that length is ≈ 7 MB).
+func BodyBytesFor(maxTokens, maxHashes int) int64 {
+	return int64(max(maxTokens*tokenJSONBytes, maxHashes*hashJSONBytes)) + bodyOverhead
+}
 
 func (o Options) withDefaults() Options {
 	def := func(v *time.Duration, d time.Duration) {
@@ -80,14 +100,14 @@ func (o Options) withDefaults() Options {
 			*v = d
 		}
 	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = DefaultMaxBodyBytes
-	}
 	if o.MaxTokens <= 0 {
-		o.MaxTokens = DefaultMaxTokens
+		o.MaxTokens = DefaultMaxPromptTokens
 	}
 	if o.MaxBlockHashes <= 0 {
 		o.MaxBlockHashes = DefaultMaxBlockHashes
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = BodyBytesFor(o.MaxTokens, o.MaxBlockHashes)
 	}
 	if o.NewRequestID == nil {
 		o.NewRequestID = rand.Text
