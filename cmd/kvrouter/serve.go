@@ -95,7 +95,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tenant := fs.String("tenant", api.DefaultTenant, "tenant of --worker workers")
 	weight := fs.Float64("overlap-weight", 1, "weight of prefill blocks in the routing cost (0: load only)")
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: deterministic argmin)")
-	timeout := fs.Duration("timeout", 50*time.Millisecond, "deadline of one actor request on the route path")
+	timeout := fs.Duration("timeout", 50*time.Millisecond, "deadline of one actor request on the route path (an index query gets 1µs more per block of its prompt)")
+	maxPrompt := fs.Int("max-prompt-tokens", httpapi.DefaultMaxPromptTokens, "largest token_ids of one /route or /query request (413 too_many_tokens past it); the request body cap follows from it (12 bytes a token + 64 KiB: 12.1 MiB at the default)")
 	maxSessions := fs.Int("max-sessions", sessions.DefaultMaxSessions, "sessions whose lineage is kept per (model, tenant); the least recently stored is evicted")
 	sessionCredit := fs.Float64("session-credit", 1, "weight of a /route session_id's lineage: extra overlap blocks = weight × the session's newest chain depth (0: off)")
 	sessionIdle := fs.Duration("session-idle", sessions.DefaultIdleTTL, "drop a session's lineage after this long without a store")
@@ -130,6 +131,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rc.OverlapWeight, rc.Temperature = *weight, *temperature
 	if *maxSessions <= 0 || *sessionIdle <= 0 {
 		fmt.Fprintf(stderr, "kvrouter serve: --max-sessions and --session-idle must be positive\n")
+		return 2
+	}
+	if *maxPrompt <= 0 {
+		fmt.Fprintf(stderr, "kvrouter serve: --max-prompt-tokens %d: must be positive\n", *maxPrompt)
 		return 2
 	}
 	if *shards < 1 || *shards > 64 {
@@ -172,7 +177,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		more = append(more, m...)
 	}
-	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings}, more...)
+	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, MaxTokens: *maxPrompt}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2

@@ -47,7 +47,9 @@
 // missing required field (missing_field), an unacceptable value
 // (invalid_value, too_long) → 400; a body over Options.MaxBodyBytes
 // (body_too_large), too many token_ids or block_hashes (too_many_tokens,
-// too_many_block_hashes) → 413; a Content-Type other than JSON → 415
+// too_many_block_hashes) → 413 (the caps: 1,048,576 tokens, 262,144
+// hashes, and a body cap derived from them, BodyBytesFor, so a request
+// within the list caps is never refused for its size); a Content-Type other than JSON → 415
 // (unsupported_media_type: also what keeps browsers from posting
 // cross-site without a CORS preflight); a wrong method → 405 with Allow;
 // an unknown path → 404. Backend errors map by class (see Backend): 400
