@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 )
 
 // fileJSON is the part of a Hugging Face tokenizer.json kvrouter reads.
@@ -31,14 +30,14 @@ type addedJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string            `json:"type"`
-	Vocab                   map[string]uint32 `json:"vocab"`
-	Merges                  json.RawMessage   `json:"merges"`
-	IgnoreMerges            bool              `json:"ignore_merges"`
-	ByteFallback            bool              `json:"byte_fallback"`
-	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
-	Dropout                 *float64          `json:"dropout"`
+	Type                    string          `json:"type"`
+	Vocab                   json.RawMessage `json:"vocab"`
+	Merges                  json.RawMessage `json:"merges"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	Dropout                 *float64        `json:"dropout"`
 }
 
 // component is one normalizer, pre-tokenizer or post-processor entry.
@@ -127,12 +126,16 @@ func build(f *fileJSON) (*Tokenizer, error) {
 		m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
 		return nil, fmt.Errorf("BPE options byte_fallback, dropout, continuing_subword_prefix and end_of_word_suffix are not supported")
 	}
-	merges, err := parseMerges(m.Merges)
+	vocab, err := parseVocab(m.Vocab)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("model.vocab: %w", err)
+	}
+	merges, err := parseMergeList(m.Merges)
+	if err != nil {
+		return nil, fmt.Errorf("model.merges: %w", err)
 	}
 	t := &Tokenizer{}
-	if t.bpe, err = newBPE(m.Vocab, merges, m.IgnoreMerges); err != nil {
+	if t.bpe, err = newBPE(vocab, merges, m.IgnoreMerges); err != nil {
 		return nil, err
 	}
 	if t.normalize, err = parseNormalizer(f.Normalizer); err != nil {
@@ -152,26 +155,6 @@ func build(f *fileJSON) (*Tokenizer, error) {
 		return nil, err
 	}
 	return t, nil
-}
-
-func parseMerges(raw json.RawMessage) ([][2]string, error) {
-	var pairs [][2]string
-	if err := json.Unmarshal(raw, &pairs); err == nil {
-		return pairs, nil
-	}
-	var lines []string
-	if err := json.Unmarshal(raw, &lines); err != nil {
-		return nil, fmt.Errorf("model.merges: neither pairs nor \"a b\" strings: %w", err)
-	}
-	pairs = make([][2]string, len(lines))
-	for i, l := range lines {
-		a, b, ok := strings.Cut(l, " ")
-		if !ok || strings.Contains(b, " ") {
-			return nil, fmt.Errorf("model.merges[%d] %q: not two symbols", i, l)
-		}
-		pairs[i] = [2]string{a, b}
-	}
-	return pairs, nil
 }
 
 func isNull(raw json.RawMessage) bool {
