@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/frontend/picker"
 	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
+	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 )
 
 // stubCore answers every request with the same endpoints: what is left is
@@ -79,15 +80,15 @@ func jsonIDs(p []uint32) string {
 }
 
 // BenchmarkEPPDecision measures the endpoint picker's decision latency
-// (p50/p99) through a fake Envoy over loopback gRPC: against a stub core
-// (the picker's own cost).
+// (p50/p99) through a fake Envoy over loopback gRPC, with the trace's
+// prompts as token-id completions: against a stub core (the picker's own
+// cost: gRPC, the protocol, the body's JSON) and against the real router
+// (BenchmarkRoute's fixture, through the shared request path), so the two
+// sit beside BenchmarkRoute's in-process and HTTP figures.
 func BenchmarkEPPDecision(b *testing.B) {
-	prompts := make([][]uint32, 64)
-	for i := range prompts {
-		prompts[i] = make([]uint32, 2048) // a Mooncake-sized prompt: 2k token ids
-		for j := range prompts[i] {
-			prompts[i][j] = uint32(i*7919 + j)
-		}
-	}
-	b.Run("stub-core", func(b *testing.B) { eppDecisions(b, servePicker(b, stubCore{}), prompts) })
+	f := newRouteFixture(b)
+	b.Run("stub-core", func(b *testing.B) { eppDecisions(b, servePicker(b, stubCore{}), f.prompts) })
+	b.Run("router", func(b *testing.B) {
+		eppDecisions(b, servePicker(b, picker.FromPath(requestpath.New(f.svc, requestpath.Config{}))), f.prompts)
+	})
 }

@@ -58,7 +58,8 @@ func newRouteFixture(b *testing.B) *routeFixture {
 		b.Cleanup(func() { e.Close() })
 		engines = append(engines, e)
 		if err := svc.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: e.Endpoint(),
-			ReplayEndpoint: e.ReplayEndpoint(), ModelName: "m", BlockSize: 16}); err != nil {
+			ReplayEndpoint: e.ReplayEndpoint(), ModelName: "m", BlockSize: 16,
+			ServingEndpoint: fmt.Sprintf("127.0.0.%d:8000", i+1)}); err != nil { // where the endpoint picker sends requests
 			b.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
@@ -52,15 +53,19 @@ func ParsePrompt(path string, body []byte) (Prompt, error) {
 	switch path {
 	case "/v1/completions":
 		raw := bytes.TrimSpace(b.Prompt)
-		if isBatch(raw) {
-			p.Reason = ReasonBatchPrompt
+		if ids, ok := tokenIDs(raw); ok {
+			p.Completion = &prompttokens.Completion{IDs: ids}
 			return p, nil
 		}
 		c, err := prompttokens.ParseCompletionPrompt(raw)
-		if err != nil {
+		switch {
+		case err == nil:
+			p.Completion = &c
+		case isBatch(raw): // checked only when refused: the common prompt pays nothing
+			p.Reason = ReasonBatchPrompt
+		default:
 			return Prompt{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		p.Completion = &c
 	case "/v1/chat/completions":
 		c, err := prompttokens.ParseChat(body)
 		if err != nil {
@@ -71,6 +76,49 @@ func ParsePrompt(path string, body []byte) (Prompt, error) {
 		p.Reason = ReasonOtherPath
 	}
 	return p, nil
+}
+
+// tokenIDs reads a prompt of token ids, [1,2,3], in one pass (the common
+// completions prompt, and the picker's hot path: encoding/json takes three
+// passes and a reflective decode per id). ok is false for anything else —
+// text, a batch, a number out of range, stray bytes — which goes to the
+// general parser, so both read a valid prompt the same way.
+func tokenIDs(raw []byte) (ids []uint32, ok bool) {
+	if len(raw) < 2 || raw[0] != '[' || raw[len(raw)-1] != ']' {
+		return nil, false
+	}
+	body := raw[1 : len(raw)-1]
+	ids = make([]uint32, 0, len(body)/4+1)
+	i, n := 0, len(body)
+	skip := func() {
+		for i < n && (body[i] == ' ' || body[i] == '\n' || body[i] == '\t' || body[i] == '\r') {
+			i++
+		}
+	}
+	if skip(); i == n {
+		return ids, true
+	}
+	for {
+		start := i
+		var v uint64
+		for ; i < n && body[i] >= '0' && body[i] <= '9'; i++ {
+			if v = v*10 + uint64(body[i]-'0'); v > math.MaxUint32 {
+				return nil, false
+			}
+		}
+		if i == start || body[start] == '0' && i-start > 1 { // no digits, or a leading zero
+			return nil, false
+		}
+		ids = append(ids, uint32(v))
+		if skip(); i == n {
+			return ids, true
+		}
+		if body[i] != ',' {
+			return nil, false
+		}
+		i++
+		skip()
+	}
 }
 
 // isBatch reports whether a completions prompt holds several prompts (an

@@ -1,7 +1,9 @@
 package picker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -82,6 +84,24 @@ func TestTokens(t *testing.T) {
 		ids, reason := tokens(ctx, c.tk, c.p)
 		if !slices.Equal(ids, c.ids) || reason != c.reason {
 			t.Errorf("%s: got %v %q, want %v %q", c.name, ids, reason, c.ids, c.reason)
+		}
+	}
+}
+
+// TestTokenIDsAsJSON checks the one-pass id reader against encoding/json:
+// where it reads a prompt, it reads what json reads; where it declines,
+// the general parser decides.
+func TestTokenIDsAsJSON(t *testing.T) {
+	for _, raw := range []string{`[]`, `[ ]`, `[0]`, `[1,2,3]`, ` [ 1 , 2 ,3 ] `, "[1,\n2]", `[4294967295]`,
+		`[4294967296]`, `[01]`, `[-1]`, `[1.5]`, `[1e3]`, `[1,]`, `[,1]`, `[1 2]`, `["a"]`, `[[1]]`, `[1,"a"]`, `[`, `1`} {
+		ids, ok := tokenIDs(bytes.TrimSpace([]byte(raw)))
+		var want []uint32
+		err := json.Unmarshal([]byte(raw), &want)
+		if ok && (err != nil || !slices.Equal(ids, want) || ids == nil) {
+			t.Errorf("%s: read %v, json reads %v (%v)", raw, ids, want, err)
+		}
+		if !ok && err == nil {
+			t.Errorf("%s: declined a prompt json reads as %v", raw, want)
 		}
 	}
 }
