@@ -35,13 +35,14 @@ func addEPPFlags(fs *flag.FlagSet) *eppFlags {
 	fs.IntVar(&f.fallbacks, "epp-fallbacks", 0, "next-best endpoints the picker adds to its answer, comma-separated, for a data plane that retries down the list (Envoy's ORIGINAL_DST cluster reads one address: keep 0 there)")
 	fs.Uint64Var(&f.shed, "epp-shed-above-blocks", 0, "answer 429 when every eligible worker already has more than this many KV blocks booked by requests in flight (0: never shed)")
 	fs.StringVar(&f.bodyMode, "epp-body-mode", "full-duplex", "body modes the picker assumes when Envoy does not send its protocol_config (older Envoys): full-duplex (FULL_DUPLEX_STREAMED both ways, as llm-d) or buffered (BUFFERED requests, STREAMED responses, as AIBrix)")
-	fs.IntVar(&f.maxBody, "epp-max-body", picker.DefaultMaxBody, "largest request body the picker reads, in bytes (413 past it)")
+	fs.IntVar(&f.maxBody, "epp-max-body", 0, "largest request body the picker reads, in bytes (413 past it; 0: what --max-prompt-tokens token ids take, as /route)")
 	return f
 }
 
 // build checks the flags and assembles the picker over svc, through its
 // own request path (front "epp" in the metrics); more are its metrics.
-func (f *eppFlags) build(svc *service.Service, model string, tk picker.Tokenizer, logger *slog.Logger) (s *picker.Server, more []func(io.Writer) error, err error) {
+// bodyCap is the body bound when --epp-max-body is 0.
+func (f *eppFlags) build(svc *service.Service, model string, bodyCap int, tk picker.Tokenizer, logger *slog.Logger) (s *picker.Server, more []func(io.Writer) error, err error) {
 	var modes picker.Modes
 	switch f.bodyMode {
 	case "full-duplex":
@@ -54,8 +55,11 @@ func (f *eppFlags) build(svc *service.Service, model string, tk picker.Tokenizer
 	if f.fallbacks < 0 || f.fallbacks > 16 {
 		return nil, nil, fmt.Errorf("--epp-fallbacks %d: want 0 to 16", f.fallbacks)
 	}
-	if f.maxBody <= 0 {
-		return nil, nil, fmt.Errorf("--epp-max-body %d: must be positive", f.maxBody)
+	switch {
+	case f.maxBody < 0:
+		return nil, nil, fmt.Errorf("--epp-max-body %d: must be positive (0: follows --max-prompt-tokens)", f.maxBody)
+	case f.maxBody == 0:
+		f.maxBody = bodyCap
 	}
 	path := requestpath.New(svc, requestpath.Config{ShedAboveBlocks: f.shed, MaxCandidates: f.fallbacks + 1,
 		Logger: logger, Metrics: &requestpath.Metrics{Front: "epp"}})

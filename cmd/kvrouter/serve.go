@@ -171,7 +171,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var epps *picker.Server
 	if epp.enabled() {
 		var m []func(io.Writer) error
-		if epps, m, err = epp.build(host.Service, *model, pr.resolver, logger); err != nil {
+		if epps, m, err = epp.build(host.Service, *model, int(httpapi.BodyBytesFor(*maxPrompt, 0)), pr.resolver, logger); err != nil {
 			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 			return 2
 		}
