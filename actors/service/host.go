@@ -106,6 +106,9 @@ func (h *Host) Handler(opts httpapi.Options, more ...func(io.Writer) error) (*ht
 	return h.Service.Handler(m, opts, more...), nil
 }
 
+// Metrics are the metrics Handler serves (nil before Handler).
+func (h *Host) Metrics() *telemetry.Metrics { return h.metrics }
+
 // Close stops the metrics and the service; the host stays a cluster
 // member until Leave.
 func (h *Host) Close() {

@@ -120,6 +120,11 @@ func (m *Metrics) RecordRoute(ctx context.Context, d time.Duration, cachedTokens
 	}
 }
 
+// Meter is a meter of the same provider, for the instruments a front end
+// records itself (the proxy's latency histograms); scope names the
+// instrumenting package.
+func (m *Metrics) Meter(scope string) metric.Meter { return m.provider.Meter(scope) }
+
 // Shutdown stops the MeterProvider.
 func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdown(ctx) }
 

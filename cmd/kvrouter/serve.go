@@ -45,7 +45,19 @@ routes as without one.
 
 Workers are registered over HTTP (POST /register), in a file of /register
 bodies (--workers-file), or given as flags:
-  --worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT]   (repeatable; model --model, tenant --tenant)
+  --worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT]
+      (repeatable; model --model, tenant --tenant)
+
+OpenAI proxy: --proxy-listen HOST:PORT serves POST /v1/completions,
+/v1/chat/completions and GET /v1/models. Each request is routed, its body
+forwarded untouched to the chosen rank's serving endpoint (ranks without
+one are skipped), the answer streamed back chunk by chunk; prefill_done
+and free follow the answer (first byte, end), so clients never call them.
+A connection that fails is retried on the next-best worker
+(--proxy-attempts); --proxy-shed-above-blocks answers 429 when every worker is
+loaded past it. The API token applies to the proxy too. Answers carry
+x-request-id (the client's or a new one) and x-kvrouter-worker
+(WORKER:DP_RANK).
 
 A router started late can warm up from a running one: --bootstrap-from
 http://peer:8090 loads the peer's index (GET /dump) and registers its
@@ -110,6 +122,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var tokenizers tokenizerFlags
 	fs.Var(&tokenizers, "tokenizer", "local tokenizer of a model: MODEL=PATH, or PATH for the --model model (repeatable); a Hugging Face tokenizer.json, plain or gzipped, byte-level BPE (Llama-3, Qwen, gpt-oss). Completion text is then tokenized here; chat always goes to the engine")
 	tokenizeTimeout := fs.Duration("tokenize-timeout", prompttokens.DefaultTimeout, "deadline of the engine's tokenize/render round trips for one prompt; past it the request routes by load (counted)")
+	pf := addProxyFlags(fs)
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
@@ -177,7 +190,16 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		more = append(more, m...)
 	}
+	rp := pf.path(host.Service, logger)
+	if rp != nil {
+		more = append(more, rp.WriteMetrics)
+	}
 	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, MaxTokens: *maxPrompt}, more...)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	psrv, err := pf.server(rp, host, token, pr.resolver, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
@@ -185,8 +207,12 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	srv := httpapi.NewServer(*addr, h, httpapi.Options{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.ListenAndServe() }()
+	if psrv != nil {
+		go func() { errc <- psrv.ListenAndServe() }()
+		logger.Info("kvrouter proxy listening", "proxy", psrv.Addr)
+	}
 	go pr.run(ctx, host.Service, 2*time.Second, *parityEvery)
 	var eppErr <-chan error
 	if epps != nil {
@@ -212,6 +238,9 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shut)
+		if psrv != nil {
+			_ = psrv.Shutdown(shut)
+		}
 	}
 	return 0
 }

@@ -1,0 +1,62 @@
+// Package proxy is kvrouter's OpenAI-compatible reverse proxy (`kvrouter
+// serve --proxy-listen`): clients send their OpenAI requests to it, and it
+// routes each to the engine worker holding the longest cached prefix of
+// the prompt, forwards the body untouched, and streams the answer back —
+// with the router's load bookkeeping following the answer, so nobody calls
+// /route, prefill_done or free by hand.
+//
+// Endpoints: POST /v1/completions, POST /v1/chat/completions, GET
+// /v1/models (the models with a registered worker). Errors are OpenAI's
+// shape, {"error": {"message", "type", "code"}}, with kvrouter's reason as
+// the code (missing_token, bad_json, unknown_namespace, overloaded,
+// no_serving_endpoint, no_engine, …). With an API token configured every
+// endpoint needs "Authorization: Bearer TOKEN" (the HTTP API's token); the
+// client's Authorization header is never forwarded to the engine.
+//
+// # One request
+//
+//  1. The prompt's token ids: a completions prompt given as ids is used as
+//     it is; text and chat messages go through Options.Prompts
+//     (actors/frontend/prompttokens: the local tokenizer, or the engine's
+//     tokenize/render endpoints). Without ids the request routes by load
+//     (counted with its reason, no_token_ids when no resolver is set).
+//  2. The request path (actors/frontend/requestpath) routes and books it
+//     under the request id — the client's x-request-id, or a new one — and
+//     lists the candidate workers with serving endpoints, best first.
+//  3. The body goes to the first candidate's serving endpoint, same path.
+//     A connection that fails (refused, ConnectTimeout, no response
+//     headers) moves on to the next candidate, up to Options.Attempts; the
+//     booking follows the worker that answered. An engine's own error
+//     status is passed through, not retried (the engine received the
+//     request).
+//  4. The answer is copied chunk by chunk with a flush after each, so
+//     server-sent events reach the client as the engine writes them. The
+//     first byte marks prefill done; the end of the answer frees the
+//     booking. Headers x-request-id and x-kvrouter-worker (WORKER:DP_RANK)
+//     say which request and which worker.
+//  5. Failures: a client that goes away cancels the engine's request (the
+//     upstream request shares its context) and frees the booking. An engine
+//     that breaks off mid-answer — it died, or sent nothing for
+//     IdleTimeout — ends the client's answer with an error: a final SSE
+//     event {"error": …} on a stream, then the connection is aborted so no
+//     client mistakes it for a whole answer; the booking is freed first.
+//
+// # Telemetry
+//
+// One OpenTelemetry server span per request ("POST /v1/completions"),
+// continuing the caller's W3C traceparent; the engine's request carries
+// the span's traceparent on. Metrics, per worker (see metrics.go): time to
+// first token, inter-token (chunk) latency, whole-request duration,
+// errors by reason; refusals by reason; and the request path's decisions,
+// skipped workers and bookkeeping (requestpath.Metrics).
+//
+// # Not done here
+//
+// No request is retried once any byte of the answer reached the client; a
+// 5xx from an engine is not retried either. Responses are passed through
+// byte for byte (no re-chunking, no usage rewriting).
+//
+// Tested end to end (e2e_test.go) against simulated engines speaking the
+// same OpenAI shapes (bench/simengine's HTTP surface) over real HTTP and
+// real KV event streams; not against a real vLLM or SGLang server.
+package proxy

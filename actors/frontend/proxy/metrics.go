@@ -1,0 +1,87 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/tracectx"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Latency buckets (seconds): a first token comes after a prefill of
+// milliseconds to seconds; tokens follow every few to hundreds of ms.
+var (
+	ttftBuckets = []float64{1e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5, 10, 30, 60}
+	itlBuckets  = []float64{100e-6, 500e-6, 1e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1}
+	e2eBuckets  = []float64{5e-3, 25e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5, 10, 30, 60, 120, 300}
+)
+
+// metrics are the proxy's instruments (Prometheus names, as the telemetry
+// exporter writes them):
+//
+//	kvrouter_proxy_time_to_first_token_seconds{worker,dp_rank}   histogram: request in → first answer byte out
+//	kvrouter_proxy_inter_token_latency_seconds{worker,dp_rank}   histogram: between streamed chunks
+//	kvrouter_proxy_request_duration_seconds{worker,dp_rank,status} histogram: whole answers
+//	kvrouter_proxy_errors_total{worker,dp_rank,reason}           connect_failed, no_engine, engine_died, idle_timeout, canceled
+//	kvrouter_proxy_refused_total{reason}                         requests answered before any engine (auth, body, routing)
+type metrics struct {
+	ttft, itl, e2e  metric.Float64Histogram
+	errors, refusal metric.Int64Counter
+}
+
+func newMetrics(m metric.Meter) (*metrics, error) {
+	var out metrics
+	var errs []error
+	var err error
+	out.ttft, err = m.Float64Histogram("kvrouter.proxy.time_to_first_token", metric.WithUnit("s"),
+		metric.WithDescription("Time from a request's arrival to the first answer byte sent to the client."),
+		metric.WithExplicitBucketBoundaries(ttftBuckets...))
+	errs = append(errs, err)
+	out.itl, err = m.Float64Histogram("kvrouter.proxy.inter_token_latency", metric.WithUnit("s"),
+		metric.WithDescription("Time between two chunks of a streamed answer."), metric.WithExplicitBucketBoundaries(itlBuckets...))
+	errs = append(errs, err)
+	out.e2e, err = m.Float64Histogram("kvrouter.proxy.request.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from a request's arrival to the end of its answer."), metric.WithExplicitBucketBoundaries(e2eBuckets...))
+	errs = append(errs, err)
+	out.errors, err = m.Int64Counter("kvrouter.proxy.errors", metric.WithDescription("Forwarded requests that failed, by worker and reason."))
+	errs = append(errs, err)
+	out.refusal, err = m.Int64Counter("kvrouter.proxy.refused", metric.WithDescription("Requests the proxy answered itself, by reason."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("proxy metrics: %w", err)
+	}
+	return &out, nil
+}
+
+func workerAttrs(k messages.WorkerKey, more ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(append([]attribute.KeyValue{tracectx.Worker.Int64(int64(k.Worker)), tracectx.DpRank.Int64(int64(k.DpRank))}, more...)...)
+}
+
+var (
+	reasonKey = attribute.Key("reason")
+	statusKey = attribute.Key("status")
+)
+
+func (m *metrics) firstToken(ctx context.Context, k messages.WorkerKey, d time.Duration) {
+	m.ttft.Record(ctx, d.Seconds(), workerAttrs(k))
+}
+
+func (m *metrics) interToken(ctx context.Context, k messages.WorkerKey, d time.Duration) {
+	m.itl.Record(ctx, d.Seconds(), workerAttrs(k))
+}
+
+func (m *metrics) done(ctx context.Context, k messages.WorkerKey, status int, d time.Duration) {
+	m.e2e.Record(ctx, d.Seconds(), workerAttrs(k, statusKey.Int(status)))
+}
+
+func (m *metrics) failed(ctx context.Context, k messages.WorkerKey, reason string) {
+	m.errors.Add(ctx, 1, workerAttrs(k, reasonKey.String(reason)))
+}
+
+func (m *metrics) refused(ctx context.Context, reason string) {
+	m.refusal.Add(ctx, 1, metric.WithAttributes(reasonKey.String(reason)))
+}

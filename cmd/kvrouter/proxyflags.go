@@ -1,0 +1,61 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/kvrouter/kvrouter/actors/frontend/proxy"
+	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/actors/service"
+)
+
+// proxyFlags are kvrouter serve's OpenAI proxy options.
+type proxyFlags struct {
+	listen                *string
+	connect, header, idle *time.Duration
+	attempts              *int
+	shedAbove             *uint64
+}
+
+func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
+	return &proxyFlags{
+		listen:    fs.String("proxy-listen", "", "serve the OpenAI-compatible proxy (POST /v1/completions, /v1/chat/completions, GET /v1/models) on HOST:PORT; a bare :PORT binds loopback (off when not given)"),
+		connect:   fs.Duration("proxy-connect-timeout", 2*time.Second, "proxy: deadline to connect to an engine; past it the next-best worker is tried"),
+		header:    fs.Duration("proxy-header-timeout", 5*time.Minute, "proxy: deadline for an engine's response headers"),
+		idle:      fs.Duration("proxy-idle-timeout", 5*time.Minute, "proxy: end an answer whose engine sent nothing for this long"),
+		attempts:  fs.Int("proxy-attempts", 3, "proxy: workers tried per request when connections fail (the chosen one and the next best)"),
+		shedAbove: fs.Uint64("proxy-shed-above-blocks", 0, "proxy: answer 429 when every worker already has more than this many KV blocks booked (0: never shed)"),
+	}
+}
+
+// path is the request path the front ends share (nil without a front end).
+func (f *proxyFlags) path(svc *service.Service, logger *slog.Logger) *requestpath.Path {
+	if *f.listen == "" {
+		return nil
+	}
+	return requestpath.New(svc, requestpath.Config{ShedAboveBlocks: *f.shedAbove, MaxCandidates: max(*f.attempts, 1), Logger: logger,
+		Metrics: &requestpath.Metrics{Front: "proxy"}})
+}
+
+// server is the proxy's HTTP server (nil when --proxy-listen is not given).
+func (f *proxyFlags) server(path *requestpath.Path, host *service.Host, token string, prompts proxy.Prompts, logger *slog.Logger) (*http.Server, error) {
+	if path == nil {
+		return nil, nil
+	}
+	addr := *f.listen
+	if h, port, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("--proxy-listen %q: want HOST:PORT: %v", addr, err)
+	} else if h == "" {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	p, err := proxy.New(path, proxy.Options{APIToken: token, Prompts: prompts, ConnectTimeout: *f.connect, HeaderTimeout: *f.header,
+		IdleTimeout: *f.idle, Attempts: *f.attempts, Meter: host.Metrics().Meter("github.com/kvrouter/kvrouter/actors/frontend/proxy"), Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	return proxy.NewServer(addr, p, logger), nil
+}
