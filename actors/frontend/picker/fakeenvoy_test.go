@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/kvrouter/kvrouter/actors/frontend/frontendtest"
 	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
 )
 
@@ -105,17 +105,7 @@ func (f *fakeCore) snapshot() (calls []string, booked int) {
 // it last saw.
 func waitFor(t *testing.T, what string, cond func() (bool, any)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last saw %v", what, seen)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	frontendtest.WaitFor(t, what, cond)
 }
 
 // callsAre waits until the core saw exactly want (bookkeeping runs on the

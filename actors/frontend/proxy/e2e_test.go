@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/frontend/frontendtest"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
@@ -77,27 +78,12 @@ func newFleet(t *testing.T, n int, hold func(context.Context), opts Options) *fl
 	return f
 }
 
-// waitFor polls cond until it holds or 10 s pass; the failure shows what
-// cond last saw.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never happened; last seen: %s", what, seen)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an effect
-	}
-}
+var waitFor = frontendtest.WaitFor
 
 // settle waits until every engine's stream is followed up to its last
 // batch (heartbeats give the listeners a seq to catch).
 func (f *fleet) settle() {
-	waitFor(f.t, "streams caught up", func() (bool, string) {
+	waitFor(f.t, "streams caught up", func() (bool, any) {
 		ws, err := f.svc.Workers(context.Background())
 		if err != nil || len(ws) != len(f.engines) {
 			return false, fmt.Sprint(ws, err)
@@ -118,7 +104,7 @@ func (f *fleet) settle() {
 // freed again).
 func (f *fleet) idle() {
 	f.t.Helper()
-	waitFor(f.t, "bookkeeping back to zero", func() (bool, string) {
+	waitFor(f.t, "bookkeeping back to zero", func() (bool, any) {
 		if n := f.path.InFlight(); n != 0 {
 			return false, fmt.Sprintf("%d bookings in flight", n)
 		}
@@ -189,7 +175,7 @@ func TestProxyRoutesToTheCachedPrefix(t *testing.T) {
 	f.idle()
 	var w, r int
 	fmt.Sscanf(first, "%d:%d", &w, &r)
-	waitFor(t, "the index holds the first prompt", func() (bool, string) {
+	waitFor(t, "the index holds the first prompt", func() (bool, any) {
 		q, err := f.svc.Query(ctx, api.QueryRequest{TokenIDs: ids(1, 16), ModelName: "m", TenantID: api.DefaultTenant})
 		return err == nil && q.Scores[messages.WorkerID(w)][0] == 16, fmt.Sprint(q, err)
 	})
@@ -243,7 +229,7 @@ func TestProxyClientCancelFreesTheLoad(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	waitFor(t, "the engine's request cancelled", func() (bool, string) {
+	waitFor(t, "the engine's request cancelled", func() (bool, any) {
 		a := f.https[0].Active() + f.https[1].Active()
 		return a == 0, fmt.Sprintf("%d engine requests active", a)
 	})
@@ -379,7 +365,7 @@ func TestProxySpanContinuesTraceparent(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	var spans tracetest.SpanStubs
-	waitFor(t, "the request's span", func() (bool, string) {
+	waitFor(t, "the request's span", func() (bool, any) {
 		spans = spantest.ByName(exp, "POST /v1/completions")
 		return len(spans) == 1, fmt.Sprint(len(spans), " spans")
 	})
