@@ -129,6 +129,7 @@ func (h *Host) Leave() {
 // start registers st's workers: the peer's dump, the worker file, then
 // st.Workers.
 func (s *Service) start(st Startup, log *slog.Logger) error {
+	s.addPeer(st.BootstrapFrom, st.Token, log)
 	if st.BootstrapFrom != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), bootstrapTimeout)
 		rep, err := s.Bootstrap(ctx, st.BootstrapFrom, st.Token)

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -83,6 +84,11 @@ type Service struct {
 	// deltas carries load other members pushed, from the registry's actor
 	// to applyDeltas.
 	deltas chan registry.RankLoad
+	// peers are the registered peer routers (peers.go), under mu; peerToken
+	// is the bearer token sent to them.
+	peers     map[string]bool
+	peerToken string
+	peerLog   *slog.Logger
 }
 
 type nsKey struct{ model, tenant string }

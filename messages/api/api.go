@@ -69,6 +69,14 @@ type Backend interface {
 	// Ready reports whether the router can answer route requests (nil) or
 	// not yet; a non-nil error answers /readyz with 503.
 	Ready(ctx context.Context) error
+	// RegisterPeer adds a peer router (its http(s)://host:port) as a source
+	// of dumps for recovery (POST /register_peer); registering one twice
+	// is not an error. A URL the Backend does not accept → ErrInvalid.
+	RegisterPeer(ctx context.Context, url string) error
+	// DeregisterPeer removes a peer; an unknown one → ErrNotFound.
+	DeregisterPeer(ctx context.Context, url string) error
+	// Peers lists the registered peers, sorted.
+	Peers(ctx context.Context) ([]string, error)
 }
 
 // Client-facing error classes a Backend wraps (see Backend).

@@ -25,6 +25,7 @@ const (
 	ReasonUnknownRequest   = "unknown_request"        // 404 from /route/{id}/…
 	ReasonUnknownNamespace = "unknown_namespace"      // 404 from /query, /query_by_hash, /route
 	ReasonUnknownSession   = "unknown_session"        // 404 from /sessions/{session_id}
+	ReasonUnknownPeer      = "unknown_peer"           // 404 from /deregister_peer
 	ReasonConflict         = "conflict"               // 409
 	ReasonUnavailable      = "unavailable"            // 503
 	ReasonNotReady         = "not_ready"              // 503 from /readyz

@@ -16,6 +16,10 @@
 //	                    → {"scores":{"<worker>":{"<dp_rank>":tokens}},"frequencies":[…],"tree_sizes":{…}}
 //	POST /query_by_hash {block_hashes, model_name, tenant_id?} → same shape
 //	GET  /dump          → the replayable events, one JSON document (dump.go)
+//	POST /register_peer {url} → 201 {"status":"ok"} (again: 201 too)
+//	POST /deregister_peer {url} → 200 {"status":"ok"} · 404 unknown_peer
+//	GET  /peers         → ["http://peer:8090", …], sorted
+//	GET  /health        → 200, empty body (liveness, as the reference answers it)
 //
 // kvrouter's own:
 //
@@ -30,7 +34,56 @@
 //	                    → {session_id, namespaces:[{model_name, tenant_id, last_seen, lineages:[{worker_id,
 //	                       dp_rank, depth, blocks, newest_hash, updated, chain?}]}]} · 404 unknown_session
 //	DELETE /sessions/{session_id}         → 200 {"status":"ok"} · 404 unknown_session
-//	GET  /healthz (liveness) · GET /readyz (Backend.Ready; 503 when not ready) · GET /metrics
+//	GET  /healthz (liveness, {"status":"ok"}) · GET /readyz (Backend.Ready; 503 when not ready) · GET /metrics
+//
+// A registered peer is a source of dumps for recovery (peers.go,
+// Backend.RegisterPeer): a router that follows no worker yet loads the
+// peer's /dump and follows its engines, as `serve --bootstrap-from` does at
+// start (whose peer is listed too); a router that already follows workers
+// only lists it.
+//
+// # Remaining differences from Dynamo's standalone indexer
+//
+// Checked against its HTTP server's source (routes, bodies, statuses);
+// each is kept for the reason given.
+//   - Error bodies carry "reason" beside "error" ({"error":"peer not
+//     found"} there): a client reading "error" sees the same key; the
+//     reason is a stable label for scripts and metrics.
+//   - /query and /query_by_hash without tenant_id ask the "default" tenant;
+//     the reference fans out over every tenant of the model and merges the
+//     scores. Merging tenants' scores mixes isolated caches (a tenant's
+//     blocks would count for another's request), which tenant isolation
+//     exists to prevent.
+//   - /query answers scores, frequencies and tree_sizes, not the
+//     reference's per-instance tier breakdown ("instances": gpu, cpu,
+//     disk, longest_matched); /route's overlap_by_tier carries the tiers
+//     for the worker that matters. Left for a later change.
+//   - /query accepts cache_salt (the reference hashes with lora_name
+//     only): without it a salted tenant's prompts could not be queried.
+//   - /register_peer checks the URL (http(s)://host:port, 400
+//     invalid_value otherwise) and keeps at most 64 peers; the reference
+//     stores any string. A peer is fetched by the router: an arbitrary
+//     string or an unbounded list is a request-forgery and memory risk.
+//   - Peer recovery: the reference recovers from its peers (--peers) when
+//     it starts; kvrouter recovers a router that follows no worker
+//     (at start from --bootstrap-from, or when a peer is registered) and
+//     never merges a peer's dump into live state, where the engines' own
+//     streams and replay buffers are the truth (a stale dump would bring
+//     back evicted blocks). A cluster member only lists peers: its members
+//     rebuild from the engines and from each other.
+//   - /test/pause_listener and /test/resume_listener (the reference's test
+//     hooks) do not exist: an endpoint that stops ingestion has no place
+//     in a production API; kvrouter's listener tests drive the listener
+//     directly.
+//   - Body caps: the reference caps /query bodies at a fixed size;
+//     kvrouter derives its cap from --max-prompt-tokens.
+//   - /metrics serves kvrouter_* series (and go_*, process_*), not the
+//     reference's metric names: dashboards are written against kvrouter's.
+//   - DYN_ROUTER_MIN_INITIAL_WORKERS (a start-up gate before the listener
+//     binds) is not read: /readyz reports readiness instead, and the API
+//     serves from the start so that workers can register.
+//   - Authentication: optional here (off by default, as there); with a
+//     token set, mutating endpoints need it.
 //
 // As in the reference, tenant_id defaults to "default" (on /unregister its
 // absence means every tenant of the model), dp_rank to 0 (on /unregister

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,7 @@ type fakeBackend struct {
 	dumpEvts [][]messages.RouterEvent
 	// routeTokens is the token count of the last Route call.
 	routeTokens int
+	peers       map[string]bool
 }
 
 const leakyText = "dial tcp 10.9.8.7:5557: password=hunter2"
@@ -299,4 +301,43 @@ func do(h http.Handler, method, path, body string, hdr ...string) *httptest.Resp
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return rec
+}
+
+// RegisterPeer records the peer; "http://bad" → ErrInvalid.
+func (f *fakeBackend) RegisterPeer(_ context.Context, url string) error {
+	f.record("RegisterPeer", url)
+	if url == "http://bad" {
+		return api.Errorf(api.ErrInvalid, api.ReasonInvalidValue, "peer %q refused", url)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.peers == nil {
+		f.peers = map[string]bool{}
+	}
+	f.peers[url] = true
+	return nil
+}
+
+// DeregisterPeer drops a recorded peer; an unknown one → ErrNotFound.
+func (f *fakeBackend) DeregisterPeer(_ context.Context, url string) error {
+	f.record("DeregisterPeer", url)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.peers[url] {
+		return api.Errorf(api.ErrNotFound, api.ReasonUnknownPeer, "peer %s is not registered", url)
+	}
+	delete(f.peers, url)
+	return nil
+}
+
+// Peers lists the recorded peers, sorted.
+func (f *fakeBackend) Peers(context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for u := range f.peers {
+		out = append(out, u)
+	}
+	slices.Sort(out)
+	return out, nil
 }

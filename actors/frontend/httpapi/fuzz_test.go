@@ -29,6 +29,9 @@ func (okBackend) Workers(context.Context) ([]api.WorkerInfo, error) { return nil
 func (okBackend) PrefillDone(context.Context, string) error         { return nil }
 func (okBackend) Free(context.Context, string) error                { return nil }
 func (okBackend) Ready(context.Context) error                       { return nil }
+func (okBackend) RegisterPeer(context.Context, string) error        { return nil }
+func (okBackend) DeregisterPeer(context.Context, string) error      { return nil }
+func (okBackend) Peers(context.Context) ([]string, error)           { return nil, nil }
 func (okBackend) Dump(context.Context, api.DumpSink) error          { return nil }
 func (okBackend) ForgetSession(context.Context, string) error       { return nil }
 func (okBackend) Session(_ context.Context, r api.SessionRequest) (api.SessionInfo, error) {
