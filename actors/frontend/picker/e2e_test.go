@@ -171,8 +171,8 @@ func TestEndToEndThroughFakeEnvoy(t *testing.T) {
 	h.Cancel()
 	f.settled(t)
 
-	// A subset hint without engine 1, which caches the prompt: one of the
-	// others, and the booking follows it there once served.
+	// A subset hint without engine 1, which caches the prompt (the
+	// router's choice): one of the others, booked where it is sent.
 	h = f.envoy.Open()
 	h.Send(et.RequestHeaders(&et.FullDuplex, "/v1/completions", false, et.SubsetHint(servingOf(0), servingOf(2))), et.RequestBody(body(p2), true))
 	first := et.Describe(h.Recv())
@@ -186,15 +186,13 @@ func TestEndToEndThroughFakeEnvoy(t *testing.T) {
 		t.Fatalf("answer %q is not an endpoint of the subset", first)
 	}
 	h.Expect("req_body streamed=" + n(p2) + " eos")
-	h.Send(et.ResponseHeaders("200", servingOf(dest), false))
-	h.Expect("resp_headers")
-	waitFor(t, "the booking on the subset's endpoint", func() (bool, any) {
+	waitFor(t, "the booking on the subset's endpoint, before any served report", func() (bool, any) {
 		b := f.booked(t)
 		_, on := b[messages.WorkerID(dest+1)]
 		return len(b) == 1 && on, b
 	})
-	h.Send(et.ResponseBody("{}", true, ""))
-	h.Expect("resp_body streamed=2 eos")
+	h.Send(et.ResponseHeaders("200", servingOf(dest), false), et.ResponseBody("{}", true, ""))
+	h.Expect("resp_headers", "resp_body streamed=2 eos")
 	h.Finish()
 	f.settled(t)
 

@@ -33,6 +33,12 @@ func (c pathCore) Pick(ctx context.Context, r Request) (Choice, error) {
 	case err != nil:
 		return Choice{}, err
 	}
+	if first := b.Candidates[0].Key; b.Worker() != first {
+		// The router's choice has no serving endpoint or is outside the
+		// subset: the request goes to the first candidate, so the booking
+		// does too, whether or not the data plane reports where it served.
+		b.Served(ctx, first)
+	}
 	n := min(len(b.Candidates), max(r.MaxEndpoints, 1))
 	eps := make([]string, n)
 	for i, cd := range b.Candidates[:n] {
