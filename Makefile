@@ -13,9 +13,10 @@ build:
 	$(GO) build -o bin/kvrouter ./cmd/kvrouter
 	$(GO) build -o bin/kvrouter-bench ./cmd/kvrouter-bench
 
-# The main job: kvrouter (listeners, index, HTTP API) and 4 simulated
-# engines on loopback, a slice of the Mooncake conversation trace routed
-# through POST /route; ends with kvrouter's hit rate next to random routing.
+# The main job: kvrouter (listeners, index, HTTP API, OpenAI proxy) and 4
+# simulated engines on loopback, a slice of the Mooncake conversation trace
+# streamed through the proxy; ends with kvrouter's hit rate next to random
+# routing's and the time to first token.
 run: build
 	./bin/kvrouter demo
 

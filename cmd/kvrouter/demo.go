@@ -2,37 +2,38 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
+	"github.com/kvrouter/kvrouter/actors/frontend/proxy"
+	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/bench/traces"
 	"github.com/kvrouter/kvrouter/cmd/internal/cli"
-	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 const demoHelp = `Usage: kvrouter demo [flags]
 
-Starts kvrouter (the full router: listeners, index, HTTP API on a loopback
-port) and --engines simulated engines, then replays a slice of the Mooncake
-conversation trace through POST /route: each request is served by the
-simulated engine kvrouter chose, so the engines' caches — and the KV events
-kvrouter learns from — evolve from real routing decisions. --in-flight
-requests decode at once (their load steers new requests elsewhere). It prints live
-progress and ends with kvrouter's prefix hit rate next to random routing's
-on the same requests (fresh engines of the same size).
+Starts kvrouter (the full router: listeners, index, HTTP API and the
+OpenAI proxy on loopback ports) and --engines simulated engines with an
+OpenAI HTTP surface, then replays a slice of the Mooncake conversation
+trace as a client would: --in-flight clients stream POST /v1/completions
+through the proxy, which routes each request, forwards it to the engine it
+chose and books its load until the answer ends — so the engines' caches,
+and the KV events kvrouter learns from, evolve from real routing decisions.
+It prints live progress and ends with kvrouter's prefix hit rate (the
+cached tokens the engines report) next to random routing's on the same
+requests (fresh engines of the same size), and the time to first token.
 
 Flags:
 `
@@ -44,12 +45,17 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	trace := fs.String("trace", defaultTrace, `Mooncake trace to replay: `+cli.TraceRefHelp+` ("-" reads stdin)`)
 	blockSize := fs.Int("block-size", 16, "tokens per block (each trace hash_id becomes one block)")
 	capacity := fs.Int("capacity", 8192, "cache capacity of each engine, in blocks")
-	inFlight := fs.Int("in-flight", 32, "requests decoding at once: each is freed after this many later requests (its load counts until then)")
+	inFlight := fs.Int("in-flight", 32, "clients streaming at once (their load steers new requests elsewhere)")
+	tokens := fs.Int("completion-tokens", 8, "tokens each simulated answer streams")
+	interval := fs.Duration("token-interval", time.Millisecond, "pause between streamed tokens of a simulated answer")
 	seed := fs.Uint64("seed", 1, "seed of the random baseline")
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter demo: %v\n", err); return 1 }
+	if *inFlight < 1 || *engines < 1 {
+		return fail(fmt.Errorf("--in-flight and --engines must be positive"))
+	}
 	prompts, err := loadPrompts(*trace, *requests, *blockSize, stdin)
 	if err != nil {
 		return fail(err)
@@ -66,58 +72,43 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer svc.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	apiSrv, err := serveLoopback(httpapi.NewServer("", httpapi.New(svc, httpapi.Options{Logger: logger}), httpapi.Options{}))
 	if err != nil {
 		return fail(err)
 	}
-	srv := httpapi.NewServer("", httpapi.New(svc, httpapi.Options{Logger: logger}), httpapi.Options{})
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Shutdown(context.Background())
-	c := &demoClient{base: "http://" + ln.Addr().String(), http: &http.Client{Timeout: 5 * time.Second}}
+	defer apiSrv.close()
+	path := requestpath.New(svc, requestpath.Config{Logger: logger})
+	px, err := proxy.New(path, proxy.Options{Logger: logger})
+	if err != nil {
+		return fail(err)
+	}
+	front, err := serveLoopback(proxy.NewServer("", px, logger))
+	if err != nil {
+		return fail(err)
+	}
+	defer front.close()
+	c := &demoClient{base: apiSrv.url, http: &http.Client{Timeout: 5 * time.Second}}
 
-	fleet, err := newDemoFleet(*engines, *blockSize, *capacity)
+	fleet, err := newDemoFleet(*engines, *blockSize, *capacity, simengine.HTTPOptions{CompletionTokens: *tokens, TokenInterval: *interval})
 	if err != nil {
 		return fail(err)
 	}
 	defer fleet.close()
-	for i, e := range fleet {
+	for i, e := range fleet.engines {
 		if err := c.post("/register", map[string]any{"instance_id": i + 1, "endpoint": e.Endpoint(),
-			"replay_endpoint": e.ReplayEndpoint(), "model_name": "demo", "block_size": *blockSize}, nil); err != nil {
+			"replay_endpoint": e.ReplayEndpoint(), "serving_endpoint": fleet.https[i].ServingEndpoint(),
+			"model_name": "demo", "block_size": *blockSize}, nil); err != nil {
 			return fail(fmt.Errorf("register engine %d: %w", i+1, err))
 		}
 	}
-	fmt.Fprintf(stdout, "kvrouter demo: %d simulated engines, %d requests of the %s trace, router at %s\n",
-		*engines, len(prompts), traces.Label(*trace), c.base)
+	fmt.Fprintf(stdout, "kvrouter demo: %d simulated engines, %d requests of the %s trace, %d clients through the proxy at %s\n",
+		*engines, len(prompts), traces.Label(*trace), *inFlight, front.url)
 
-	var routed demoTally
-	latencies := make([]time.Duration, 0, len(prompts))
-	start, lastReport := time.Now(), time.Now()
-	for i, p := range prompts {
-		t0 := time.Now()
-		var res api.RouteResult
-		if err := c.post("/route", map[string]any{"token_ids": p, "model_name": "demo", "request_id": fmt.Sprint("req-", i)}, &res); err != nil {
-			return fail(fmt.Errorf("route request %d: %w", i, err))
-		}
-		latencies = append(latencies, time.Since(t0))
-		cached := fleet[res.WorkerID-1].Serve(p, "")
-		routed.add(len(p), cached**blockSize, int(res.WorkerID-1))
-		if err := c.post(fmt.Sprintf("/route/req-%d/prefill_done", i), nil, nil); err != nil {
-			return fail(err)
-		}
-		if done := i - *inFlight; done >= 0 {
-			if err := c.post(fmt.Sprintf("/route/req-%d/free", done), nil, nil); err != nil {
-				return fail(err)
-			}
-		}
-		if time.Since(lastReport) >= time.Second {
-			lastReport = time.Now()
-			fmt.Fprintf(stdout, "  %5d requests  %6.0f routes/s  hit rate %5.1f%%  requests per engine %v\n",
-				i+1, float64(i+1)/time.Since(start).Seconds(), 100*routed.hitRate(), routed.perEngine)
-		}
+	routed, elapsed, err := streamThroughProxy(front.url, prompts, *inFlight, stdout)
+	if err != nil {
+		return fail(err)
 	}
-	elapsed := time.Since(start)
 	rng := rand.New(rand.NewPCG(*seed, 2))
-
 	random, err := replayOffline(prompts, *engines, *blockSize, *capacity, func(n int) int { return rng.IntN(n) })
 	if err != nil {
 		return fail(err)
@@ -126,14 +117,17 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	slices.Sort(latencies)
-	fmt.Fprintf(stdout, "\n%d requests in %.1f s (%.0f routes/s over HTTP, one client; route latency p50 %v, p99 %v)\n",
-		len(prompts), elapsed.Seconds(), float64(len(prompts))/elapsed.Seconds(),
-		latencies[len(latencies)/2].Round(time.Microsecond), latencies[len(latencies)*99/100].Round(time.Microsecond))
+	slices.Sort(routed.ttft)
+	fmt.Fprintf(stdout, "\n%d requests in %.1f s (%.0f requests/s streamed through the proxy by %d clients; time to first token p50 %v, p99 %v)\n",
+		len(prompts), elapsed.Seconds(), float64(len(prompts))/elapsed.Seconds(), *inFlight,
+		routed.ttft[len(routed.ttft)/2].Round(time.Microsecond), routed.ttft[len(routed.ttft)*99/100].Round(time.Microsecond))
 	fmt.Fprintf(stdout, "prefix hit rate (cached prompt tokens / prompt tokens):\n")
 	fmt.Fprintf(stdout, "  kvrouter  %5.1f%%   requests per engine %v\n", 100*routed.hitRate(), routed.perEngine)
 	fmt.Fprintf(stdout, "  random    %5.1f%%   requests per engine %v\n", 100*random.hitRate(), random.perEngine)
 	fmt.Fprintf(stdout, "  bound     %5.1f%%   (one engine with an unlimited cache: every reuse in the slice)\n", 100*bound.hitRate())
+	if n := path.InFlight(); n != 0 {
+		return fail(fmt.Errorf("%d requests still booked after every answer ended", n))
+	}
 	return 0
 }
 
@@ -179,10 +173,14 @@ func replayOffline(prompts [][]uint32, engines, blockSize, capacity int, pick fu
 	return t, nil
 }
 
-type demoFleet []*simengine.Engine
+// demoFleet is the simulated engines and their OpenAI surfaces.
+type demoFleet struct {
+	engines []*simengine.Engine
+	https   []*simengine.HTTPServer
+}
 
-func newDemoFleet(n, blockSize, capacity int) (demoFleet, error) {
-	var f demoFleet
+func newDemoFleet(n, blockSize, capacity int, opts simengine.HTTPOptions) (*demoFleet, error) {
+	f := &demoFleet{}
 	for i := 0; i < n; i++ {
 		e, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
 			BlockSize: blockSize, CapacityBlocks: capacity})
@@ -190,13 +188,22 @@ func newDemoFleet(n, blockSize, capacity int) (demoFleet, error) {
 			f.close()
 			return nil, err
 		}
-		f = append(f, e)
+		f.engines = append(f.engines, e)
+		h, err := e.ServeHTTP("127.0.0.1:0", opts)
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		f.https = append(f.https, h)
 	}
 	return f, nil
 }
 
-func (f demoFleet) close() {
-	for _, e := range f {
+func (f *demoFleet) close() {
+	for _, h := range f.https {
+		h.Close()
+	}
+	for _, e := range f.engines {
 		e.Close()
 	}
 }
