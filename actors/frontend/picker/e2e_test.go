@@ -2,7 +2,11 @@ package picker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,14 +27,15 @@ type e2e struct {
 	svc     *service.Service
 	path    *requestpath.Path
 	engines []*simengine.Engine
+	serving []string // each engine's serving endpoint
 	envoy   *et.Envoy
 }
 
-// servingOf is engine i's serving endpoint (nothing listens there: the
-// fake Envoy only reads where the picker sends the request).
-func servingOf(i int) string { return fmt.Sprintf("127.0.0.%d:8000", i+1) }
-
-func newE2E(t *testing.T, cfg Config) *e2e {
+// newE2E starts the fixture. With withHTTP each engine serves its OpenAI
+// surface at its serving endpoint; without, the endpoints are addresses
+// nothing listens on (the fake Envoy then only reads where the picker
+// sends a request).
+func newE2E(t *testing.T, cfg Config, withHTTP bool) *e2e {
 	t.Helper()
 	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Timeout: 2 * time.Second, Routing: routing.DefaultConfig()})
 	if err != nil {
@@ -45,8 +50,18 @@ func newE2E(t *testing.T, cfg Config) *e2e {
 		}
 		t.Cleanup(func() { e.Close() })
 		f.engines = append(f.engines, e)
+		serving := fmt.Sprintf("127.0.0.%d:8000", i+1)
+		if withHTTP {
+			h, err := e.ServeHTTP("127.0.0.1:0", simengine.HTTPOptions{Model: "m"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { h.Close() })
+			serving = h.ServingEndpoint()
+		}
+		f.serving = append(f.serving, serving)
 		if err := svc.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: e.Endpoint(),
-			ReplayEndpoint: e.ReplayEndpoint(), ModelName: "m", BlockSize: 16, ServingEndpoint: servingOf(i)}); err != nil {
+			ReplayEndpoint: e.ReplayEndpoint(), ModelName: "m", BlockSize: 16, ServingEndpoint: serving}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,7 +138,8 @@ func (f *e2e) settled(t *testing.T) {
 // prefix, a retry's served endpoint takes the booking, a reset frees it,
 // and nothing stays booked.
 func TestEndToEndThroughFakeEnvoy(t *testing.T) {
-	f := newE2E(t, Config{})
+	f := newE2E(t, Config{}, false)
+	servingOf := func(i int) string { return f.serving[i] }
 	p2, p3 := prompt(1000, 8), prompt(5000, 8)
 	f.cache(t, 1, p2)
 	f.cache(t, 2, p3)
@@ -201,5 +217,110 @@ func TestEndToEndThroughFakeEnvoy(t *testing.T) {
 	h.Send(et.RequestHeaders(&et.FullDuplex, "/v1/completions", false, et.SubsetHint("10.9.9.9:1")), et.RequestBody(body(p3), true))
 	h.Expect("immediate 503")
 	h.Closed()
+	f.settled(t)
+}
+
+// forward is the rest of Envoy's work for one request the picker answered:
+// send the body it gave back to the destination, stream the engine's
+// answer back over the ext_proc stream (response headers with the served
+// endpoint, each chunk as read), close. It returns what the engine sent.
+func (f *e2e) forward(t *testing.T, h *et.Stream, dest, body string) string {
+	t.Helper()
+	resp, err := http.Post("http://"+dest+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	h.Send(et.ResponseHeaders(fmt.Sprint(resp.StatusCode), dest, false))
+	h.Expect("resp_headers")
+	var got strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			got.Write(buf[:n])
+			h.Send(et.ResponseBody(string(buf[:n]), false, ""))
+			h.Expect(fmt.Sprintf("resp_body streamed=%d", n))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Send(et.ResponseBody("", true, ""))
+	h.Expect("resp_body streamed=0 eos")
+	h.Finish()
+	return got.String()
+}
+
+// cachedTokens reads usage.prompt_tokens_details.cached_tokens from the
+// last event of an SSE answer that carries usage.
+func cachedTokens(t *testing.T, sse string) int {
+	t.Helper()
+	cached := -1
+	for _, line := range strings.Split(sse, "\n") {
+		var ev struct {
+			Usage *struct {
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &ev) == nil && ev.Usage != nil {
+			cached = ev.Usage.Details.Cached
+		}
+	}
+	if cached < 0 {
+		t.Fatalf("no usage in the answer:\n%s", sse)
+	}
+	return cached
+}
+
+// TestEndToEndEnvoyToEngines closes the loop: the fake Envoy forwards each
+// request where the picker said, to simulated engines serving OpenAI over
+// HTTP from their prefix caches and publishing what they stored. A
+// conversation's second turn goes to the engine that served the first and
+// finds its prefix cached there; every booking is freed.
+func TestEndToEndEnvoyToEngines(t *testing.T) {
+	f := newE2E(t, Config{}, true)
+	turn1 := prompt(100, 8)
+	turn2 := append(append([]uint32(nil), turn1...), prompt(900, 4)...)
+	ask := func(p []uint32) (dest int, cached int) {
+		t.Helper()
+		h := f.envoy.Open()
+		b := body(p)
+		h.Send(et.RequestHeaders(&et.FullDuplex, "/v1/completions", false, nil), et.RequestBody(b, true))
+		first := et.Describe(h.Recv())
+		dest = -1
+		for i, ep := range f.serving {
+			if first == fmt.Sprintf("req_headers dest=%s len=%d clear meta=%s", ep, len(b), ep) {
+				dest = i
+			}
+		}
+		if dest < 0 {
+			t.Fatalf("answer %q names no engine of %v", first, f.serving)
+		}
+		given := h.Recv().GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+		if string(given.GetBody()) != b || !given.GetEndOfStream() {
+			t.Fatalf("body given back: %d bytes (end %v), want the request's %d", len(given.GetBody()), given.GetEndOfStream(), len(b))
+		}
+		return dest, cachedTokens(t, f.forward(t, h, f.serving[dest], b))
+	}
+	d1, c1 := ask(turn1)
+	if c1 != 0 {
+		t.Fatalf("first turn found %d tokens cached on a fresh engine", c1)
+	}
+	f.settled(t)
+	waitFor(t, "the first turn's blocks in the index", func() (bool, any) {
+		_ = f.engines[d1].Publish()
+		q, err := f.svc.Query(context.Background(), api.QueryRequest{TokenIDs: turn1, ModelName: "m"})
+		return err == nil && q.Scores[messages.WorkerID(d1+1)][0] == uint64(len(turn1)), q.Scores
+	})
+	d2, c2 := ask(turn2)
+	if d2 != d1 || c2 != len(turn1) {
+		t.Fatalf("second turn went to engine %d with %d tokens cached; want engine %d with %d", d2, c2, d1, len(turn1))
+	}
 	f.settled(t)
 }
