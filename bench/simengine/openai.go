@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens/enginefake"
 )
 
 // The OpenAI HTTP surface of a simulated engine: POST /v1/completions and
@@ -21,7 +24,11 @@ import (
 // server-sent events when the request asks "stream": true. The prompt's
 // token ids are the request's ("prompt" as ids); a text prompt, and chat
 // messages, stand in with one token per byte (role and content of each
-// message), which no real tokenizer does. usage.prompt_tokens_details
+// message), which no real tokenizer does — unless HTTPOptions.Tokens is
+// set: then the prompt is what that tokenizer gives (chat through its
+// template), and the surface also answers the engine's tokenization
+// endpoints (/tokenize, the render endpoints, the block size on /metrics)
+// with the same ids, as a vLLM does. usage.prompt_tokens_details
 // .cached_tokens says how much of the prompt the cache held, as vLLM
 // reports it.
 
@@ -40,6 +47,9 @@ type HTTPOptions struct {
 	// with the request's context; the stream goes on when it returns
 	// (tests: hold a stream open to cancel it or kill the engine).
 	Hold func(ctx context.Context)
+	// Tokens, when set, tokenizes prompts as a real engine (see the
+	// comment above) and serves the tokenization endpoints.
+	Tokens *enginefake.Engine
 }
 
 // HTTPServer is an engine's OpenAI surface listening on loopback.
@@ -71,6 +81,11 @@ func (e *Engine) ServeHTTP(addr string, opts HTTPOptions) (*HTTPServer, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", s.complete)
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
+	if opts.Tokens != nil {
+		for _, p := range []string{"POST /tokenize", "POST /v1/completions/render", "POST /v1/chat/completions/render", "GET /metrics"} {
+			mux.Handle(p, opts.Tokens)
+		}
+	}
 	s.srv = &http.Server{Handler: mux, ConnState: s.track}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
@@ -149,6 +164,12 @@ func (r *openAIRequest) promptTokens(chat bool) ([]uint32, error) {
 	return byteTokens(text), nil
 }
 
+// isIDs reports whether a completions prompt is given as token ids.
+func isIDs(prompt json.RawMessage) bool {
+	var ids []uint32
+	return json.Unmarshal(prompt, &ids) == nil
+}
+
 func byteTokens(s string) []uint32 {
 	out := make([]uint32, len(s))
 	for i := range len(s) {
@@ -163,11 +184,18 @@ func (s *HTTPServer) complete(w http.ResponseWriter, r *http.Request) {
 	defer s.served.Add(1)
 	chat := strings.HasSuffix(r.URL.Path, "/chat/completions")
 	var req openAIRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(&req); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		openAIError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
 		return
 	}
 	tokens, err := req.promptTokens(chat)
+	if err == nil && s.opts.Tokens != nil && (chat || !isIDs(req.Prompt)) {
+		tokens, err = s.opts.Tokens.PromptIDs(body)
+	}
 	if err != nil {
 		openAIError(w, http.StatusBadRequest, err.Error())
 		return

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/frontend/frontendtest"
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens/enginefake"
 	"github.com/kvrouter/kvrouter/actors/routing"
@@ -22,12 +22,14 @@ import (
 )
 
 // cluster is kvrouter's service over two simulated engines. Each engine
-// has its KV-event side (simengine: caches the blocks of what it serves
-// and publishes them) and its OpenAI tokenization side (enginefake, with
-// the same tokenizer), registered as the rank's serving endpoint.
+// caches the blocks of what it serves and publishes them as KV events
+// (simengine), and its OpenAI surface — registered as the rank's serving
+// endpoint — tokenizes with Qwen3's tokenizer and renders chat with its
+// template (enginefake), for its /v1/chat/completions as for /tokenize.
 type cluster struct {
 	svc      *service.Service
 	engines  []*simengine.Engine
+	https    []*simengine.HTTPServer
 	resolver *prompttokens.Resolver
 }
 
@@ -52,10 +54,13 @@ func newCluster(t *testing.T) *cluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.Close() })
-		c.engines = append(c.engines, e)
-		http := httptest.NewServer(&enginefake.Engine{Tokenizer: tk})
-		t.Cleanup(http.Close)
-		serving := strings.TrimPrefix(http.URL, "http://")
+		hs, err := e.ServeHTTP("127.0.0.1:0", simengine.HTTPOptions{CompletionTokens: 3, Tokens: &enginefake.Engine{Tokenizer: tk}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hs.Close() })
+		c.engines, c.https = append(c.engines, e), append(c.https, hs)
+		serving := hs.ServingEndpoint()
 		if err := svc.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: e.Endpoint(),
 			ReplayEndpoint: e.ReplayEndpoint(), ServingEndpoint: serving, ModelName: "qwen3", BlockSize: blockSize}); err != nil {
 			t.Fatal(err)
@@ -63,6 +68,23 @@ func newCluster(t *testing.T) *cluster {
 		targets = append(targets, prompttokens.Target{Model: "qwen3", URL: serving, BlockSize: blockSize})
 	}
 	dir.Set(targets)
+	// Every stream followed up to its last batch before anything is served
+	// (a batch published before the listener subscribed would be missed
+	// until the next one).
+	frontendtest.WaitFor(t, "streams caught up", func() (bool, any) {
+		ws, err := svc.Workers(context.Background())
+		if err != nil || len(ws) != len(c.engines) {
+			return false, fmt.Sprint(ws, err)
+		}
+		for i, w := range ws {
+			r := w.Ranks[0]
+			if r.State != api.StateExact || r.LastSeq == nil || *r.LastSeq+1 != c.engines[i].Stats().NextSeq {
+				_ = c.engines[i].Publish()
+				return false, fmt.Sprintf("worker %d: %+v", w.InstanceID, r)
+			}
+		}
+		return true, nil
+	})
 	c.resolver = prompttokens.New(prompttokens.Options{Engines: dir.Engines, Timeout: 5 * time.Second})
 	c.resolver.SetTokenizer("qwen3", tk)
 	return c
@@ -73,22 +95,18 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) serve(t *testing.T, w int, ids []uint32) {
 	t.Helper()
 	c.engines[w-1].Serve(ids, "")
-	want := uint32(len(ids) / blockSize)
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var last api.QueryResult
-	for time.Now().Before(deadline) {
+	c.held(t, w, ids)
+}
+
+// held waits until kvrouter's index holds every complete block of ids on
+// worker w.
+func (c *cluster) held(t *testing.T, w int, ids []uint32) {
+	t.Helper()
+	want := uint64(len(ids) / blockSize * blockSize)
+	frontendtest.WaitFor(t, fmt.Sprintf("worker %d's blocks in the index", w), func() (bool, any) {
 		q, err := c.svc.Query(context.Background(), api.QueryRequest{TokenIDs: ids, ModelName: "qwen3"})
-		if err == nil {
-			last = q
-			if q.Scores[messages.WorkerID(w)][0] >= uint64(want)*blockSize {
-				return
-			}
-		}
-		<-tick.C
-	}
-	t.Fatalf("the index never held %d blocks on worker %d; last seen %+v", want, w, last)
+		return err == nil && q.Scores[messages.WorkerID(w)][0] >= want, fmt.Sprint(q, err)
+	})
 }
 
 func (c *cluster) route(t *testing.T, id string, ids []uint32) api.RouteResult {
