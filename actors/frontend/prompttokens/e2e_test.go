@@ -71,20 +71,7 @@ func newCluster(t *testing.T) *cluster {
 	// Every stream followed up to its last batch before anything is served
 	// (a batch published before the listener subscribed would be missed
 	// until the next one).
-	frontendtest.WaitFor(t, "streams caught up", func() (bool, any) {
-		ws, err := svc.Workers(context.Background())
-		if err != nil || len(ws) != len(c.engines) {
-			return false, fmt.Sprint(ws, err)
-		}
-		for i, w := range ws {
-			r := w.Ranks[0]
-			if r.State != api.StateExact || r.LastSeq == nil || *r.LastSeq+1 != c.engines[i].Stats().NextSeq {
-				_ = c.engines[i].Publish()
-				return false, fmt.Sprintf("worker %d: %+v", w.InstanceID, r)
-			}
-		}
-		return true, nil
-	})
+	frontendtest.Settle(t, svc, c.engines)
 	c.resolver = prompttokens.New(prompttokens.Options{Engines: dir.Engines, Timeout: 5 * time.Second})
 	c.resolver.SetTokenizer("qwen3", tk)
 	return c

@@ -81,23 +81,8 @@ func newFleet(t *testing.T, n int, hold func(context.Context), opts Options) *fl
 var waitFor = frontendtest.WaitFor
 
 // settle waits until every engine's stream is followed up to its last
-// batch (heartbeats give the listeners a seq to catch).
-func (f *fleet) settle() {
-	waitFor(f.t, "streams caught up", func() (bool, any) {
-		ws, err := f.svc.Workers(context.Background())
-		if err != nil || len(ws) != len(f.engines) {
-			return false, fmt.Sprint(ws, err)
-		}
-		for i, w := range ws {
-			r := w.Ranks[0]
-			if r.State != api.StateExact || r.LastSeq == nil || *r.LastSeq+1 != f.engines[i].Stats().NextSeq {
-				_ = f.engines[i].Publish()
-				return false, fmt.Sprintf("worker %d: %+v", w.InstanceID, r)
-			}
-		}
-		return true, ""
-	})
-}
+// batch.
+func (f *fleet) settle() { frontendtest.Settle(f.t, f.svc, f.engines) }
 
 // idle waits until nothing is booked: no booking in flight in the request
 // path, no load on any worker in the router (probed by a route that is
