@@ -48,9 +48,14 @@
 // one: every prompt block would then miss the engine's events. That cannot
 // be corrected here; it is reported so the registration is fixed.
 //
-// enginefake serves the same endpoints, tokenizing with a real tokenizer,
-// for the client tests, the end-to-end tests (e2e_test.go: a multi-turn
-// chat routed to the worker holding its prefix, against the service's route
-// path with simulated engines) and simulated engines. No real vLLM or
-// SGLang ran in these tests; the shapes follow their sources.
+// enginefake serves the same endpoints, tokenizing with a real tokenizer
+// (Qwen3's in the tests), for the client tests and for simulated engines
+// (simengine's OpenAI surface with HTTPOptions.Tokens). The end-to-end
+// tests run against those: a multi-turn chat routed to the worker holding
+// its prefix, on the service's route path (e2e_test.go) and through the
+// OpenAI proxy, where the engine that served turn 1 reports turn 1's blocks
+// cached for turn 2 (proxy_e2e_test.go); completion text, the engine's ids
+// and the blocks its KV events carry all hash alike. No real vLLM or
+// SGLang ran in these tests; the request and answer shapes follow their
+// sources.
 package prompttokens
