@@ -298,13 +298,25 @@ func (s *Service) remoteLoads() map[messages.WorkerKey]routing.RemoteLoad {
 	if c == nil {
 		return nil
 	}
-	answers := askOthers(c, func(m string) []registry.RankLoad {
-		ls, _ := c.Loads(m, s.cfg.Timeout)
-		return ls
+	type reply struct {
+		member string
+		loads  []registry.RankLoad
+		ok     bool
+	}
+	answers := askOthers(c, func(m string) reply {
+		ls, err := c.Loads(m, s.cfg.Timeout)
+		return reply{m, ls, err == nil}
 	})
+	answered := make(map[string]bool, len(answers))
+	for _, a := range answers {
+		answered[a.member] = a.ok
+	}
+	s.mu.Lock()
+	s.reach.observe(time.Now(), answered) // /readyz: who answers this member
+	s.mu.Unlock()
 	out := map[messages.WorkerKey]routing.RemoteLoad{}
-	for _, ls := range answers {
-		for _, l := range ls {
+	for _, a := range answers {
+		for _, l := range a.loads {
 			r := out[l.Key]
 			r.PrefillTokens, r.Blocks = r.PrefillTokens+l.PrefillTokens, r.Blocks+l.Blocks
 			out[l.Key] = r

@@ -89,6 +89,9 @@ type Service struct {
 	peers     map[string]bool
 	peerToken string
 	peerLog   *slog.Logger
+	// reach is which other cluster members answer this one (reach.go),
+	// under mu.
+	reach reachability
 }
 
 type nsKey struct{ model, tenant string }
@@ -345,10 +348,18 @@ func (s *Service) errTimeout(what string, err error) error {
 
 var _ api.Backend = (*Service)(nil)
 
-// Ready implements api.Backend: the actor system answers.
+// Ready implements api.Backend: the actor system answers and, in a
+// cluster, this member can exchange messages with the members the provider
+// lists: its own advertised address accepts connections (the others answer
+// it there) and every other member answered it within reachGrace. Not
+// ready is a client-facing ErrUnavailable (reason members_unreachable)
+// saying which.
 func (s *Service) Ready(context.Context) error {
 	if s.system == nil {
 		return fmt.Errorf("no actor system")
+	}
+	if why := s.clusterNotReady(); why != "" {
+		return api.Errorf(api.ErrUnavailable, reasonMembersUnreachable, "%s", why)
 	}
 	return nil
 }

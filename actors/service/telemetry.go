@@ -48,7 +48,8 @@ var _ telemetry.Source = (*Service)(nil)
 // (the prompt resolver's and the parity guard's).
 func (s *Service) Handler(m *telemetry.Metrics, opts httpapi.Options, more ...func(io.Writer) error) *httpapi.Handler {
 	var h *httpapi.Handler
-	opts.MetricsHandler = m.Handler(append([]func(io.Writer) error{func(w io.Writer) error { return h.WriteMetrics(w) }}, more...)...)
+	opts.MetricsHandler = m.Handler(append([]func(io.Writer) error{func(w io.Writer) error { return h.WriteMetrics(w) },
+		s.UnreachableMembers}, more...)...)
 	h = httpapi.New(metered{s, m}, opts)
 	return h
 }

@@ -118,11 +118,11 @@ func Start(system *actor.ActorSystem, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster bind %q: port: %w", bind, err)
 	}
+	if err := CheckAdvertise(bind, cfg.Advertise); err != nil {
+		return nil, err
+	}
 	var opts []remote.ConfigOption
 	if cfg.Advertise != "" {
-		if _, _, err := net.SplitHostPort(cfg.Advertise); err != nil {
-			return nil, fmt.Errorf("cluster advertise %q: %w", cfg.Advertise, err)
-		}
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
 	timeout := cfg.RequestTimeout
@@ -142,6 +142,26 @@ func Start(system *actor.ActorSystem, cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("start cluster member %q: %w", cfg.Name, err)
 	}
 	return &Member{Cluster: c, topo: topo}, nil
+}
+
+// CheckAdvertise refuses an advertised address other members could never
+// reach: one that is not host:port, or any advertised port beside a bind
+// on port 0 (which listens on a port picked at random, so the advertised
+// one is almost surely closed and every message to this member is refused
+// while it looks healthy). Advertise a port only with a fixed bind port.
+func CheckAdvertise(bind, advertise string) error {
+	if advertise == "" {
+		return nil
+	}
+	_, aport, err := net.SplitHostPort(advertise)
+	if err != nil {
+		return fmt.Errorf("cluster advertise %q: %w", advertise, err)
+	}
+	if _, bport, err := net.SplitHostPort(bind); err == nil && bport == "0" {
+		return fmt.Errorf("cluster advertise %q with --cluster-bind %q: port 0 listens on a random port, not %s, so no member could reach this one; bind the advertised port (--cluster-bind HOST:%s)",
+			advertise, bind, aport, aport)
+	}
+	return nil
 }
 
 // startMember turns protoactor's panics (listen failure, provider error)

@@ -30,3 +30,22 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckAdvertise(t *testing.T) {
+	for _, c := range []struct {
+		bind, advertise string
+		ok              bool
+	}{
+		{"127.0.0.1:0", "", true},
+		{"0.0.0.0:7000", "10.0.0.5:7000", true},
+		{"0.0.0.0:7000", "lb.example:7443", true}, // NAT: a fixed port mapped elsewhere
+		{"127.0.0.1:0", "127.0.0.1:7000", false},  // the silent cluster: nothing listens on 7000
+		{"127.0.0.1:0", "127.0.0.1:0", false},
+		{"127.0.0.1:7000", "no-port", false},
+	} {
+		err := CheckAdvertise(c.bind, c.advertise)
+		if (err == nil) != c.ok {
+			t.Errorf("CheckAdvertise(%q, %q) = %v, want ok %v", c.bind, c.advertise, err, c.ok)
+		}
+	}
+}

@@ -38,7 +38,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.StringVar(&c.provider, "cluster-provider", string(member.ProviderEtcd),
 		"membership provider: etcd (production), automanaged (members poll each other over HTTP; development), test (in-process, one member)")
 	fs.StringVar(&c.etcdEndpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated (--cluster-provider etcd)")
-	fs.StringVar(&c.advertise, "advertise", "", "HOST:PORT other members dial to reach this one (default: the --cluster-bind address)")
+	fs.StringVar(&c.advertise, "advertise", "", "HOST:PORT other members dial to reach this one (default: the --cluster-bind address); refused beside a --cluster-bind on port 0, which listens on a random port. /readyz answers 503 while this member cannot exchange messages with the members the provider lists")
 	fs.StringVar(&c.bind, "cluster-bind", member.DefaultBind, "HOST:PORT the cluster transport (gRPC) listens on; port 0 picks one")
 	fs.IntVar(&c.automanagedPort, "automanaged-port", 0, "this member's automanaged HTTP port (--cluster-provider automanaged)")
 	fs.StringVar(&c.automanagedPeers, "automanaged-peers", "", "every member's automanaged HOST:PORT, comma-separated, this one included")

@@ -1,0 +1,104 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/cluster/clusterindex"
+	"github.com/kvrouter/kvrouter/cluster/member"
+	"github.com/kvrouter/kvrouter/messages/api"
+)
+
+// freePort returns a loopback port nothing listens on (right now).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// startMembers starts one in-process cluster member per (bind, advertise)
+// on one in-memory provider and waits until each lists them all.
+func startMembers(t *testing.T, addrs ...[2]string) []*Host {
+	t.Helper()
+	agent := test.NewInMemAgent()
+	var hosts []*Host
+	for _, a := range addrs {
+		h, err := StartHost(actor.NewActorSystem(), HostConfig{
+			Service: Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: 200 * time.Millisecond},
+			// GossipInterval: several members in one process (member.Config).
+			Cluster: &ClusterConfig{Index: clusterindex.Config{Shards: 2}, Member: member.Config{Name: "reach",
+				Provider: member.ProviderTest, TestAgent: agent, Bind: a[0], Advertise: a[1], GossipInterval: time.Hour}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close(); h.Leave() })
+		hosts = append(hosts, h)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, h := range hosts {
+		for tp := h.Node.Member().Topology(); tp == nil || len(tp.Members) != len(hosts); tp = h.Node.Member().Topology() {
+			if time.Now().After(deadline) {
+				t.Fatalf("members never listed each other: %v", tp)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return hosts
+}
+
+// readyWithin waits until want(h.Ready) holds, reporting the last answer.
+func readyWithin(t *testing.T, h *Host, what string, want func(error) bool) error {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := h.Service.Ready(context.Background())
+		if want(err) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: last Ready answer %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A member whose advertised address is closed (the silent cluster of a
+// fixed --cluster-bind and a wrong --advertise) is not ready, and neither
+// is the member that cannot reach it; both say why, and a healthy pair is
+// ready.
+func TestClusterReadinessFollowsReachability(t *testing.T) {
+	notReady := func(err error) bool { return errors.Is(err, api.ErrUnavailable) }
+	closed := "127.0.0.1:" + freePort(t)
+	hs := startMembers(t, [2]string{"127.0.0.1:0", ""}, [2]string{"127.0.0.1:" + freePort(t), closed})
+	good, silent := hs[0], hs[1]
+	if err := readyWithin(t, silent, "the silent member", notReady); !strings.Contains(err.Error(), "advertised address "+closed+" is unreachable") {
+		t.Errorf("silent member's reason: %v", err)
+	}
+	err := readyWithin(t, good, "the member that cannot reach it", notReady)
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Reason != reasonMembersUnreachable || !strings.Contains(err.Error(), closed) {
+		t.Errorf("good member's reason: %v, want %s naming %s", err, reasonMembersUnreachable, closed)
+	}
+
+	pair := startMembers(t, [2]string{"127.0.0.1:0", ""}, [2]string{"127.0.0.1:0", ""})
+	for _, h := range pair {
+		readyWithin(t, h, "a healthy member", func(err error) bool {
+			h.Service.mu.Lock()
+			answered := len(h.Service.reach.answer) == 1
+			h.Service.mu.Unlock()
+			return err == nil && answered
+		})
+	}
+}
