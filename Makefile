@@ -45,6 +45,7 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/routerevent
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestBody$$' -fuzztime $(FUZZTIME) ./actors/frontend/httpapi
 	$(GO) test -run '^$$' -fuzz '^FuzzScannerMatchesRegex$$' -fuzztime $(FUZZTIME) ./messages/tokenizer
+	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) ./actors/frontend/picker
 
 # The quick mode of `kvrouter-bench` (Mooncake traces over simulated engines
 # through the real pipeline and /route: ingest, route latency sweep, memory,
