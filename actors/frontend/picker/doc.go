@@ -68,9 +68,12 @@
 //
 // Stream is the protocol for one ext_proc stream as a plain value: messages
 // in, Actions out (send, route, book, end), no I/O, like the listener's
-// Tracker. Every order of messages is a table test (stream_test.go); the
-// gRPC server (server.go) only receives, carries out the actions and
-// counts. The fake Envoy of the tests drives the real generated client
-// over a real gRPC connection in both body modes; no real Envoy runs in
-// this repository's tests.
+// Tracker. Every order of messages is a table test (stream_test.go) and
+// FuzzStream checks the bookkeeping invariants over any sequence; the gRPC
+// server (server.go) only receives, carries out the actions and counts.
+// FromPath is the Core over the shared request path
+// (actors/frontend/requestpath). The fake Envoy (envoytest) drives the real
+// generated client over a real gRPC connection in both body modes, against
+// a fake Core and end to end against the real router and simulated
+// engines' OpenAI surface; no real Envoy runs in this repository's tests.
 package picker
