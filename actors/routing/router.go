@@ -37,6 +37,9 @@ const (
 // every field is used as given (an OverlapWeight of 0 means load-only
 // routing, not "default").
 type Config struct {
+	// Cost is the cost function (doc.go, Cost): CostKVRouter (the default)
+	// or CostDynamo (the reference's).
+	Cost Cost
 	// OverlapWeight multiplies prefill_blocks in the logit (doc.go, Cost; default 1).
 	OverlapWeight float64
 	// Temperature 0 picks the argmin deterministically; > 0 samples (doc.go).
@@ -48,11 +51,34 @@ type Config struct {
 	Load LoadConfig
 }
 
-// DefaultConfig returns the reference router's defaults: overlap weight 1,
-// temperature 0.
+// DefaultOverlapWeight is kvrouter's default weight of the request's own
+// uncached prefill blocks (doc.go, "Why this default").
+const DefaultOverlapWeight = 8
+
+// DefaultConfig returns the router's defaults: kvrouter's cost, overlap
+// weight DefaultOverlapWeight, temperature 0.
 func DefaultConfig() Config {
-	return Config{OverlapWeight: 1}
+	return Config{Cost: CostKVRouter, OverlapWeight: DefaultOverlapWeight}
 }
+
+// DynamoConfig returns the reference router's (Dynamo's KV router) cost at
+// its defaults: overlap weight 1, temperature 0.
+func DynamoConfig() Config {
+	return Config{Cost: CostDynamo, OverlapWeight: 1}
+}
+
+// Cost names a cost function (doc.go, Cost).
+type Cost int
+
+// The cost functions.
+const (
+	// CostKVRouter: logit = overlap_weight × new_prefill_blocks +
+	// queued_prefill_blocks + decode_blocks.
+	CostKVRouter Cost = iota
+	// CostDynamo: logit = overlap_weight × (queued + new prefill blocks) +
+	// decode_blocks, the reference's.
+	CostDynamo
+)
 
 // Request is what Decide needs of a route request.
 type Request struct {
@@ -275,7 +301,12 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 			p, b = p+slots[h].PrefillTokens, b+slots[h].Blocks
 		}
 		cached := min(int64(o)*bs, isl)
-		logit := w*(float64(p+isl-cached)/fbs) + float64(b)
+		var logit float64
+		if r.cfg.Cost == CostDynamo {
+			logit = w*(float64(p+isl-cached)/fbs) + float64(b)
+		} else {
+			logit = w*(float64(isl-cached)/fbs) + float64(p)/fbs + float64(b)
+		}
 		rows[i] = row{logit: logit, blocks: b, prefill: p, ov: o}
 		if c.Degraded {
 			degraded++
@@ -367,4 +398,32 @@ func (r *Router) fillScores(req Request, rows []row, cands []Candidate) []Score 
 		}
 	}
 	return s
+}
+
+// String is the cost's flag name: "kvrouter" or "dynamo".
+func (c Cost) String() string {
+	if c == CostDynamo {
+		return "dynamo"
+	}
+	return "kvrouter"
+}
+
+// ParseCost reads a cost's flag name (Cost.String).
+func ParseCost(s string) (Cost, error) {
+	switch s {
+	case "kvrouter":
+		return CostKVRouter, nil
+	case "dynamo":
+		return CostDynamo, nil
+	}
+	return 0, fmt.Errorf("routing: cost %q (want kvrouter or dynamo): %w", s, ErrInvalidConfig)
+}
+
+// CostConfig is the default configuration of cost c: DefaultConfig for
+// CostKVRouter, DynamoConfig for CostDynamo.
+func CostConfig(c Cost) Config {
+	if c == CostDynamo {
+		return DynamoConfig()
+	}
+	return DefaultConfig()
 }

@@ -166,7 +166,7 @@ func TestCost(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := DynamoConfig()
 			cfg.OverlapWeight = tc.weight
 			r := newRouter(t, cfg)
 			for i, l := range tc.loads {
@@ -199,7 +199,7 @@ func TestCost(t *testing.T) {
 }
 
 func TestDecideErrors(t *testing.T) {
-	r := newRouter(t, DefaultConfig())
+	r := newRouter(t, DynamoConfig())
 	c := cands(wk(1, 0))
 	for _, tc := range []struct {
 		req   Request
@@ -241,7 +241,7 @@ func TestTieBreakOrder(t *testing.T) {
 	A, B := wk(1, 0), wk(2, 0)
 	t.Run("fewer decode blocks", func(t *testing.T) {
 		// A: (16+16)/16 + 0 = 2; B: 16/16 + 1 = 2.
-		r := newRouter(t, DefaultConfig())
+		r := newRouter(t, DynamoConfig())
 		loadOn(t, r, "a", A, 16, 0)
 		loadOn(t, r, "b", B, 0, 1)
 		for _, c := range [][]messages.WorkerKey{{A, B}, {B, A}} {
@@ -252,7 +252,7 @@ func TestTieBreakOrder(t *testing.T) {
 		}
 	})
 	t.Run("fewer prefill tokens", func(t *testing.T) {
-		cfg := DefaultConfig()
+		cfg := DynamoConfig()
 		cfg.OverlapWeight = 0
 		r := newRouter(t, cfg)
 		loadOn(t, r, "a", A, 100, 3)
@@ -265,7 +265,7 @@ func TestTieBreakOrder(t *testing.T) {
 		}
 	})
 	t.Run("request hash", func(t *testing.T) {
-		r := newRouter(t, DefaultConfig())
+		r := newRouter(t, DynamoConfig())
 		keys := []messages.WorkerKey{wk(1, 0), wk(2, 0), wk(3, 0), wk(3, 1)}
 		for i := range 50 {
 			id := fmt.Sprint("req-", i)
@@ -286,7 +286,7 @@ func TestTieBreakOrder(t *testing.T) {
 		}
 	})
 	t.Run("explicit hash overrides id", func(t *testing.T) {
-		r := newRouter(t, DefaultConfig())
+		r := newRouter(t, DynamoConfig())
 		keys := []messages.WorkerKey{wk(1, 0), wk(2, 0), wk(3, 0), wk(4, 0)}
 		first, _ := r.Decide(Request{ID: "x", Hash: 42, ISL: 32, BlockSize: 16}, nil, cands(keys...))
 		for i := range 20 {
@@ -301,7 +301,7 @@ func TestTieBreakOrder(t *testing.T) {
 // TestTieBreakGolden pins the tie-break across releases and machines: a
 // changed hash scheme moves every tied request and must be deliberate.
 func TestTieBreakGolden(t *testing.T) {
-	r := newRouter(t, DefaultConfig())
+	r := newRouter(t, DynamoConfig())
 	keys := []messages.WorkerKey{wk(1, 0), wk(2, 0), wk(3, 0), wk(4, 0)}
 	var got []string
 	for i := range 8 {
@@ -315,7 +315,7 @@ func TestTieBreakGolden(t *testing.T) {
 }
 
 func TestTieBreakSpreads(t *testing.T) {
-	r := newRouter(t, DefaultConfig())
+	r := newRouter(t, DynamoConfig())
 	keys := []messages.WorkerKey{wk(1, 0), wk(2, 0), wk(3, 0), wk(4, 0)}
 	count := map[messages.WorkerKey]int{}
 	for i := range 4000 {
@@ -355,7 +355,7 @@ func TestPermutationInvariance(t *testing.T) {
 			n := 2 + rng.IntN(40)
 			keys, loads, ov := randomScenario(rng, n)
 			decide := func(keys []messages.WorkerKey, ov []Overlap) Decision {
-				cfg := DefaultConfig()
+				cfg := DynamoConfig()
 				cfg.Temperature = temp
 				cfg.Rand = rand.NewPCG(7, uint64(trial))
 				r := newRouter(t, cfg)
@@ -385,7 +385,7 @@ func TestPermutationInvariance(t *testing.T) {
 // model, duplicates and strays included.
 func TestOverlapPaths(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	r := newRouter(t, DefaultConfig())
+	r := newRouter(t, DynamoConfig())
 	for range 500 {
 		n := 1 + rng.IntN(60)
 		var keys []messages.WorkerKey
@@ -431,7 +431,7 @@ func TestOverlapPaths(t *testing.T) {
 
 func TestDegraded(t *testing.T) {
 	A, B, C := wk(1, 0), wk(2, 0), wk(3, 0)
-	r := newRouter(t, DefaultConfig())
+	r := newRouter(t, DynamoConfig())
 	c := []Candidate{{Key: A}, {Key: B, Degraded: true}, {Key: C, Degraded: true}}
 	// B is degraded but its reported overlap is scored honestly and wins.
 	d, err := r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}, []Overlap{{B, 3}}, c)
@@ -456,7 +456,7 @@ func TestDegraded(t *testing.T) {
 // Router's own: it moves the decision and shows in the scores.
 func TestRemoteLoad(t *testing.T) {
 	A, B := wk(1, 0), wk(2, 0)
-	r := newRouter(t, DefaultConfig())
+	r := newRouter(t, DynamoConfig())
 	now := time.Unix(0, 0)
 	// A holds 2 blocks of the prompt; locally B carries one booked request.
 	if _, err := r.Route(Request{ID: "local", ISL: 32, BlockSize: 16}, nil, []Candidate{{Key: B}}, now); err != nil {
@@ -486,7 +486,7 @@ func TestTemperatureDistribution(t *testing.T) {
 	// p ∝ 1, e^-.5, e^-1, e^-1.5, e^-2 = .429, .260, .158, .096, .058.
 	keys := []messages.WorkerKey{wk(5, 0), wk(1, 0), wk(4, 0), wk(2, 0), wk(3, 0)}
 	decode := []int64{0, 1, 2, 3, 4}
-	cfg := DefaultConfig()
+	cfg := DynamoConfig()
 	cfg.Temperature = 0.5
 	cfg.Rand = rand.NewPCG(11, 12)
 	r := newRouter(t, cfg)
@@ -555,7 +555,7 @@ func TestTemperatureDistribution(t *testing.T) {
 func TestTemperatureEdges(t *testing.T) {
 	keys := []messages.WorkerKey{wk(1, 0), wk(2, 0), wk(3, 0), wk(4, 0)}
 	run := func(temp float64, withLoad bool) []int {
-		cfg := DefaultConfig()
+		cfg := DynamoConfig()
 		cfg.Temperature = temp
 		cfg.Rand = rand.NewPCG(5, 6)
 		r := newRouter(t, cfg)
@@ -598,7 +598,7 @@ func TestTemperatureEdges(t *testing.T) {
 }
 
 func TestScoresBufferReused(t *testing.T) {
-	r := newRouter(t, DefaultConfig())
+	r := newRouter(t, DynamoConfig())
 	c := cands(wk(1, 0), wk(2, 0))
 	d1, _ := r.Decide(Request{ID: "a", ISL: 16, BlockSize: 16, WithScores: true}, nil, c)
 	d2, _ := r.Decide(Request{ID: "b", ISL: 16, BlockSize: 16, WithScores: true}, nil, c)
@@ -612,7 +612,7 @@ func TestScoresBufferReused(t *testing.T) {
 
 func TestRoute(t *testing.T) {
 	A, B := wk(1, 0), wk(2, 0)
-	r := newRouter(t, DefaultConfig())
+	r := newRouter(t, DynamoConfig())
 	c := cands(A, B)
 	d, err := r.Route(Request{ID: "r1", ISL: 70, BlockSize: 16}, []Overlap{{A, 2}}, c, t0)
 	if err != nil {
@@ -651,7 +651,7 @@ func TestRoute(t *testing.T) {
 }
 
 func TestRouteFullRefused(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := DynamoConfig()
 	cfg.Load = LoadConfig{MaxRequests: 1, RefuseWhenFull: true}
 	r := newRouter(t, cfg)
 	c := cands(wk(1, 0))

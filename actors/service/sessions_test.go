@@ -75,8 +75,9 @@ func (h *harness) lineage(id string, depth uint32) api.SessionInfo {
 // overlap routing moves turn 2 away; the session's lineage keeps it there.
 // A session id reported by one worker never credits another, and DELETE
 // forgets the session.
+// The reference cost (weight 1): the logits below are its arithmetic.
 func TestServeSessionKeepsAConversationOnItsWorker(t *testing.T) {
-	h := newHarnessWith(t, Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second, SessionCredit: 1}, 2)
+	h := newHarnessWith(t, Config{BlockSize: 4, Routing: routing.DynamoConfig(), Timeout: time.Second, SessionCredit: 1}, 2)
 	h.settle()
 	turn1 := prompt(1, 6)
 	first := h.route(turn1, "conv", "t1", false)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/kvrouter/kvrouter/actors/routing"
 )
 
 // smallConfig is a run on 4 workers over the conversation trace's first
@@ -107,8 +109,8 @@ func TestPolicyName(t *testing.T) {
 		rs   replaySpec
 		want string
 	}{
-		{one, replaySpec{sessions: true, weight: 1}, "kvrouter"},
-		{one, replaySpec{sessions: false, weight: 1}, "kvrouter/no-session"},
+		{one, replaySpec{sessions: true, weight: routing.DefaultOverlapWeight}, "kvrouter"},
+		{one, replaySpec{sessions: false, weight: routing.DefaultOverlapWeight}, "kvrouter/no-session"},
 		{one, replaySpec{sessions: true, weight: 2}, "kvrouter w=2"},
 		{sweep, replaySpec{sessions: true, weight: 1}, "kvrouter w=1"},
 		{sweep, replaySpec{sessions: false, weight: 0.25}, "kvrouter/no-session w=0.25"},

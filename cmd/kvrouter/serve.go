@@ -105,7 +105,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT] to register at start (repeatable; serving= is where the proxy sends the rank's requests, http(s):// allowed)")
 	model := fs.String("model", "default", "model name of --worker workers")
 	tenant := fs.String("tenant", api.DefaultTenant, "tenant of --worker workers")
-	weight := fs.Float64("overlap-weight", 1, "weight of prefill blocks in the routing cost (0: load only)")
+	costName := fs.String("cost", routing.CostKVRouter.String(), "routing cost: kvrouter (weight × the request's uncached blocks + queued prefill blocks + decode blocks) or dynamo (the reference's: weight × (queued + uncached) prefill blocks + decode blocks)")
+	weight := fs.Float64("overlap-weight", routing.DefaultOverlapWeight, "weight of the request's uncached prefill blocks in the routing cost (0: load only; default 8 with --cost kvrouter, 1 with --cost dynamo)")
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: deterministic argmin)")
 	timeout := fs.Duration("timeout", 50*time.Millisecond, "deadline of one actor request on the route path (an index query gets 1µs more per block of its prompt)")
 	maxPrompt := fs.Int("max-prompt-tokens", httpapi.DefaultMaxPromptTokens, "largest token_ids of one /route or /query request (413 too_many_tokens past it); the request body cap follows from it (12 bytes a token + 64 KiB: 12.1 MiB at the default)")
@@ -140,8 +141,16 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer stopTracing()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
-	rc := routing.DefaultConfig()
-	rc.OverlapWeight, rc.Temperature = *weight, *temperature
+	cost, err := routing.ParseCost(*costName)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: --cost: %v\n", err)
+		return 2
+	}
+	rc := routing.CostConfig(cost)
+	if cli.FlagSet(fs, "overlap-weight") {
+		rc.OverlapWeight = *weight
+	}
+	rc.Temperature = *temperature
 	if *maxSessions <= 0 || *sessionIdle <= 0 {
 		fmt.Fprintf(stderr, "kvrouter serve: --max-sessions and --session-idle must be positive\n")
 		return 2

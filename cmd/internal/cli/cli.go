@@ -99,3 +99,10 @@ func IntList(v string) ([]int, error) {
 
 // TraceRefHelp says what a --trace flag takes.
 const TraceRefHelp = "builtin:conversation or builtin:synthetic (the Mooncake traces built into kvrouter), or a JSONL file path"
+
+// FlagSet reports whether the flag name was given on the command line.
+func FlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
