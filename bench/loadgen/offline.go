@@ -13,6 +13,9 @@ type Tally struct {
 	CachedTokens int   `json:"cached_tokens"`
 	Requests     []int `json:"requests_per_worker"`
 	Prefill      []int `json:"prefill_tokens_per_worker"`
+	// TTFT is each request's time to first token in the engine model, in
+	// seconds (fleet.go; none for the clairvoyant bound).
+	TTFT []float64 `json:"-"`
 }
 
 // NewTally returns an empty tally over workers workers.
@@ -52,17 +55,29 @@ func floats(xs []int) []float64 {
 	return out
 }
 
-// CacheConfig sizes the simulated workers of a replay.
+// CacheConfig sizes the simulated workers of a replay and its engine
+// model (fleet.go).
 type CacheConfig struct {
 	Workers   int
 	BlockSize int // tokens per block
 	Capacity  int // blocks per worker
+	// InFlight: a request is freed InFlight requests after it arrived.
+	InFlight int
+	// Gap is the engine model's arrival interval in seconds (ArrivalGap).
+	Gap float64
+}
+
+// fleet returns the engine model of cfg.
+func (cfg CacheConfig) fleet() (*Fleet, error) {
+	return NewFleet(FleetConfig{Workers: cfg.Workers, BlockSize: cfg.BlockSize, Capacity: cfg.Capacity, InFlight: cfg.InFlight,
+		Gap: cfg.Gap, PrefillRate: ModelPrefillRate})
 }
 
 // ReplayOffline serves reqs in order on fresh simulated caches — no
-// sockets, no router — each on the worker p picks, and tallies the tokens
-// each cache found already cached. Every cache has hash seed 0, so the
-// chain p sees is valid on every worker.
+// sockets, no router — each on the worker p picks, with the engine model's
+// load at its arrival, and tallies the tokens each cache found already
+// cached and the model's TTFT. Every cache has hash seed 0, so the chain p
+// sees is valid on every worker.
 func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
 	if cfg.Workers <= 0 {
 		return Tally{}, fmt.Errorf("loadgen: %d workers, want > 0", cfg.Workers)
@@ -75,17 +90,24 @@ func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
 		}
 		caches[i] = c
 	}
+	fleet, err := cfg.fleet()
+	if err != nil {
+		return Tally{}, err
+	}
 	t := NewTally(cfg.Workers)
 	for _, r := range reqs {
+		fleet.Advance()
 		sr := simengine.Request{Tokens: r.Tokens, SessionID: r.Session}
-		w := p.Pick(caches[0].Hashes(sr, -1))
+		w := p.Pick(Query{Chain: caches[0].Hashes(sr, -1), Tokens: len(r.Tokens), BlockSize: cfg.BlockSize, Fleet: fleet})
 		if w < 0 || w >= cfg.Workers {
 			return Tally{}, fmt.Errorf("loadgen: policy %s picked worker %d of %d", p.Name(), w, cfg.Workers)
 		}
 		cached, events := caches[w].ServeRequest(sr)
 		p.Observe(w, events)
 		t.Add(w, len(r.Tokens), cached*cfg.BlockSize)
+		fleet.Book(w, len(r.Tokens), cached*cfg.BlockSize)
 	}
+	t.TTFT = fleet.TTFT()
 	return t, nil
 }
 
@@ -99,7 +121,8 @@ func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
 // the pooled capacity holds the trace's working set it is the reuse bound
 // (every block seen before is a hit).
 func ReplayClairvoyant(reqs []Request, cfg CacheConfig) (Tally, error) {
-	pooled, err := ReplayOffline(reqs, NewRoundRobin(1), CacheConfig{Workers: 1, BlockSize: cfg.BlockSize, Capacity: cfg.Workers * cfg.Capacity})
+	pooled, err := ReplayOffline(reqs, NewRoundRobin(1), CacheConfig{Workers: 1, BlockSize: cfg.BlockSize, Capacity: cfg.Workers * cfg.Capacity, InFlight: cfg.InFlight, Gap: cfg.Gap})
+	pooled.TTFT = nil // one pooled cache: no fleet to queue on
 	if err != nil || cfg.Workers <= 1 {
 		return pooled, err
 	}

@@ -2,22 +2,33 @@ package loadgen
 
 import (
 	"math/rand/v2"
-	"slices"
 
 	"github.com/kvrouter/kvrouter/bench/simengine"
 )
 
 // Policy chooses the worker of each request in an offline replay, where
 // every worker is a simengine.Cache with the same hash seed (so a prefix has
-// the same engine hashes on every worker).
+// the same engine hashes on every worker). Each policy is a plain value for
+// one goroutine; with its seed, it picks the same workers on every run.
 type Policy interface {
 	// Name labels the policy in reports.
 	Name() string
-	// Pick returns the worker (0 ≤ w < workers) for a request whose complete
-	// blocks have the engine hash chain chain.
-	Pick(chain []uint64) int
-	// Observe is told the events serving the request on worker caused.
+	// Pick returns the worker (0 ≤ w < workers) for the request q.
+	Pick(q Query) int
+	// Observe is told the events serving the request on worker caused
+	// (the engine's KV events: event-fed policies apply them; policies
+	// that track their own decisions ignore them).
 	Observe(worker int, events []simengine.Event)
+}
+
+// Query is what a policy knows of one request when it picks.
+type Query struct {
+	// Chain is the engine hash chain of the request's complete blocks.
+	Chain []uint64
+	// Tokens is the prompt length in tokens; BlockSize the tokens per block.
+	Tokens, BlockSize int
+	// Fleet is the engine model's load at the request's arrival (read only).
+	Fleet *Fleet
 }
 
 // Policy names, as reports show them.
@@ -44,7 +55,7 @@ func NewRandom(workers int, seed uint64) *Random {
 func (p *Random) Name() string { return NameRandom }
 
 // Pick implements Policy.
-func (p *Random) Pick([]uint64) int { return p.rng.IntN(p.n) }
+func (p *Random) Pick(Query) int { return p.rng.IntN(p.n) }
 
 // Observe implements Policy; Random ignores what happened.
 func (p *Random) Observe(int, []simengine.Event) {}
@@ -59,7 +70,7 @@ func NewRoundRobin(workers int) *RoundRobin { return &RoundRobin{n: workers} }
 func (p *RoundRobin) Name() string { return NameRoundRobin }
 
 // Pick implements Policy.
-func (p *RoundRobin) Pick([]uint64) int {
+func (p *RoundRobin) Pick(Query) int {
 	w := p.next
 	p.next = (p.next + 1) % p.n
 	return w
@@ -75,74 +86,38 @@ func (p *RoundRobin) Observe(int, []simengine.Event) {}
 // sends everything to the first worker that cached it — the greedy reading
 // of "clairvoyant, ignores load", shown next to the bound (ReplayClairvoyant).
 type Greedy struct {
-	n        int
-	rng      *rand.Rand
-	holders  map[uint64][]int32 // engine hash → workers holding it
-	cur, nxt []int32
+	n    int
+	rng  *rand.Rand
+	idx  *holders
+	best []int
 }
 
 // NewGreedy returns a Greedy policy over workers workers.
 func NewGreedy(workers int, seed uint64) *Greedy {
-	return &Greedy{n: workers, rng: rand.New(rand.NewPCG(seed, 0x636c6169)), holders: map[uint64][]int32{}}
+	return &Greedy{n: workers, rng: rand.New(rand.NewPCG(seed, 0x636c6169)), idx: newHolders(workers)}
 }
 
 // Name implements Policy.
 func (p *Greedy) Name() string { return NameGreedy }
 
 // Pick implements Policy.
-func (p *Greedy) Pick(chain []uint64) int {
-	p.cur = p.cur[:0]
-	for depth, h := range chain {
-		hs := p.holders[h]
-		p.nxt = p.nxt[:0]
-		for _, w := range hs {
-			if depth == 0 || slices.Contains(p.cur, w) {
-				p.nxt = append(p.nxt, w)
-			}
+func (p *Greedy) Pick(q Query) int {
+	depth, hit := p.idx.Match(q.Chain)
+	p.best = p.best[:0]
+	top := 0
+	for _, w := range hit {
+		switch d := depth[w]; {
+		case d > top:
+			top, p.best = d, append(p.best[:0], w)
+		case d == top:
+			p.best = append(p.best, w)
 		}
-		if len(p.nxt) == 0 {
-			break
-		}
-		p.cur, p.nxt = p.nxt, p.cur
 	}
-	if len(p.cur) == 0 {
+	if len(p.best) == 0 {
 		return p.rng.IntN(p.n)
 	}
-	slices.Sort(p.cur) // holders lists are in event order; make ties independent of it
-	return int(p.cur[p.rng.IntN(len(p.cur))])
+	return p.best[p.rng.IntN(len(p.best))]
 }
 
 // Observe implements Policy: it applies the worker's cache events.
-func (p *Greedy) Observe(worker int, events []simengine.Event) {
-	w := int32(worker)
-	for _, ev := range events {
-		switch ev.Kind {
-		case simengine.EventStored:
-			for _, h := range ev.Hashes {
-				if !slices.Contains(p.holders[h], w) {
-					p.holders[h] = append(p.holders[h], w)
-				}
-			}
-		case simengine.EventRemoved:
-			for _, h := range ev.Hashes {
-				p.drop(h, w)
-			}
-		case simengine.EventCleared:
-			for h := range p.holders {
-				p.drop(h, w)
-			}
-		}
-	}
-}
-
-func (p *Greedy) drop(h uint64, w int32) {
-	hs := p.holders[h]
-	if i := slices.Index(hs, w); i >= 0 {
-		hs = slices.Delete(hs, i, i+1)
-		if len(hs) == 0 {
-			delete(p.holders, h)
-		} else {
-			p.holders[h] = hs
-		}
-	}
-}
+func (p *Greedy) Observe(worker int, events []simengine.Event) { p.idx.Apply(worker, events) }

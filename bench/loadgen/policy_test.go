@@ -10,7 +10,7 @@ import (
 func TestRoundRobinCycles(t *testing.T) {
 	p := NewRoundRobin(3)
 	for i, want := range []int{0, 1, 2, 0, 1} {
-		if got := p.Pick(nil); got != want {
+		if got := p.Pick(Query{}); got != want {
 			t.Fatalf("pick %d = %d, want %d", i, got, want)
 		}
 	}
@@ -20,7 +20,7 @@ func TestRandomIsSeededAndInRange(t *testing.T) {
 	a, b := NewRandom(5, 7), NewRandom(5, 7)
 	seen := map[int]bool{}
 	for range 200 {
-		x, y := a.Pick(nil), b.Pick(nil)
+		x, y := a.Pick(Query{}), b.Pick(Query{})
 		if x != y {
 			t.Fatal("same seed, different picks")
 		}
@@ -54,7 +54,7 @@ func TestGreedyPicksLongestCachedPrefix(t *testing.T) {
 	} {
 		got := map[int]bool{}
 		for range 100 {
-			got[p.Pick(c.chain)] = true
+			got[p.Pick(Query{Chain: c.chain})] = true
 		}
 		if len(got) != len(c.want) {
 			t.Errorf("chain %v: picked %v, want each of %v", c.chain, got, c.want)
@@ -74,18 +74,18 @@ func TestGreedyFollowsRemovesAndClears(t *testing.T) {
 	p.Observe(1, []simengine.Event{{Kind: simengine.EventRemoved, Hashes: []uint64{3}}, {Kind: simengine.EventRemoved, Hashes: []uint64{2}}})
 	// now worker 1 holds [1], worker 2 holds [1 2]
 	for range 20 {
-		if got := p.Pick([]uint64{1, 2, 3}); got != 2 {
+		if got := p.Pick(Query{Chain: []uint64{1, 2, 3}}); got != 2 {
 			t.Fatalf("after removes: picked %d, want 2", got)
 		}
 	}
 	p.Observe(2, []simengine.Event{{Kind: simengine.EventCleared}})
 	for range 20 {
-		if got := p.Pick([]uint64{1, 2}); got != 1 {
+		if got := p.Pick(Query{Chain: []uint64{1, 2}}); got != 1 {
 			t.Fatalf("after clear: picked %d, want 1", got)
 		}
 	}
-	if len(p.holders[2]) != 0 || len(p.holders[3]) != 0 {
-		t.Errorf("holders not dropped: %v", p.holders)
+	if len(p.idx.by[2]) != 0 || len(p.idx.by[3]) != 0 || p.idx.size[1] != 1 || p.idx.size[2] != 0 {
+		t.Errorf("holders not dropped: %v, sizes %v", p.idx.by, p.idx.size)
 	}
 }
 

@@ -24,13 +24,31 @@ type routedRun struct {
 // route (in process), serve on the chosen engine (which publishes its cache
 // events), and wait until the published blocks are visible in the index
 // before the next request — a conversation's next turn comes seconds later
-// in the trace, far more than the lag. Each request's load is marked
-// prefill-done once served and freed inFlight requests later. With
-// sessions, the request's session id goes to the router and the engine.
-func (c *cluster) replayRouted(reqs []Request, sessions bool, inFlight int) (routedRun, error) {
+// in the trace, far more than the lag. The engine model (fleet.go, arrival
+// interval gap) says when each request's prefill is done and when it is
+// freed (inFlight requests later); the router is told before the next
+// route, as the engines' responses would. With sessions, the request's
+// session id goes to the router and the engine.
+func (c *cluster) replayRouted(reqs []Request, sessions bool, inFlight int, gap float64) (routedRun, error) {
 	ctx := context.Background()
 	run := routedRun{tally: NewTally(len(c.engines))}
+	fleet, err := NewFleet(FleetConfig{Workers: len(c.engines), BlockSize: c.cfg.BlockSize, Capacity: c.cfg.Capacity,
+		InFlight: inFlight, Gap: gap, PrefillRate: ModelPrefillRate})
+	if err != nil {
+		return run, err
+	}
 	for i, r := range reqs {
+		done, freed := fleet.Advance()
+		for _, d := range done {
+			if err := c.host(d).Service.PrefillDone(ctx, "q"+strconv.Itoa(d)); err != nil {
+				return run, fmt.Errorf("loadgen: prefill_done q%d: %w", d, err)
+			}
+		}
+		for _, d := range freed {
+			if err := c.host(d).Service.Free(ctx, "q"+strconv.Itoa(d)); err != nil {
+				return run, fmt.Errorf("loadgen: free q%d: %w", d, err)
+			}
+		}
 		id := "q" + strconv.Itoa(i)
 		req := api.RouteRequest{TokenIDs: r.Tokens, ModelName: benchModel, RequestID: id}
 		if sessions {
@@ -55,14 +73,7 @@ func (c *cluster) replayRouted(reqs []Request, sessions bool, inFlight int) (rou
 			return run, err
 		}
 		run.tally.Add(w, len(r.Tokens), cached*c.cfg.BlockSize)
-		if err := svc.PrefillDone(ctx, id); err != nil {
-			return run, fmt.Errorf("loadgen: prefill_done %s: %w", id, err)
-		}
-		if done := i - inFlight; done >= 0 {
-			if err := c.host(done).Service.Free(ctx, "q"+strconv.Itoa(done)); err != nil {
-				return run, fmt.Errorf("loadgen: free q%d: %w", done, err)
-			}
-		}
+		fleet.Book(w, len(r.Tokens), cached*c.cfg.BlockSize)
 		if p == nil {
 			continue
 		}
@@ -73,5 +84,6 @@ func (c *cluster) replayRouted(reqs []Request, sessions bool, inFlight int) (rou
 		}
 		run.lags = append(run.lags, at.Sub(p.sent))
 	}
+	run.tally.TTFT = fleet.TTFT()
 	return run, nil
 }

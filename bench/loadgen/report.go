@@ -117,7 +117,11 @@ type QualityRow struct {
 	OfBound       float64 `json:"of_clairvoyant"` // HitRate / the clairvoyant's
 	RequestCoV    float64 `json:"request_cov"`
 	PrefillCoV    float64 `json:"prefill_cov"`
-	Route         Latency `json:"route_latency,omitzero"`
+	// TTFTMeanMs and TTFTP99Ms summarise the engine model's time to first
+	// token (fleet.go; 0 for the clairvoyant bound, which has no fleet).
+	TTFTMeanMs float64 `json:"ttft_mean_ms"`
+	TTFTP99Ms  float64 `json:"ttft_p99_ms"`
+	Route      Latency `json:"route_latency,omitzero"`
 	// Partial counts route answers that lacked part of the index (a
 	// cluster: shard grains that missed the route deadline).
 	Partial int     `json:"partial_answers,omitempty"`
@@ -174,17 +178,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if len(r.Quality) > 0 {
 		fmt.Fprintln(w, "\nRouting quality (hit rate = cached prompt tokens / prompt tokens, as the serving engine saw it)")
-		fmt.Fprintln(tw, "trace\tworkers\tshards\thosts\tpolicy\trequests\thit rate\tof bound\trequest CoV\tprefill CoV\troute p99 µs\tlag p99 µs\tvalid\t")
+		fmt.Fprintln(tw, "trace\tworkers\tshards\thosts\tpolicy\trequests\thit rate\tof bound\trequest CoV\tprefill CoV\tTTFT est mean ms\tTTFT est p99 ms\troute p99 µs\tlag p99 µs\tvalid\t")
 		for _, x := range r.Quality {
-			route, lag := "-", "-"
+			route, lag, ttft, ttft99 := "-", "-", "-", "-"
+			if x.TTFTMeanMs > 0 {
+				ttft, ttft99 = fmt.Sprintf("%.1f", x.TTFTMeanMs), fmt.Sprintf("%.1f", x.TTFTP99Ms)
+			}
 			if x.Route.N > 0 {
 				route = us(x.Route.P99)
 			}
 			if x.Lag.N > 0 {
 				lag = us(x.Lag.P99)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%.1f%%\t%.1f%%\t%.3f\t%.3f\t%s\t%s\t%s\t\n", x.Trace, x.Workers, x.Shards, x.Hosts, x.Policy, x.Requests,
-				100*x.HitRate, 100*x.OfBound, x.RequestCoV, x.PrefillCoV, route, lag, validity(x.Valid, x.Invalid))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%.1f%%\t%.1f%%\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n", x.Trace, x.Workers, x.Shards, x.Hosts, x.Policy, x.Requests,
+				100*x.HitRate, 100*x.OfBound, x.RequestCoV, x.PrefillCoV, ttft, ttft99, route, lag, validity(x.Valid, x.Invalid))
 		}
 		tw.Flush()
 	}

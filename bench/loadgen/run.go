@@ -67,12 +67,6 @@ const (
 	SyntheticTrace    = traces.BuiltinPrefix + traces.Synthetic
 )
 
-// RecommendedOverlapWeight is the overlap weight the full mode compares
-// with the router's default (1): on the Mooncake traces it reaches 91–96 %
-// of the clairvoyant hit rate at a request CoV of 0.01–0.2 (bench/README.md,
-// "Routing settings").
-const RecommendedOverlapWeight = 4
-
 // DefaultSessionCredit is kvrouter serve's --session-credit default.
 const DefaultSessionCredit = 1
 
@@ -92,18 +86,26 @@ func QuickConfig() Config {
 	}
 }
 
-// FullConfig is the full mode: both traces in full on 4, 16, 64 and 1,000
+// FullConfig is the full mode: the three traces in full on 4, 16, 64 and 1,000
 // workers (one index shard on one host, then 2 and 3 hosts), kvrouter with
-// and without session ids, with the default overlap weight and
-// RecommendedOverlapWeight, four ingest passes, and sweeps of 3 s points on
-// 16 and 1,000 workers.
+// and without session ids at its default cost, four ingest passes, and
+// sweeps of 3 s points on 16 and 1,000 workers.
 func FullConfig() Config {
 	c := QuickConfig()
-	c.Mode, c.Traces, c.Requests = "full", []string{ConversationTrace, SyntheticTrace}, 0
+	c.Mode, c.Traces, c.Requests = "full", []string{ConversationTrace, SyntheticTrace, AgenticTrace}, 0
 	c.Workers, c.Sessions, c.IngestPasses, c.Shards, c.Hosts = []int{4, 16, 64, 1000}, []bool{true, false}, 4, []int{1}, []int{1, 2, 3}
-	c.OverlapWeights = []float64{routing.DefaultConfig().OverlapWeight, RecommendedOverlapWeight}
 	c.SweepWorkers, c.PointDuration = []int{16, 1000}, 3*time.Second
 	c.Rates = []float64{1000, 2000, 5000, 10000, 20000, 40000, 60000, 80000, 120000}
+	return c
+}
+
+// QualityConfig is the routing-quality preset: the full mode's traces (the
+// two Mooncake traces and the generated agentic workload) in full on 4, 16,
+// 64 and 1,000 workers, kvrouter's replays on one host with session ids,
+// every baseline beside them; no ingest phase, sweep or cluster.
+func QualityConfig() Config {
+	c := FullConfig()
+	c.Mode, c.Sessions, c.Hosts, c.IngestWorkers, c.SweepWorkers, c.Rates = "quality", []bool{true}, []int{1}, 0, nil, nil
 	return c
 }
 
@@ -157,7 +159,7 @@ func Run(cfg Config) (*Report, error) {
 		Clients: cfg.Clients, PointSeconds: cfg.PointDuration.Seconds(), Feed: cfg.Feed}}}
 	start := time.Now()
 	for i, path := range cfg.Traces {
-		r.rep.Config.Traces = append(r.rep.Config.Traces, traces.Label(path))
+		r.rep.Config.Traces = append(r.rep.Config.Traces, TraceLabel(path))
 		if err := r.trace(path, i == 0); err != nil {
 			return r.rep, err
 		}
@@ -222,7 +224,7 @@ func (r *runner) clusterConfig(workers int, l layout, weight float64) clusterCon
 // down in the background after leaving, come after every one-host
 // measurement.
 func (r *runner) trace(path string, first bool) error {
-	name := traces.Label(path)
+	name := TraceLabel(path)
 	reqs, err := LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Limit: r.cfg.Requests})
 	if err != nil {
 		return err
@@ -280,24 +282,45 @@ func (r *runner) ingest(path string, l layout) error {
 	if err != nil {
 		return err
 	}
-	res.Trace, res.Shards, res.Hosts = traces.Label(path), l.shards, l.hosts
+	res.Trace, res.Shards, res.Hosts = TraceLabel(path), l.shards, l.hosts
 	r.rep.Ingest = append(r.rep.Ingest, res)
 	r.progress("ingest  %-12s %4d workers %s: %s blocks/s, %s events/s, lag p99 %s µs (%s)", res.Trace, res.Workers, l,
 		si(res.BlocksPerSec), si(res.EventsPerSec), us(res.Lag.P99), validity(res.Valid, res.Invalid))
 	return nil
 }
 
+// cacheConfig is the offline replays' caches and engine model on workers.
+func (r *runner) cacheConfig(reqs []Request, workers int) CacheConfig {
+	return CacheConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity,
+		InFlight: r.cfg.InFlightPerWorker * workers, Gap: ArrivalGap(reqs, workers)}
+}
+
+// Baselines are the offline policies every quality replay compares with,
+// peers first (bench/README.md, "Peers' policies").
+func Baselines(workers int, seed uint64) ([]Policy, error) {
+	dynamo, err := NewCore(NameDynamo, workers, routing.DynamoConfig())
+	if err != nil {
+		return nil, err
+	}
+	return []Policy{dynamo, NewSGLang(workers), NewLLMD(workers, seed), NewAIBrix(workers, seed),
+		NewGreedy(workers, seed), NewRandom(workers, seed), NewRoundRobin(workers)}, nil
+}
+
 // offline replays the baseline policies and returns the clairvoyant hit
 // rate (the bound the others are compared with).
 func (r *runner) offline(name string, reqs []Request, workers int) (float64, error) {
-	cc := CacheConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity}
+	cc := r.cacheConfig(reqs, workers)
 	t, err := ReplayClairvoyant(reqs, cc)
 	if err != nil {
 		return 0, err
 	}
 	bound := t.HitRate()
 	r.addQuality(QualityRow{Trace: name, Workers: workers, Policy: NameClairvoyant, Valid: true}, t, bound)
-	for _, p := range []Policy{NewGreedy(workers, r.cfg.Seed), NewRandom(workers, r.cfg.Seed), NewRoundRobin(workers)} {
+	policies, err := Baselines(workers, r.cfg.Seed)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range policies {
 		t, err := ReplayOffline(reqs, p, cc)
 		if err != nil {
 			return 0, err
@@ -316,9 +339,10 @@ func (r *runner) addQuality(row QualityRow, t Tally, bound float64) {
 		row.OfBound = row.HitRate / bound
 	}
 	row.RequestCoV, row.PrefillCoV, row.Tally = t.RequestCoV(), t.PrefillCoV(), t
+	row.TTFTMeanMs, row.TTFTP99Ms = ttftMs(t.TTFT)
 	r.rep.Quality = append(r.rep.Quality, row)
-	r.progress("quality %-12s %4d workers %-22s hit %5.1f%% (%5.1f%% of bound), request CoV %.3f", row.Trace, row.Workers, row.Policy,
-		100*row.HitRate, 100*row.OfBound, row.RequestCoV)
+	r.progress("quality %-12s %4d workers %-22s hit %5.1f%% (%5.1f%% of bound), request CoV %.3f, TTFT est mean %.1f ms", row.Trace, row.Workers, row.Policy,
+		100*row.HitRate, 100*row.OfBound, row.RequestCoV, row.TTFTMeanMs)
 }
 
 // replaySpec is one kvrouter replay: the cluster, the routing settings, the
@@ -355,7 +379,7 @@ func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs 
 		return err
 	}
 	defer c.close()
-	run, err := c.replayRouted(reqs, rs.sessions, r.cfg.InFlightPerWorker*rs.workers)
+	run, err := c.replayRouted(reqs, rs.sessions, r.cfg.InFlightPerWorker*rs.workers, ArrivalGap(reqs, rs.workers))
 	if err != nil {
 		return err
 	}

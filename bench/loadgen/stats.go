@@ -84,3 +84,17 @@ func LagGrowing(lags []time.Duration, floor time.Duration) bool {
 	first, last := median(lags[:q]), median(lags[len(lags)-q:])
 	return last > floor && last > 4*first
 }
+
+// ttftMs is the mean and nearest-rank p99 of TTFT estimates given in
+// seconds, in milliseconds (0, 0 for none).
+func ttftMs(s []float64) (mean, p99 float64) {
+	if len(s) == 0 {
+		return 0, 0
+	}
+	d := make([]time.Duration, len(s))
+	for i, x := range s {
+		d[i] = time.Duration(x * float64(time.Second))
+	}
+	l := Summarize(d)
+	return l.Mean / 1000, l.P99 / 1000
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/kvrouter/kvrouter/bench/simengine"
@@ -32,7 +33,12 @@ type TraceOptions struct {
 // (traces.OpenRef: "builtin:conversation" or a file path): the tokens come
 // from simengine.TraceDriver (equal ids give equal token runs), the hash
 // ids from the same lines, and the sessions from InferSessions.
+//
+// A reference with GeneratedPrefix is generated instead (agentic.go).
 func LoadTrace(path string, opt TraceOptions) ([]Request, error) {
+	if strings.HasPrefix(path, GeneratedPrefix) {
+		return generated(path, opt)
+	}
 	data, err := readTrace(path)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: read trace: %w", err)

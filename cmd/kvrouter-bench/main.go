@@ -36,7 +36,10 @@ and optionally as JSON and PNG plots:
             applied; a point is invalid if a stream resynced or degraded, a
             published batch never became visible, or the lag kept growing
   memory    router heap per (block, worker) index entry
-  quality   prefix hit rate and per-worker load CoV of kvrouter vs random,
+  quality   prefix hit rate, per-worker request and prefill CoV and a TTFT
+            estimate (an engine model: FIFO prefill at a fixed rate) of
+            kvrouter vs its peers' policies re-implemented on the same
+            caches and load (dynamo, sglang, llm-d, aibrix), random,
             round-robin, exact-greedy (exact caches, longest prefix, ignores
             load) and the clairvoyant bound (one pooled cache of the fleet's
             capacity)
@@ -46,8 +49,9 @@ The sweep's routed requests are served on their engines asynchronously
 own; --feed inline makes each client serve what it routed, and --feed none
 serves nothing (the route path alone, with no ingest competing).
 
---quick (the default, under two minutes on 2 cores) and --full choose a
-preset; any other flag given overrides the preset's value.
+--quick (the default, under two minutes on 2 cores), --full and --quality
+(the routing-quality table alone) choose a preset; any other flag given
+overrides the preset's value.
 
 --chaos runs the fault-injection trials of bench/chaos instead (a seeded
 fault plan per trial between simulated engines and a router, then the
@@ -80,7 +84,8 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlags("kvrouter-bench", benchHelp, stderr)
 	quick := fs.Bool("quick", true, "quick preset: 2,000 conversation requests on 4, 16, 64 workers with 1, 2, 4 index shards; 1 s sweep points on 16 workers")
-	full := fs.Bool("full", false, "full preset: both traces in full on 4, 16, 64, 1000 workers (1 shard), with and without session ids, overlap weights 1 and 4; 3 s sweep points on 16 and 1000 workers")
+	full := fs.Bool("full", false, "full preset: the Mooncake traces and gen:agentic in full on 4, 16, 64, 1000 workers (1 shard), with and without session ids; 3 s sweep points on 16 and 1000 workers")
+	quality := fs.Bool("quality", false, "quality preset: the routing-quality table alone (kvrouter beside every peer policy and baseline) on the full mode's traces and worker counts")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this `file`")
 	plots := fs.String("plots", "", "also draw latency.png and hitrate-<trace>.png into this `dir`")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -90,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	chaosSeed := fs.Uint64("chaos-seed", 1, "--chaos: `seed` of the first trial")
 	chaosKinds := fs.String("chaos-kinds", defaultChaosKinds, "--chaos: comma-separated fault `kinds` drawn, or all (drop, duplicate, reorder, truncate, corrupt, cut, restart_wipe, restart_keep)")
 	b := &benchFlags{fs: fs, set: map[string]func(*loadgen.Config) error{}}
-	b.strFlag("trace", "comma-separated Mooncake `traces`, each "+cli.TraceRefHelp+" (quick: builtin:conversation; full: builtin:conversation,builtin:synthetic)",
+	b.strFlag("trace", "comma-separated Mooncake `traces`, each "+cli.TraceRefHelp+" (quick: builtin:conversation; full: builtin:conversation,builtin:synthetic,gen:agentic — the generated agentic workload)",
 		func(c *loadgen.Config, v string) error { c.Traces = cli.SplitList(v); return nil })
 	b.intFlag("tokens-per-block", "tokens each trace hash_id expands to, and the block size (default 16; the trace's own is 512)",
 		func(c *loadgen.Config, v int) { c.TokensPerBlock = v })
@@ -114,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		func(c *loadgen.Config, v string) (err error) { c.Shards, err = cli.IntList(v); return err })
 	b.strFlag("hosts", "comma-separated router host `counts` (quick: 1; full: 1,2,3): 1 runs one router with each --shards count; n > 1 runs n cluster members on loopback in this process (8 shard grains): an ingest run, the replays and sweep per count (memory: one host only)",
 		func(c *loadgen.Config, v string) (err error) { c.Hosts, err = cli.IntList(v); return err })
-	b.strFlag("overlap-weight", "comma-separated routing overlap `weights` (serve's --overlap-weight, default 1): a kvrouter replay per weight; the sweep uses the first",
+	b.strFlag("overlap-weight", "comma-separated routing overlap `weights` (serve's --overlap-weight, default 8, kvrouter's cost): a kvrouter replay per weight; the sweep uses the first",
 		func(c *loadgen.Config, v string) (err error) {
 			c.OverlapWeights, err = cli.FloatList("--overlap-weight", v)
 			return err
@@ -145,7 +150,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		func(c *loadgen.Config, v string) error { c.Transports = cli.SplitList(v); return nil })
 	b.strFlag("feed", "how the sweep's routed requests reach the engines: `async` (each engine's own goroutine and queue; the default), inline (the routing client serves) or none (route only: no events while sweeping)",
 		func(c *loadgen.Config, v string) error { c.Feed = v; return nil })
-	b.intFlag("seed", "seed of the random and exact-greedy policies (default 1)", func(c *loadgen.Config, v int) { c.Seed = uint64(v) })
+	b.intFlag("seed", "seed of the seeded baselines: random, exact-greedy, llm-d and aibrix ties (default 1)", func(c *loadgen.Config, v int) { c.Seed = uint64(v) })
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -154,9 +159,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runChaos(*chaosTrials, *chaosSeed, *chaosKinds, stdout, stderr)
 	}
 	cfg := loadgen.QuickConfig()
-	if *full {
+	switch {
+	case *quality:
+		cfg = loadgen.QualityConfig()
+	case *full:
 		cfg = loadgen.FullConfig()
-	} else if !*quick {
+	case !*quick:
 		return fail(fmt.Errorf("--quick=false needs --full"))
 	}
 	var err error
