@@ -10,8 +10,13 @@
 //
 //   - Pure parts, deterministic and tested directly: session inference
 //     (sessions.go), percentiles and the coefficient of variation
-//     (stats.go), the baseline policies and the offline replay on
-//     simengine caches (policy.go, offline.go), the report and its table
+//     (stats.go), the engine model behind every replay's load and TTFT
+//     estimate (fleet.go), the baseline policies — the peers' routers
+//     re-implemented (policy_core.go for Dynamo's cost, policy_sglang.go,
+//     policy_llmd.go, policy_aibrix.go) and the simple ones (policy.go) —
+//     with their block indexes (holders.go), the offline replay on
+//     simengine caches (offline.go), the generated agentic workload
+//     (agentic.go), the report and its table
 //     (report.go), the scheduling-latency quantile (sched.go), and the
 //     plots (plot.go).
 //   - The I/O edge: trace loading (trace.go), a running router with its

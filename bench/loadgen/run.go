@@ -54,7 +54,9 @@ type Config struct {
 	Clients        int           // concurrent clients of the sweep (and HTTP connections)
 	Transports     []string      // TransportInProcess, TransportHTTP
 	Feed           string        // how the sweep's routed requests reach the engines: FeedAsync, FeedInline or FeedNone
-	Seed           uint64        // of the random and exact-greedy policies
+	Seed           uint64        // of the seeded baselines (random, exact-greedy, llm-d's and AIBrix's ties)
+	// NoMemory skips the memory measure after the kvrouter replays.
+	NoMemory bool
 	// Progress receives a line per finished step (nil: none).
 	Progress io.Writer
 	// Logger is the router's logger (nil: discard).
@@ -102,10 +104,12 @@ func FullConfig() Config {
 // QualityConfig is the routing-quality preset: the full mode's traces (the
 // two Mooncake traces and the generated agentic workload) in full on 4, 16,
 // 64 and 1,000 workers, kvrouter's replays on one host with session ids,
-// every baseline beside them; no ingest phase, sweep or cluster.
+// every baseline beside them; no ingest phase, sweep, memory measure or
+// cluster.
 func QualityConfig() Config {
 	c := FullConfig()
 	c.Mode, c.Sessions, c.Hosts, c.IngestWorkers, c.SweepWorkers, c.Rates = "quality", []bool{true}, []int{1}, 0, nil, nil
+	c.NoMemory = true
 	return c
 }
 
@@ -246,7 +250,7 @@ func (r *runner) trace(path string, first bool) error {
 			for si, sessions := range r.cfg.Sessions {
 				for wi, weight := range r.cfg.OverlapWeights {
 					rs := replaySpec{workers: workers, layout: l, sessions: sessions, weight: weight, bound: bounds[workers],
-						memory: si == 0 && wi == 0}
+						memory: si == 0 && wi == 0 && !r.cfg.NoMemory}
 					rs.sweep = first && rs.memory && slices.Contains(r.cfg.SweepWorkers, workers) && len(r.cfg.Rates) > 0
 					if rs.sweep && sweepReqs == nil {
 						if sweepReqs, err = LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Seed: 1}); err != nil {
