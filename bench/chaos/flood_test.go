@@ -17,6 +17,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/wire"
 	"github.com/kvrouter/kvrouter/messages/wire/wirefix"
 )
 
@@ -133,10 +134,10 @@ func TestGarbageFloodIsCountedAndBounded(t *testing.T) {
 	deep = append(deep, bytes.Repeat([]byte{0x91}, 100_000)...) // 100k nested arrays, skipped unread
 	deep = append(deep, 0xc0, 0xc0)                             // the innermost value, the batch's rank
 	// Large frames: three of 32 MB (a bin under a key kvrouter does not read,
-	// skipped by seeking; the event has no tokens) and one of 4 M token ids,
-	// 4× MaxTokens (each element skipped without being kept).
+	// skipped by seeking; the event has no tokens) and one declaring one
+	// token id over MaxTokens (each element skipped without being kept).
 	bigBin := storedHeader(4).Str("junk").Bin(make([]byte, 32<<20)).Str("block_size").Uint(4, 0).Nil().Bytes()
-	const manyTokens = 4 << 20
+	manyTokens := wire.DefaultLimits().MaxTokens + 1
 	bigTokens := storedHeader(4).Str("token_ids").Array(manyTokens).Bytes()
 	bigTokens = append(bigTokens, bytes.Repeat([]byte{0x01}, manyTokens)...)
 	bigTokens = wirefix.New().Raw(bigTokens...).Str("block_size").Uint(4, 0).Nil().Bytes()
