@@ -16,6 +16,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/bench/traces"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // tracePath is the embedded Mooncake conversation trace.
@@ -156,17 +157,11 @@ func waitSubscribed(b *testing.B, p *pipeline.Pipeline, pubs []zmq4.Socket) {
 	probe := []byte{0x93, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x90, 0x00} // [0.0, [], 0]
 	for i, s := range pubs {
 		stream := messages.StreamID{Worker: messages.WorkerID(i + 1)}
-		for try := 0; ; try++ {
-			st, err := p.ListenerStats(stream, time.Second)
-			if err == nil && st.Received > 0 {
-				break
-			}
-			if try > 500 {
-				b.Fatalf("listener %d never heard its engine", i+1)
-			}
+		eventually.True(b, fmt.Sprintf("listener %d hears its engine", i+1), func() (bool, string) {
 			_ = s.Send(zmq4.NewMsgFrom(nil, make([]byte, 8), probe))
-			time.Sleep(10 * time.Millisecond)
-		}
+			st, err := p.ListenerStats(stream, time.Second)
+			return err == nil && st.Received > 0, fmt.Sprint(st, err)
+		})
 	}
 }
 
@@ -176,19 +171,14 @@ func waitApplied(b *testing.B, p *pipeline.Pipeline, loads []engineLoad) int {
 	resyncs := 0
 	for i, l := range loads {
 		stream := messages.StreamID{Worker: messages.WorkerID(i + 1)}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			st, err := p.ListenerStats(stream, time.Second)
-			if err == nil && st.NextSeq == uint64(len(l.payloads)+1) && st.InFlight == 0 {
-				for _, n := range st.Resyncs {
-					resyncs += int(n)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("listener %d stuck: %+v", i+1, st)
-			}
-			time.Sleep(time.Millisecond)
+		var st *listener.Stats
+		eventually.Within(b, 60*time.Second, fmt.Sprintf("listener %d applied", i+1), func() (bool, string) {
+			var err error
+			st, err = p.ListenerStats(stream, time.Second)
+			return err == nil && st.NextSeq == uint64(len(l.payloads)+1) && st.InFlight == 0, fmt.Sprintf("%+v %v", st, err)
+		})
+		for _, n := range st.Resyncs {
+			resyncs += int(n)
 		}
 	}
 	return resyncs

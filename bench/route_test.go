@@ -18,6 +18,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // routeFixture is a served kvrouter whose index learned from 4 simulated
@@ -67,17 +68,10 @@ func newRouteFixture(b *testing.B) *routeFixture {
 		engines[i%4].Serve(p, "")
 	}
 	// Let the index catch up: a query of the last prompt finds it.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.True(b, "the index caught up", func() (bool, string) {
 		q, err := svc.Query(context.Background(), api.QueryRequest{TokenIDs: prompts[len(prompts)-1], ModelName: "m"})
-		if err == nil && len(q.Scores) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("index never caught up")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && len(q.Scores) > 0, fmt.Sprint(q, err)
+	})
 	return &routeFixture{svc: svc, url: srv.URL, prompts: prompts}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // sessWorkload is a generated multi-turn chat workload: every conversation
@@ -151,31 +152,26 @@ func sessRun(t *testing.T, w sessWorkload, rounds [][]sessTurn, credit float64, 
 // after them) and a session read (queued behind what the front forwarded).
 func sessSettle(t *testing.T, svc *service.Service, engines []*simengine.Engine) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for i := 0; ; i++ {
-		if i%50 == 0 { // a heartbeat now and then: a stream nothing was heard from yet, a lost tail
+	tries := 0
+	eventually.True(t, "engines settled", func() (bool, string) {
+		if tries%5 == 0 { // a heartbeat now and then: a stream nothing was heard from yet, a lost tail
 			for _, e := range engines {
 				_ = e.Publish()
 			}
 		}
+		tries++
 		ws, err := svc.Workers(context.Background())
 		ok := err == nil && len(ws) == len(engines)
 		for i := 0; ok && i < len(ws); i++ {
 			r := ws[i].Ranks[0]
 			ok = r.State == api.StateExact && r.LastSeq != nil && *r.LastSeq+1 == engines[i].Stats().NextSeq
 		}
-		if ok {
-			if _, err := svc.Workers(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			_, _ = svc.Session(context.Background(), api.SessionRequest{ID: "barrier"}) // unknown: 404
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("engines never settled: %+v", ws)
-		}
-		time.Sleep(time.Millisecond)
+		return ok, fmt.Sprintf("%+v %v", ws, err)
+	})
+	if _, err := svc.Workers(context.Background()); err != nil {
+		t.Fatal(err)
 	}
+	_, _ = svc.Session(context.Background(), api.SessionRequest{ID: "barrier"}) // unknown: 404
 }
 
 // cov is the coefficient of variation (population σ / mean).

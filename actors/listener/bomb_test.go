@@ -1,6 +1,8 @@
 package listener_test
 
 import (
+	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/zmtpguard"
 	"github.com/kvrouter/kvrouter/actors/zmtpguard/zmtptest"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // zmtpPub is a hostile "engine": it speaks ZMTP 3.0 as a PUB (greeting,
@@ -35,9 +38,9 @@ func zmtpPub(t *testing.T) string {
 				_, _ = c.Write(zmtptest.Greeting())
 				_, _ = c.Read(make([]byte, 64))
 				_, _ = c.Write(zmtptest.Ready("PUB"))
-				time.Sleep(50 * time.Millisecond)
+				_, _ = c.Read(make([]byte, 64))               // the subscriber's READY
 				_, _ = c.Write(zmtptest.LongHeader(0, 1<<40)) // a frame of 1 TiB
-				time.Sleep(time.Second)
+				_, _ = io.Copy(io.Discard, c)                 // until the subscriber hangs up
 			}()
 		}
 	}()
@@ -53,20 +56,16 @@ func TestAFrameOfATerabyteIsRefused(t *testing.T) {
 	}
 	pid := system.Root.Spawn(props)
 	defer system.Root.Stop(pid)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, "the refusal counted", func() (bool, string) {
 		res, err := system.Root.RequestFuture(pid, &listener.StatsRequest{}, time.Second).Result()
 		if err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
 		for why, n := range res.(*listener.Stats).BadFrames {
 			if strings.Contains(why, zmtpguard.ErrMessageTooLarge.Error()) && n > 0 {
-				return // refused, counted, and the process is alive
+				return true, "" // refused, counted, and the process is alive
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no refusal counted: %v", res.(*listener.Stats).BadFrames)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, fmt.Sprint("bad frames ", res.(*listener.Stats).BadFrames)
+	})
 }

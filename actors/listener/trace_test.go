@@ -1,6 +1,7 @@
 package listener_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/normalizer"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
 	"github.com/kvrouter/kvrouter/messages/wire"
@@ -75,22 +77,17 @@ func (in *ingest) stats(t *testing.T) *listener.Stats {
 // nothing is in flight. It returns the next seq the engine will publish.
 func (in *ingest) settle(t *testing.T) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for in.stats(t).Delivered == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the listener never heard the engine")
-		}
+	eventually.True(t, "the listener hears the engine", func() (bool, string) {
 		if err := in.eng.Publish(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for s := in.stats(t); s.InFlight > 0 || s.Replaying || s.NextSeq != in.eng.Stats().NextSeq; s = in.stats(t) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the listener did not catch up: %+v", s)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		s := in.stats(t)
+		return s.Delivered > 0, fmt.Sprintf("%+v", s)
+	})
+	eventually.True(t, "the listener catches up", func() (bool, string) {
+		s := in.stats(t)
+		return s.InFlight == 0 && !s.Replaying && s.NextSeq == in.eng.Stats().NextSeq, fmt.Sprintf("%+v", s)
+	})
 	return in.eng.Stats().NextSeq
 }
 
@@ -127,16 +124,15 @@ func withSeq(exp *tracetest.InMemoryExporter, name string, seq uint64) tracetest
 // waitSpans waits until n spans named name with seq have ended.
 func waitSpans(t *testing.T, exp *tracetest.InMemoryExporter, name string, seq uint64, n int) tracetest.SpanStubs {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if s := withSeq(exp, name, seq); len(s) >= n || time.Now().After(deadline) {
-			if len(s) != n {
-				t.Fatalf("%d %s spans for seq %d, want %d", len(s), name, seq, n)
-			}
-			return s
-		}
-		time.Sleep(5 * time.Millisecond)
+	eventually.True(t, fmt.Sprintf("%d %s spans for seq %d", n, name, seq), func() (bool, string) {
+		got := len(withSeq(exp, name, seq))
+		return got >= n, fmt.Sprint(got, " spans")
+	})
+	s := withSeq(exp, name, seq)
+	if len(s) != n {
+		t.Fatalf("%d %s spans for seq %d, want %d", len(s), name, seq, n)
 	}
+	return s
 }
 
 func TestOneBatchIsOneTrace(t *testing.T) {

@@ -110,6 +110,11 @@ type Tracker struct {
 	// at that batch, to check the publisher still has it.
 	lastHash             uint64
 	hashKnown, verifying bool
+	// belowHistory: the running verification was asked for by the first
+	// live batch heard, whose seq was under a history delivered by replay
+	// alone — a late live copy, or a restarted publisher's new seqs (a
+	// failed verification then names a restart).
+	belowHistory bool
 	// dropped: a Drop was returned and nothing delivered since.
 	dropped bool
 }
@@ -227,6 +232,10 @@ func (t *Tracker) Recover() []Action {
 // delivered.
 func (t *Tracker) Live(seq uint64, payload []byte) []Action {
 	restart := t.haveLive && seq <= t.lastLive
+	// A history learned from the replay alone (no live batch heard yet, the
+	// subscription joined late) gives no last live seq to compare with: a
+	// seq under it is a late copy or a restarted publisher's.
+	unverified := !t.haveLive && t.started && seq < t.next
 	t.lastLive, t.haveLive = seq, true
 	if restart {
 		// The old publisher's cache went with it: whatever is held or
@@ -238,6 +247,12 @@ func (t *Tracker) Live(seq uint64, payload []byte) []Action {
 		return t.hold(seq, payload)
 	}
 	if t.started && seq < t.next {
+		if unverified && t.cfg.Replay && t.hashKnown {
+			// Ask whether the publisher still has the last delivered batch.
+			acts := t.replay(nil, t.next)
+			t.belowHistory = t.verifying
+			return acts
+		}
 		return nil // delivered by a replay already
 	}
 	missed := (t.started && seq > t.next) || (!t.started && t.cfg.SeqStartsAtZero && seq > 0)
@@ -270,7 +285,7 @@ func (t *Tracker) Replayed(seq uint64, payload []byte) []Action {
 		// down), or the buffer no longer holds it (continuity unknown).
 		// Start over from everything the buffer holds.
 		why := ResyncHistoryMissing
-		if seq == t.next-1 {
+		if seq == t.next-1 || t.belowHistory {
 			why = ResyncRestart
 		}
 		return t.startOver(why)
@@ -297,7 +312,11 @@ func (t *Tracker) ReplayEnd() []Action {
 		return nil
 	}
 	if t.verifying {
-		return t.startOver(ResyncHistoryMissing)
+		why := ResyncHistoryMissing
+		if t.belowHistory {
+			why = ResyncRestart // a live seq under the history, which the publisher no longer has
+		}
+		return t.startOver(why)
 	}
 	acts := t.drain(nil, false, 0)
 	if t.replayGot > 0 && t.started && len(t.buffered) > 0 && t.buffered[0].seq > t.next && t.retries < maxReplayRetries {
@@ -354,7 +373,7 @@ func (t *Tracker) stopReplay(gap ResyncReason) []Action {
 // the delivered history starts one batch earlier, at the last delivered
 // one, to verify that the publisher still has it (Replayed).
 func (t *Tracker) replay(acts []Action, from uint64) []Action {
-	t.replaying, t.replayGot = true, 0
+	t.replaying, t.replayGot, t.belowHistory = true, 0, false
 	t.verifying = t.started && t.hashKnown && from == t.next && from > 0
 	if t.verifying {
 		from--

@@ -1,12 +1,14 @@
 package mailbox
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 func depthOf(kind string) int64 {
@@ -41,13 +43,9 @@ func TestDepthCountsQueuedMessages(t *testing.T) {
 		t.Fatalf("another kind's depth %d, want 0", got)
 	}
 	close(release)
-	deadline := time.Now().Add(5 * time.Second)
-	for depthOf(Route) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("depth %d after the actor drained its mailbox", depthOf(Route))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, "depth 0 once the actor drained its mailbox", func() (bool, string) {
+		return depthOf(Route) == 0, fmt.Sprint("depth ", depthOf(Route))
+	})
 	if len(Depths()) != 6 {
 		t.Fatalf("kinds %v", Depths())
 	}
@@ -96,7 +94,11 @@ func TestReadsPassQueuedBatches(t *testing.T) {
 	system.Root.Send(pid, &messages.RouterEventBatch{})
 	system.Root.Send(pid, &messages.RouterEventBatch{})
 	f := system.Root.RequestFuture(pid, 1, 5*time.Second)
-	time.Sleep(20 * time.Millisecond)
+	// The read is queued behind the batches (the blocked message counts
+	// until it is handled: four in all).
+	eventually.True(t, "the read queued", func() (bool, string) {
+		return depthOf(Index) == 4, fmt.Sprint("depth ", depthOf(Index))
+	})
 	close(release)
 	if _, err := f.Result(); err != nil {
 		t.Fatal(err)

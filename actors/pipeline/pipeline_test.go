@@ -13,6 +13,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 	"github.com/kvrouter/kvrouter/messages/wire/wirefix"
 )
 
@@ -84,22 +85,6 @@ func mustStart(t *testing.T, cfg Config) *Pipeline {
 	return p
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: not reached; last state: %s", what, last)
-}
-
 func TestPipelineAppliesEngineEventsInOrder(t *testing.T) {
 	endpoint := freeEndpoint(t)
 	pub := newEnginePub(t, endpoint)
@@ -110,7 +95,7 @@ func TestPipelineAppliesEngineEventsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Slow joiner: heartbeat until the listener hears one.
-	eventually(t, "subscription", func() (bool, string) {
+	eventually.True(t, "subscription", func() (bool, string) {
 		pub.send(t, emptyBatch())
 		st, err := p.ListenerStats(stream, time.Second)
 		return err == nil && st.Received > 0, fmt.Sprint(st, err)
@@ -121,7 +106,7 @@ func TestPipelineAppliesEngineEventsInOrder(t *testing.T) {
 	pub.send(t, removedBatch(3))
 	want := []messages.ExternalHash{1, 2, 5}
 	key := messages.WorkerKey{Worker: 7}
-	eventually(t, "index", func() (bool, string) {
+	eventually.True(t, "index", func() (bool, string) {
 		snap, err := p.Snapshot(time.Second)
 		if err != nil {
 			return false, err.Error()
@@ -151,7 +136,7 @@ func startWithListener(t *testing.T, cfg listener.Config, pub *enginePub) *Pipel
 	if err := p.AddListener(cfg); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "subscription", func() (bool, string) {
+	eventually.True(t, "subscription", func() (bool, string) {
 		pub.send(t, emptyBatch())
 		st, err := p.ListenerStats(cfg.Stream, time.Second)
 		return err == nil && st.Received > 0, fmt.Sprint(st, err)
@@ -175,7 +160,7 @@ func TestBadMessagesAreCountedAndTheStreamGoesOn(t *testing.T) {
 	pub.send(t, []byte{0xc1, 0xff, 0x00})
 	pub.send(t, storedBatch(0, 42))
 	key := messages.WorkerKey{Worker: 3}
-	eventually(t, "good batch applied after bad ones", func() (bool, string) {
+	eventually.True(t, "good batch applied after bad ones", func() (bool, string) {
 		snap, err := p.Snapshot(time.Second)
 		return err == nil && slices.Equal(snap.Blocks[key], []messages.ExternalHash{42}), fmt.Sprint(snap, err)
 	})
@@ -208,10 +193,10 @@ func TestALostConnectionWithoutReplayDropsTheStreamAtOnce(t *testing.T) {
 		}
 	}
 	pub.send(t, storedBatch(0, 1, 2, 3))
-	eventually(t, "blocks of the first engine", blocks(1, 2, 3))
+	eventually.True(t, "blocks of the first engine", blocks(1, 2, 3))
 
 	_ = pub.sock.Close()
-	eventually(t, "state dropped when the connection broke", blocks())
+	eventually.True(t, "state dropped when the connection broke", blocks())
 	st, err := p.Status(time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -225,13 +210,13 @@ func TestALostConnectionWithoutReplayDropsTheStreamAtOnce(t *testing.T) {
 	pub = newEnginePub(t, endpoint)
 	pub.seq = next
 	before, _ := p.ListenerStats(stream, time.Second)
-	eventually(t, "resubscription", func() (bool, string) {
+	eventually.True(t, "resubscription", func() (bool, string) {
 		pub.send(t, emptyBatch())
 		ls, err := p.ListenerStats(stream, time.Second)
 		return err == nil && ls.Received > before.Received, fmt.Sprint(ls, err)
 	})
 	pub.send(t, storedBatch(0, 7, 8))
-	eventually(t, "only the new engine's blocks", blocks(7, 8))
+	eventually.True(t, "only the new engine's blocks", blocks(7, 8))
 	ls, _ := p.ListenerStats(stream, time.Second)
 	if ls.Resyncs["disconnected"] != 1 || ls.InFlight != 0 {
 		t.Errorf("resyncs %v, in flight %d", ls.Resyncs, ls.InFlight)
@@ -249,18 +234,18 @@ func TestBoundSubscriberEnginesDialIn(t *testing.T) {
 	}
 	sock := zmq4.NewPub(ctx, zmq4.WithDialerRetry(20*time.Millisecond))
 	t.Cleanup(func() { sock.Close() })
-	eventually(t, "engine dials the router", func() (bool, string) {
+	eventually.True(t, "engine dials the router", func() (bool, string) {
 		err := sock.Dial(endpoint)
 		return err == nil, fmt.Sprint(err)
 	})
 	pub := &enginePub{sock: sock}
-	eventually(t, "subscription", func() (bool, string) {
+	eventually.True(t, "subscription", func() (bool, string) {
 		pub.send(t, emptyBatch())
 		st, err := p.ListenerStats(stream, time.Second)
 		return err == nil && st.Received > 0, fmt.Sprint(st, err)
 	})
 	pub.send(t, storedBatch(0, 8, 9))
-	eventually(t, "index", func() (bool, string) {
+	eventually.True(t, "index", func() (bool, string) {
 		snap, err := p.Snapshot(time.Second)
 		return err == nil && slices.Equal(snap.Blocks[messages.WorkerKey{Worker: 9}], []messages.ExternalHash{8, 9}), fmt.Sprint(snap, err)
 	})

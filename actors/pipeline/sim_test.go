@@ -10,8 +10,10 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/actors/publisher"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 	"github.com/kvrouter/kvrouter/messages/routerevent"
 	"github.com/zeebo/xxh3"
 )
@@ -83,7 +85,7 @@ func quiesce(t *testing.T, p *Pipeline, ws []*simWorker) {
 		}
 	}
 	for _, w := range ws {
-		eventually(t, fmt.Sprintf("worker %d quiescent", w.stream.Worker), func() (bool, string) {
+		eventually.True(t, fmt.Sprintf("worker %d quiescent", w.stream.Worker), func() (bool, string) {
 			st, err := p.ListenerStats(w.stream, time.Second)
 			if err != nil {
 				return false, err.Error()
@@ -107,7 +109,7 @@ func startSims(t *testing.T, ws []*simWorker) *Pipeline {
 	// Wait for the subscriptions (the PUB drops until a SUB is there; the
 	// replay repairs that, but the test wants live traffic to flow).
 	for _, w := range ws {
-		eventually(t, "subscribed", func() (bool, string) {
+		eventually.True(t, "subscribed", func() (bool, string) {
 			st, err := p.ListenerStats(w.stream, time.Second)
 			return err == nil && st.Subscribed > 0, fmt.Sprint(err)
 		})
@@ -275,7 +277,14 @@ func TestRouterEventsRepublished(t *testing.T) {
 	if err := sub.SetOption(zmq4.OptionSubscribe, "kvrouter."); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // let the subscription reach the PUB (slow joiner)
+	// The PUB drops what it publishes before the subscription reaches it.
+	eventually.True(t, "the subscription reached the router's PUB", func() (bool, string) {
+		st, err := request[*publisher.Stats](p.system, p.publisher, &publisher.StatsRequest{}, time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Contains(st.Topics, "kvrouter."), fmt.Sprint("topics ", st.Topics)
+	})
 	msgs := make(chan zmq4.Msg, 4096)
 	go func() {
 		for {
@@ -349,7 +358,7 @@ func TestSharedSocketEnginesToldApartByTopic(t *testing.T) {
 	}
 	ids := []messages.WorkerID{11, messages.WorkerID(xxh3.HashString("pod-b"))}
 	// Heartbeat until both engines are heard, then serve.
-	eventually(t, "both engines heard", func() (bool, string) {
+	eventually.True(t, "both engines heard", func() (bool, string) {
 		for _, w := range ws {
 			_ = w.eng.Publish()
 		}
@@ -360,7 +369,7 @@ func TestSharedSocketEnginesToldApartByTopic(t *testing.T) {
 		w.serve(t, 30)
 		_ = w.eng.Publish()
 	}
-	eventually(t, "index equals both engines' caches", func() (bool, string) {
+	eventually.True(t, "index equals both engines' caches", func() (bool, string) {
 		snap, err := p.Snapshot(time.Second)
 		if err != nil {
 			return false, err.Error()

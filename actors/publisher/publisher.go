@@ -30,6 +30,10 @@ type Stats struct {
 	Published uint64
 	Errors    uint64
 	Seq       uint64 // next seq
+	// Topics are the topic prefixes the connected subscribers asked for
+	// (sorted): a subscriber's subscription has reached the PUB once its
+	// prefix is here, and only then does it get what is published.
+	Topics []string
 }
 
 // StatsRequest asks for Stats.
@@ -97,6 +101,9 @@ func (p *pub) Receive(ctx actor.Context) {
 		}
 	case *StatsRequest:
 		s := p.stats
+		if t, ok := p.sock.(zmq4.Topics); ok {
+			s.Topics = t.Topics()
+		}
 		ctx.Respond(&s)
 	case *actor.Stopped:
 		p.sock.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // newRouter is a served, empty service with a 2-shard index.
@@ -91,24 +92,20 @@ func streamState(t *testing.T, svc *Service, id int) (api.StreamState, map[strin
 	return "", nil
 }
 
-// eventually retries cond for up to 10 s, publishing heartbeats so that
-// the routers see the engines' last batches.
-func eventually(t *testing.T, engines []*simengine.Engine, what string, cond func() (bool, string)) {
+// beatUntil waits until cond holds (eventually.True), publishing a
+// heartbeat on every engine after each miss so that the routers see the
+// engines' last batches.
+func beatUntil(t *testing.T, engines []*simengine.Engine, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, what, func() (bool, string) {
 		ok, why := cond()
-		if ok {
-			return
+		if !ok {
+			for _, e := range engines {
+				_ = e.Publish()
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s", what, why)
-		}
-		for _, e := range engines {
-			_ = e.Publish()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ok, why
+	})
 }
 
 // subscribed waits until svc's listener of worker id delivered a batch of
@@ -117,7 +114,7 @@ func eventually(t *testing.T, engines []*simengine.Engine, what string, cond fun
 func subscribed(t *testing.T, svc *Service, eng *simengine.Engine, id int) {
 	t.Helper()
 	ns, _ := svc.lookup("llama", api.DefaultTenant)
-	eventually(t, []*simengine.Engine{eng}, "subscribed", func() (bool, string) {
+	beatUntil(t, []*simengine.Engine{eng}, "subscribed", func() (bool, string) {
 		ls, err := ns.pipe.ListenerStats(messages.StreamID{Worker: messages.WorkerID(id)}, time.Second)
 		return err == nil && ls.Received > 0, fmt.Sprint(err)
 	})
@@ -140,7 +137,7 @@ func TestBootstrapResumesFromAPeer(t *testing.T) {
 	for i, e := range engines {
 		serve(t, e, 100*i, 12)
 	}
-	eventually(t, engines, "peer caught up", func() (bool, string) {
+	beatUntil(t, engines, "peer caught up", func() (bool, string) {
 		for i, e := range engines {
 			if !slices.Equal(blocks(t, a, i+1), truth(e)) {
 				return false, fmt.Sprintf("worker %d: index %d blocks, engine %d", i+1, len(blocks(t, a, i+1)), len(truth(e)))
@@ -165,7 +162,7 @@ func TestBootstrapResumesFromAPeer(t *testing.T) {
 	for i, e := range engines {
 		serve(t, e, 100*i+50, 12) // evicts some of what was loaded
 	}
-	eventually(t, engines, "bootstrapped router follows the engines", func() (bool, string) {
+	beatUntil(t, engines, "bootstrapped router follows the engines", func() (bool, string) {
 		for i, e := range engines {
 			st, resyncs := streamState(t, b, i+1)
 			if got := blocks(t, b, i+1); !slices.Equal(got, truth(e)) || st != api.StateExact {
@@ -187,7 +184,7 @@ func TestBootstrapAfterTheBufferMovedOn(t *testing.T) {
 	eng := newEngine(t, a, 1, 4)
 	subscribed(t, a, eng, 1)
 	serve(t, eng, 0, 10)
-	eventually(t, []*simengine.Engine{eng}, "peer caught up", func() (bool, string) {
+	beatUntil(t, []*simengine.Engine{eng}, "peer caught up", func() (bool, string) {
 		return slices.Equal(blocks(t, a, 1), truth(eng)), "not yet"
 	})
 	// The dump is taken now; then the engine publishes more than its
@@ -208,7 +205,7 @@ func TestBootstrapAfterTheBufferMovedOn(t *testing.T) {
 		t.Fatalf("bootstrap: %+v, %v", rep, err)
 	}
 	held := map[messages.ExternalHash]bool{}
-	eventually(t, []*simengine.Engine{eng}, "stream degraded, no phantom", func() (bool, string) {
+	beatUntil(t, []*simengine.Engine{eng}, "stream degraded, no phantom", func() (bool, string) {
 		clear(held)
 		for _, h := range truth(eng) {
 			held[h] = true
@@ -242,7 +239,7 @@ func TestBootstrapWithoutPositionDropsTheLoadedState(t *testing.T) {
 	if err != nil || rep.Fresh != 1 || rep.Resumed != 0 || rep.Events != 1 {
 		t.Fatalf("bootstrap: %+v, %v", rep, err)
 	}
-	eventually(t, []*simengine.Engine{eng}, "rebuilt from the engine", func() (bool, string) {
+	beatUntil(t, []*simengine.Engine{eng}, "rebuilt from the engine", func() (bool, string) {
 		got := blocks(t, b, 1)
 		return slices.Equal(got, truth(eng)), fmt.Sprintf("%d blocks indexed (%v), engine %d", len(got), slices.Contains(got, 424242), len(truth(eng)))
 	})

@@ -31,14 +31,14 @@ func TestRegisteredPeerRecoversAColdRouter(t *testing.T) {
 			return true, ""
 		}
 	}
-	eventually(t, engines, "peer caught up", caughtUp(a))
+	beatUntil(t, engines, "peer caught up", caughtUp(a))
 
 	ctx := context.Background()
 	b, _ := newRouter(t)
 	if err := b.RegisterPeer(ctx, aURL+"/"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, engines, "cold router recovered from the registered peer", func() (bool, string) {
+	beatUntil(t, engines, "cold router recovered from the registered peer", func() (bool, string) {
 		if _, err := b.lookup("llama", api.DefaultTenant); err != nil {
 			return false, err.Error()
 		}

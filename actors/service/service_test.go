@@ -15,6 +15,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // harness is a served kvrouter with simulated engines.
@@ -22,7 +23,7 @@ type harness struct {
 	t       *testing.T
 	url     string
 	engines []*simengine.Engine
-	// patience bounds each wait for a condition (0: 10 s).
+	// patience bounds each wait for a condition (0: eventually.Deadline).
 	patience time.Duration
 }
 
@@ -87,9 +88,7 @@ func (h *harness) settle() {
 		}
 		return ok
 	}
-	if ws := h.workersUntil(settled); !settled(ws) {
-		h.t.Fatalf("workers never settled: %+v", ws)
-	}
+	h.workersUntil("workers settled", settled)
 }
 
 func prompt(seed, blocks int) []uint32 {
@@ -197,20 +196,13 @@ func TestServeFlagsDegradedWorkers(t *testing.T) {
 	if code, body := h.post("/register", map[string]any{"instance_id": 5, "endpoint": eng.Endpoint(), "model_name": "m"}); code != http.StatusCreated {
 		t.Fatalf("register: %d %s", code, body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, "the answer flagged degraded", func() (bool, string) {
 		_ = eng.Publish() // heard late: seq 40 and on, history unknown
 		_, body := h.post("/route", map[string]any{"token_ids": prompt(9, 3), "model_name": "m", "include_scores": true})
 		var res api.RouteResult
 		_ = json.Unmarshal(body, &res)
-		if res.Degraded && len(res.Scores) == 1 && res.Scores[0].Degraded {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never flagged degraded: %s", body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return res.Degraded && len(res.Scores) == 1 && res.Scores[0].Degraded, string(body)
+	})
 }
 
 // A worker registered with the wrong block size, or one that never sends
@@ -237,24 +229,10 @@ func TestServeWarnsAboutMisconfiguredWorkers(t *testing.T) {
 			t.Fatalf("register: %d %s", code, body)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		eng.Serve(prompt(int(time.Now().UnixNano()%1000), 4), "")
-		resp, err := http.Get(h.url + "/workers")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ws []api.WorkerInfo
-		_ = json.NewDecoder(resp.Body).Decode(&ws)
-		resp.Body.Close()
-		if len(ws) == 2 && hasWarning(ws[0], "block size") && hasWarning(ws[1], "no events") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("warnings missing: %+v", ws)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	h.workersUntil("both warnings", func(ws []api.WorkerInfo) bool {
+		eng.Serve(prompt(int(time.Now().UnixNano()%1000), 4), "") // the next poll sees it
+		return len(ws) == 2 && hasWarning(ws[0], "block size") && hasWarning(ws[1], "no events")
+	})
 }
 
 // An engine that goes away is reported recovering, with a warning, while
@@ -270,9 +248,7 @@ func TestServeReportsALostEngine(t *testing.T) {
 	lost := func(ws []api.WorkerInfo) bool {
 		return len(ws) == 1 && ws[0].Ranks[0].State == api.StateRecovering && hasWarning(ws[0], "connection to the engine lost")
 	}
-	if ws := h.workersUntil(lost); !lost(ws) {
-		t.Fatalf("a lost engine is not reported: %+v", ws)
-	}
+	h.workersUntil("the lost engine reported", lost)
 	eng, err := simengine.New(simengine.Options{Endpoint: endpoint, ReplayEndpoint: replay, BlockSize: 4, CapacityBlocks: 256})
 	if err != nil {
 		t.Fatal(err)
@@ -282,28 +258,31 @@ func TestServeReportsALostEngine(t *testing.T) {
 	h.settle()
 }
 
-// workersUntil polls /workers until done holds (10 s at most) and returns
-// the last answer.
-func (h *harness) workersUntil(done func([]api.WorkerInfo) bool) []api.WorkerInfo {
+// workersUntil polls /workers until done holds (eventually.True); the
+// test fails with the last answer if it never does.
+func (h *harness) workersUntil(what string, done func([]api.WorkerInfo) bool) {
 	h.t.Helper()
 	patience := h.patience
 	if patience == 0 {
-		patience = 10 * time.Second
+		patience = eventually.Deadline
 	}
-	deadline := time.Now().Add(patience)
-	for {
-		resp, err := http.Get(h.url + "/workers")
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		var ws []api.WorkerInfo
-		_ = json.NewDecoder(resp.Body).Decode(&ws)
-		resp.Body.Close()
-		if done(ws) || time.Now().After(deadline) {
-			return ws
-		}
-		time.Sleep(20 * time.Millisecond)
+	eventually.Within(h.t, patience, what, func() (bool, string) {
+		ws := workers(h.t, h.url)
+		return done(ws), fmt.Sprintf("%+v", ws)
+	})
+}
+
+// workers is the answer of GET /workers.
+func workers(t *testing.T, url string) []api.WorkerInfo {
+	t.Helper()
+	resp, err := http.Get(url + "/workers")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer resp.Body.Close()
+	var ws []api.WorkerInfo
+	_ = json.NewDecoder(resp.Body).Decode(&ws)
+	return ws
 }
 
 func hasWarning(w api.WorkerInfo, substr string) bool {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 func (h *harness) do(method, path string) (int, []byte) {
@@ -54,20 +56,15 @@ func (h *harness) route(tokens []uint32, sess, id string, keep bool) api.RouteRe
 // (the session index follows the physical one by a mailbox hop).
 func (h *harness) lineage(id string, depth uint32) api.SessionInfo {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var info api.SessionInfo
+	eventually.True(h.t, fmt.Sprintf("session %s at depth %d", id, depth), func() (bool, string) {
 		code, out := h.do("GET", "/sessions/"+id+"?chain=true")
-		var info api.SessionInfo
+		info = api.SessionInfo{}
 		_ = json.Unmarshal(out, &info)
-		if code == http.StatusOK && len(info.Namespaces) == 1 && len(info.Namespaces[0].Lineages) > 0 &&
-			info.Namespaces[0].Lineages[0].Depth == depth {
-			return info
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("session %s never reached depth %d: %d %s", id, depth, code, out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return code == http.StatusOK && len(info.Namespaces) == 1 && len(info.Namespaces[0].Lineages) > 0 &&
+			info.Namespaces[0].Lineages[0].Depth == depth, fmt.Sprintf("%d %s", code, out)
+	})
+	return info
 }
 
 // A two-turn conversation: turn 2's prompt is turn 1's prompt, the answer

@@ -21,6 +21,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/telemetry"
 	"github.com/kvrouter/kvrouter/actors/telemetry/metricstest"
 	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
 	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel"
@@ -278,14 +279,8 @@ func TestMetricsFollowTheEngines(t *testing.T) {
 	})
 }
 
-// await polls cond until it holds (10 s at most).
+// await polls cond until it holds (eventually.True).
 func (h *harness) await(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(h.t, what, func() (bool, string) { return cond(), "not yet" })
 }

@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // fakeClock is a clock the test moves; the actor reads it on its goroutine.
@@ -129,17 +131,10 @@ func TestActorExpiresOnItsTimer(t *testing.T) {
 	root.Send(pid, batch(nil, st(1, 0, "new", noParent, 2)))
 	ask[*Stats](t, root, pid, &StatsRequest{})
 	clock.advance(45 * time.Second) // "old" idle 75 s, "new" 45 s
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.True(t, "the old session expired", func() (bool, string) {
 		s := ask[*Stats](t, root, pid, &StatsRequest{})
-		if s.Reasons[ReasonExpired] == 1 && s.Sessions == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never expired: %+v", s)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return s.Reasons[ReasonExpired] == 1 && s.Sessions == 1, fmt.Sprintf("%+v", s)
+	})
 	if g := ask[*GetReply](t, root, pid, &GetRequest{ID: "new"}); !g.Found {
 		t.Error("the session stored to 45 s ago expired too")
 	}

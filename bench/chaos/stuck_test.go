@@ -13,6 +13,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/normalizer"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 	"github.com/kvrouter/kvrouter/messages/wire"
 )
 
@@ -104,8 +105,13 @@ func TestStuckConsumerIsBoundedAndRecovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // let whatever can move move
-	stuck := stats()
+	// The listener fills its window, then stops reading (what the check
+	// below proves: nothing more was received).
+	var stuck *listener.Stats
+	eventually.True(t, "the listener's window full", func() (bool, string) {
+		stuck = stats()
+		return stuck.InFlight >= window, fmt.Sprint(stuck)
+	})
 	t.Logf("stuck: engine published %d batches, hop received %d, listener received %d, delivered %d, in flight %d",
 		eng.Stats().NextSeq, hop.Stats().Received, stuck.Received, stuck.Delivered, stuck.InFlight)
 	// The listener stopped reading once its window was full: of thousands

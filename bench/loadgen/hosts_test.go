@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // TestRunHostsEndToEnd runs the harness on two router hosts (cluster
@@ -94,7 +94,7 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 			return false, fmt.Sprintf("no score for worker %d", routed.WorkerID)
 		}
 	}
-	eventually(t, "host 1 sees host 0's booking", seenBy1(4)) // 64 tokens: 4 blocks of 16
+	eventually.True(t, "host 1 sees host 0's booking", seenBy1(4)) // 64 tokens: 4 blocks of 16
 	// prefill_done and free reach the routing host from the other one.
 	if err := c.hosts[1].Service.PrefillDone(ctx, "r"); err != nil {
 		t.Errorf("prefill_done through host 1: %v", err)
@@ -105,19 +105,5 @@ func TestTwoHostsShareTheWorkers(t *testing.T) {
 	if err := c.hosts[0].Service.Free(ctx, "r"); err == nil || !strings.Contains(err.Error(), "not routed by any host") {
 		t.Errorf("second free: %v, want unknown on every host", err)
 	}
-	eventually(t, "host 1 sees the free", seenBy1(0))
-}
-
-// eventually polls cond until it holds (10 s at most).
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-	}
-	t.Fatalf("%s: not reached; last: %s", what, last)
+	eventually.True(t, "host 1 sees the free", seenBy1(0))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/cluster/member"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 const (
@@ -89,13 +90,10 @@ func shutdown(ms ...*member.Member) {
 	wg.Wait()
 }
 
+// waitFor waits until ok holds (eventually.True).
 func waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
-	for end := time.Now().Add(15 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
+	eventually.True(t, what, func() (bool, string) { return ok(), "not yet" })
 }
 
 // streams generates random valid event streams for a few workers over a

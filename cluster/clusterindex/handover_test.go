@@ -5,6 +5,7 @@
 package clusterindex
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/kvrouter/kvrouter/cluster/clusterpb"
 	"github.com/kvrouter/kvrouter/cluster/member"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // TestJoinHandsSlicesOver: two members hold the index, each feeding half
@@ -90,6 +92,7 @@ func TestJoinHandsSlicesOver(t *testing.T) {
 	// Batches keep coming while the third member joins.
 	stop := make(chan struct{})
 	var sender sync.WaitGroup
+	var sent atomic.Int64
 	sender.Go(func() {
 		for {
 			select {
@@ -97,6 +100,9 @@ func TestJoinHandsSlicesOver(t *testing.T) {
 				return
 			default:
 				send()
+				sent.Add(1)
+				// Not a wait: the pace of the simulated traffic, a batch
+				// every half millisecond, so the join happens mid-stream.
 				time.Sleep(500 * time.Microsecond)
 			}
 		}
@@ -119,7 +125,11 @@ func TestJoinHandsSlicesOver(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(300 * time.Millisecond) // more batches after the move
+	afterMove := sent.Load()
+	eventually.True(t, "more batches after the move", func() (bool, string) {
+		n := sent.Load() - afterMove
+		return n >= 200, fmt.Sprint(n, " sent")
+	})
 	close(stop)
 	sender.Wait()
 	idx = append(idx, Spawn(third, namespace, cfg))

@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/kvrouter/kvrouter/cluster/member"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 func join(t *testing.T, agent *test.InMemAgent) *Replica {
@@ -34,13 +35,10 @@ func join(t *testing.T, agent *test.InMemAgent) *Replica {
 	return r
 }
 
-func eventually(t *testing.T, what string, ok func() bool) {
+// waitUntil waits until ok holds (eventually.True).
+func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
+	eventually.True(t, what, func() (bool, string) { return ok(), "not yet" })
 }
 
 // TestReplicas: a registration put on one member is on every member when
@@ -50,7 +48,7 @@ func eventually(t *testing.T, what string, ok func() bool) {
 func TestReplicas(t *testing.T) {
 	agent := test.NewInMemAgent()
 	rs := []*Replica{join(t, agent), join(t, agent)}
-	eventually(t, "both members see each other", func() bool { return len(rs[0].Members()) == 2 && len(rs[1].Members()) == 2 })
+	waitUntil(t, "both members see each other", func() bool { return len(rs[0].Members()) == 2 && len(rs[1].Members()) == 2 })
 	a, b := messages.WorkerKey{Worker: 1}, messages.WorkerKey{Worker: 2, DpRank: 1}
 	if unacked := rs[0].Put(Entry{Key: a, Worker: Worker{Model: "m", BlockSize: 16, Endpoint: "tcp://e1:1"}},
 		Entry{Key: b, Worker: Worker{Model: "m", BlockSize: 16, Endpoint: "tcp://e2:1"}}); len(unacked) > 0 {
@@ -66,11 +64,11 @@ func TestReplicas(t *testing.T) {
 		t.Fatal("the tombstone put on member 1 did not reach member 0")
 	}
 	late := join(t, agent)
-	eventually(t, "the late member copies the registry", func() bool {
+	waitUntil(t, "the late member copies the registry", func() bool {
 		live := late.Live()
 		return len(live) == 1 && live[0].Key == b && len(late.Members()) == 3
 	})
-	eventually(t, "every member sees three", func() bool { return len(rs[0].Members()) == 3 && len(rs[1].Members()) == 3 })
+	waitUntil(t, "every member sees three", func() bool { return len(rs[0].Members()) == 3 && len(rs[1].Members()) == 3 })
 	for _, r := range append(rs, late) {
 		if r.Owner(b) != late.Owner(b) || r.Owner(b) == "" {
 			t.Fatalf("owners differ: %q vs %q", r.Owner(b), late.Owner(b))
@@ -84,7 +82,7 @@ func TestReplicas(t *testing.T) {
 func TestLoadExchange(t *testing.T) {
 	agent := test.NewInMemAgent()
 	rs := []*Replica{join(t, agent), join(t, agent)}
-	eventually(t, "both members see each other", func() bool { return len(rs[0].Members()) == 2 && len(rs[1].Members()) == 2 })
+	waitUntil(t, "both members see each other", func() bool { return len(rs[0].Members()) == 2 && len(rs[1].Members()) == 2 })
 	k := messages.WorkerKey{Worker: 3, DpRank: 1}
 	rs[1].ServeLoads(func() []RankLoad { return []RankLoad{{Key: k, PrefillTokens: 64, Blocks: 4}} })
 	got, err := rs[0].Loads(rs[1].Self(), time.Second)

@@ -25,6 +25,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // The multi-process cluster tests (make test-cluster): a real etcd
@@ -347,17 +348,10 @@ func (c *e2eCluster) serve(t *testing.T, n int) {
 
 func (c *e2eCluster) eventually(t *testing.T, what string, within time.Duration, try func() error) {
 	t.Helper()
-	end := time.Now().Add(within)
-	for {
+	eventually.Within(t, within, what, func() (bool, string) {
 		err := try()
-		if err == nil {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v: %v", what, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // checkConverged waits (at most e2eRecover) until every host's index (GET

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 func parseCluster(t *testing.T, args ...string) *clusterFlags {
@@ -73,17 +75,10 @@ func TestClusterFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	eventually.True(t, "the cluster index answers whole", func() (bool, string) {
 		_, cov, err := p.QueryCoverage(&indexer.QueryRequest{Hashes: []messages.LocalHash{1}}, 5*time.Second)
-		if err == nil && cov.Shards == 3 && !cov.Partial() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster index never answered whole: %+v, %v", cov, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && cov.Shards == 3 && !cov.Partial(), fmt.Sprintf("%+v, %v", cov, err)
+	})
 }
 
 // serve's --worker workers register in serve's namespace; tap's options

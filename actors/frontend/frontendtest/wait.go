@@ -2,25 +2,18 @@
 package frontendtest
 
 import (
+	"fmt"
 	"testing"
-	"time"
+
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
-// WaitFor polls cond until it holds or 20 s pass (generous: the suite
-// shares a busy machine); the failure says what
-// cond last saw. The polling interval is not a wait for an effect: every
-// effect a test needs is a condition here.
+// WaitFor waits until cond holds (eventually.True, the module's one
+// condition wait); the failure says what cond last saw.
 func WaitFor(tb testing.TB, what string, cond func() (ok bool, seen any)) {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.True(tb, what, func() (bool, string) {
 		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s; last saw %v", what, seen)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return ok, fmt.Sprint(seen)
+	})
 }
