@@ -65,28 +65,19 @@ type Actor struct {
 	connected bool
 	byPod     map[string]*stream // TopicIdentity: one stream per topic pod
 	// liveCredits and replayCredits bound what the subscription and the
-	// replay goroutine hand over (the window each); liveTaken/replayTaken
-	// count the credits the actor holds for batches it has not seen through.
+	// replay goroutine hand over (the window each); window accounts for
+	// the credits taken and the batches in flight.
 	liveCredits, replayCredits *credits
-	liveTaken, replayTaken     int
-	// origins says, for each batch in flight (delivered, not yet
-	// acknowledged), oldest first, whether it came from the subscription.
-	origins      []bool
-	liveInFlight int // of origins, those from the subscription
-	cancel       context.CancelFunc
-	ctx          context.Context
+	window                     window
+	cancel                     context.CancelFunc
+	ctx                        context.Context
 
-	replayGen    uint64
-	replayCancel context.CancelFunc
-	// recoveredBelow: batches below it were re-delivered by the last
-	// recovery, so losing them again starts no other; recoveries are the
-	// times of the recent ones (recoverBurst per recoverWindow).
-	recoveredBelow uint64
-	recoveries     []time.Time
-	replaySpan     replaySpan
-	rebuild        rebuildState
-	stats          Stats
-	log            *slog.Logger
+	replays    replayRuns
+	recovery   recoveryBudget
+	replaySpan replaySpan
+	rebuild    rebuildState
+	stats      Stats
+	log        *slog.Logger
 }
 
 // Props returns the listener's props; cfg is validated first.
@@ -168,7 +159,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.do(ctx, a.main, a.main.tracker.Disconnected())
 	case liveBatch:
 		a.stats.Received++
-		a.liveTaken++
+		a.window.took(true)
 		if st := a.streamOf(m.topic); st != nil {
 			st.topic = m.topic
 			a.do(ctx, st, st.tracker.Live(m.seq, m.payload))
@@ -176,14 +167,14 @@ func (a *Actor) Receive(ctx actor.Context) {
 			a.settle() // dropped: its credit goes back
 		}
 	case replayBatch:
-		a.replayTaken++
-		if m.gen == a.replayGen {
+		a.window.took(false)
+		if a.replays.current(m.gen) {
 			a.do(ctx, a.main, a.main.tracker.Replayed(m.seq, m.payload))
 		} else {
 			a.settle() // a batch of an abandoned replay: its credit goes back
 		}
 	case replayDone:
-		if m.gen != a.replayGen {
+		if !a.replays.current(m.gen) {
 			return
 		}
 		result := replayResult(m)
@@ -200,15 +191,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case badFrame:
 		a.stats.BadFrames[m.why]++
 	case *messages.Applied:
-		// min: acknowledgements of a previous incarnation's batches (after a
-		// restart) are not this one's and must not widen the window.
-		acked := min(m.Count, len(a.origins))
-		for _, live := range a.origins[:acked] {
-			if live {
-				a.liveInFlight--
-			}
-		}
-		a.origins = a.origins[acked:]
+		acked := a.window.acked(m.Count)
 		a.settle()
 		a.rebuildProgress(ctx, acked)
 		if m.Lost {
@@ -218,7 +201,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.startRebuild(ctx, m)
 	case *StatsRequest:
 		s := a.stats
-		s.InFlight, s.Replaying, s.Connected = len(a.origins), a.main.tracker.Replaying(), a.connected
+		s.InFlight, s.Replaying, s.Connected = a.window.inFlight(), a.main.tracker.Replaying(), a.connected
 		s.NextSeq, _ = a.main.tracker.Next()
 		s.Gaps = a.main.tracker.Gaps()
 		s.BadFrames, s.Resyncs, s.Replays = copyMap(s.BadFrames), copyMap(s.Resyncs), copyMap(s.Replays)
@@ -257,7 +240,7 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 				a.stats.Resyncs[act.Reason.String()]++
 			}
 			if act.Reason == ResyncRestart {
-				a.recoveredBelow = 0 // a new publisher: its seqs start over
+				a.recovery.restarted()
 			}
 			st.resync = messages.Resync{Reason: act.Reason.String(), Exact: act.Exact, Keep: act.Keep}
 			if st == a.main {
@@ -280,10 +263,7 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		}
 	}
 	a.settle()
-	if st == a.main && !st.tracker.Replaying() && a.replayCancel != nil {
-		a.replayCancel()
-		a.replayCancel = nil
-		a.replayGen++ // late answers of that replay are ignored
+	if st == a.main && !st.tracker.Replaying() && a.replays.abandon() {
 		a.replaySpan.end("abandoned", "")
 	}
 	if st == a.main {
@@ -291,43 +271,28 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 	}
 }
 
-// A stream recovers at most recoverBurst times per recoverWindow: a
-// publisher that keeps sending batches kvrouter cannot apply costs a
-// bounded number of full replays (the stream stays degraded in between).
-const (
-	recoverBurst  = 5
-	recoverWindow = time.Minute
-)
-
 // recover rebuilds the main stream from the replay buffer after the
 // pipeline could not apply batch seq (Tracker.Recover) — once per lost
 // batch: a batch lost again when the recovery delivers it, or a loss past
 // the rate bound, leaves the stream degraded.
 func (a *Actor) recover(ctx actor.Context, seq uint64) {
-	now := time.Now()
-	for len(a.recoveries) > 0 && now.Sub(a.recoveries[0]) > recoverWindow {
-		a.recoveries = a.recoveries[1:]
-	}
-	if a.cfg.TopicIdentity || a.cfg.ReplayEndpoint == "" || seq < a.recoveredBelow || len(a.recoveries) >= recoverBurst {
+	if a.cfg.TopicIdentity || a.cfg.ReplayEndpoint == "" {
 		return
 	}
-	a.recoveredBelow, _ = a.main.tracker.Next()
-	a.recoveries = append(a.recoveries, now)
+	if next, _ := a.main.tracker.Next(); !a.recovery.allow(time.Now(), seq, next) {
+		return
+	}
 	a.stats.Recoveries++
 	a.log.Warn("a batch could not be applied: rebuilding the stream from the replay buffer", "worker", a.main.id.Worker, "seq", seq)
 	a.do(ctx, a.main, a.main.tracker.Recover())
 }
 
 func (a *Actor) startReplay(ctx actor.Context, from uint64) {
-	if a.replayCancel != nil {
-		a.replayCancel()
-	}
 	a.replaySpan.end("abandoned", "")
 	a.replaySpan = startReplaySpan(a.main.id, from)
-	a.replayGen++
 	rctx, cancel := context.WithCancel(a.ctx)
-	a.replayCancel = cancel
-	self, root, gen := ctx.Self(), ctx.ActorSystem().Root, a.replayGen
+	gen := a.replays.start(cancel)
+	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go replay(rctx, a.cfg, a.replayCredits, a.adapter, gen, from, func(m any) { root.Send(self, m) })
 }
 
@@ -347,29 +312,15 @@ func (a *Actor) deliver(ctx actor.Context, st *stream, seq uint64, payload []byt
 	sp.End()
 	st.resync = messages.Resync{}
 	a.stats.Delivered++
-	a.origins = append(a.origins, live)
-	if live {
-		a.liveInFlight++
-	}
+	a.window.delivered(live)
 }
 
-// settle gives back the credits of batches the listener is done with:
-// the subscription's credits cover the batches in flight that came from it
-// and those the Tracker holds during a replay; the replay's cover its
-// batches in flight. Held live batches never stall the replay that
-// releases them. So at most two windows of batches are in flight (a
-// replay's end delivers the held ones at once), however fast the sockets.
+// settle gives back the credits of batches the listener is done with
+// (window.settle).
 func (a *Actor) settle() {
-	live := a.main.tracker.Held() + a.liveInFlight
-	replay := len(a.origins) - a.liveInFlight
-	if a.liveTaken > live {
-		a.liveCredits.give(a.liveTaken - live)
-		a.liveTaken = live
-	}
-	if a.replayTaken > replay {
-		a.replayCredits.give(a.replayTaken - replay)
-		a.replayTaken = replay
-	}
+	live, replay := a.window.settle(a.main.tracker.Held())
+	a.liveCredits.give(live)
+	a.replayCredits.give(replay)
 }
 
 func copyMap(m map[string]uint64) map[string]uint64 {

@@ -59,7 +59,8 @@ func (a *Actor) startRebuild(ctx actor.Context, m *Rebuild) {
 	a.rebuild.waiting = append(a.rebuild.waiting, w)
 	a.rebuild.replaying, a.rebuild.seen, a.rebuild.exact = true, false, false
 	a.stats.Rebuilds++
-	a.recoveredBelow, _ = a.main.tracker.Next()
+	next, _ := a.main.tracker.Next()
+	a.recovery.rebuilt(next)
 	a.do(ctx, a.main, a.main.tracker.Recover())
 }
 
@@ -85,7 +86,7 @@ func (a *Actor) rebuildProgress(ctx actor.Context, acked int) {
 		if a.main.tracker.Replaying() {
 			return
 		}
-		r.replaying, r.acks = false, len(a.origins)
+		r.replaying, r.acks = false, a.window.inFlight()
 	} else {
 		r.acks -= acked
 	}
