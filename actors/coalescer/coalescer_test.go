@@ -1,5 +1,8 @@
 package coalescer_test
 
+// Over 500 lines on purpose: TestRules is the coalescer's one scenario
+// table, beside the step parser and printer it is written in.
+
 import (
 	"fmt"
 	"strconv"

@@ -1,5 +1,8 @@
 package routing
 
+// Over 500 lines on purpose: the cost rules and their tie-breaks are
+// checked against one set of helpers (candidates, loads, overlaps).
+
 import (
 	"errors"
 	"fmt"

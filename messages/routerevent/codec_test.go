@@ -1,5 +1,9 @@
 package routerevent
 
+// Over 500 lines on purpose: golden bytes, lenient and hostile decoding
+// share this file's fixtures (goldens, event builders); split, each part
+// would import the others'.
+
 import (
 	"bytes"
 	"encoding/hex"

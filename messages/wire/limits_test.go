@@ -2,6 +2,7 @@ package wire
 
 // Limits, hostile lengths, nesting and truncation. Same table format and
 // comparison rules as conformance_test.go.
+// Over 500 lines on purpose: one table of cases, one per limit.
 
 import (
 	"runtime"

@@ -1,5 +1,8 @@
 package radix
 
+// Over 500 lines on purpose: rulesCases is the index's one table of
+// rules (README.md, "Rules"), kept whole so every rule is read in one place.
+
 import (
 	"fmt"
 	"maps"
