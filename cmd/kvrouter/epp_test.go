@@ -3,15 +3,16 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/frontend/picker"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -77,17 +78,10 @@ func TestEPPFlags(t *testing.T) {
 	}
 	defer conn.Close()
 	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, "readiness serving", func() (bool, string) {
 		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: picker.HealthReadiness})
-		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readiness never serving: %v %v", r.GetStatus(), err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING, fmt.Sprint(r.GetStatus(), err)
+	})
 	var text strings.Builder
 	for _, m := range more {
 		if err := m(&text); err != nil {
