@@ -99,7 +99,11 @@ type Tracker struct {
 	replaying bool
 	// replayGot counts batches the running replay delivered; retries the
 	// replays asked again in a row for gaps that opened during a replay.
+	// replayFresh: the running replay began with no delivered history (at
+	// start, or starting over) — one that delivers nothing may just have
+	// been answered before the engine published the held batches.
 	replayGot, retries int
+	replayFresh        bool
 	buffered           []pending // live batches held during a replay, ascending seq
 	gaps               uint64
 	// resumed: started at a loaded position (Resume) and nothing delivered
@@ -301,9 +305,10 @@ func (t *Tracker) Replayed(seq uint64, payload []byte) []Action {
 }
 
 // ReplayEnd handles the replay's end marker. A gap left before the held
-// batches after a replay that did deliver may have opened while the engine
-// was answering (the batch was published after it read its buffer): ask
-// again from there, a bounded number of times. A replay that delivered
+// batches after a replay that did deliver, or that began with no history
+// (the engine may have answered before it published them), may have opened
+// while the engine was answering (the batch was published after it read
+// its buffer): ask again from there, a bounded number of times. A replay that delivered
 // nothing means the buffer no longer holds the history; one that did not
 // even return the batch it was to verify means the publisher no longer has
 // it (it restarted, or its buffer moved on): start over.
@@ -319,7 +324,15 @@ func (t *Tracker) ReplayEnd() []Action {
 		return t.startOver(why)
 	}
 	acts := t.drain(nil, false, 0)
-	if t.replayGot > 0 && t.started && len(t.buffered) > 0 && t.buffered[0].seq > t.next && t.retries < maxReplayRetries {
+	if !t.started && t.replayFresh && len(t.buffered) > 0 && t.retries < maxReplayRetries {
+		// Nothing delivered the start of the history: the first held batch
+		// starts it, as at the replay's final end, and the gap after it is
+		// asked for below.
+		first := t.buffered[0]
+		t.buffered = t.buffered[1:]
+		acts = t.drain(t.place(acts, first.seq, first.payload, ResyncHistoryMissing, true), false, 0)
+	}
+	if (t.replayGot > 0 || t.replayFresh) && t.started && len(t.buffered) > 0 && t.buffered[0].seq > t.next && t.retries < maxReplayRetries {
 		t.retries++
 		return t.replay(acts, t.next)
 	}
@@ -374,6 +387,7 @@ func (t *Tracker) stopReplay(gap ResyncReason) []Action {
 // one, to verify that the publisher still has it (Replayed).
 func (t *Tracker) replay(acts []Action, from uint64) []Action {
 	t.replaying, t.replayGot, t.belowHistory = true, 0, false
+	t.replayFresh = !t.started
 	t.verifying = t.started && t.hashKnown && from == t.next && from > 0
 	if t.verifying {
 		from--

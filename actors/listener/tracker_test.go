@@ -112,6 +112,8 @@ func TestTrackerScenarios(t *testing.T) {
 
 		{"startup replay of the whole history", replay, []step{S, P(0), P(1), L(2), E, L(3)}, "R0 X:start! D0 D1 D2 D3"},
 		{"startup replay: buffer lost the start", replay, []step{S, P(4), P(5), E, L(6)}, "R0 X:start D4 D5 D6"},
+		{"startup replay answered before the held batches: their gap is asked for again", replay,
+			[]step{S, L(0), L(1), L(3), E, P(1), P(2), E}, "R0 X:start! D0 D1 R1 D2 D3"},
 		{"startup replay empty, then live from 0", replay, []step{S, E, L(0), L(1)}, "R0 X:start! D0 D1"},
 		{"startup: no replay answer (timeout)", replay, []step{S, L(3), L(4), T, L(5)}, "R0 X:start D3 D4 D5"},
 		{"startup: live overlaps the replay", replay, []step{S, L(3), P(1), P(2), P(3), L(4), P(4), E}, "R0 X:start D1 D2 D3 D4"},

@@ -51,7 +51,9 @@ func newSimWorker(t *testing.T, id int, enc simengine.Encoding, replay bool, opt
 	stream := messages.StreamID{Worker: messages.WorkerID(id)}
 	return &simWorker{eng: eng, drv: drv, stream: stream, cfg: listener.Config{
 		Stream: stream, Engine: enc.Engine(), Endpoint: eng.Endpoint(), ReplayEndpoint: eng.ReplayEndpoint(),
-		BlockSize: 4, Silence: -1, ReplayTimeout: 500 * time.Millisecond,
+		// Every simulated engine with a replay endpoint answers: a timeout is
+		// only ever a slow machine, which must not degrade an exact stream.
+		BlockSize: 4, Silence: -1, ReplayTimeout: 30 * time.Second,
 	}}
 }
 
