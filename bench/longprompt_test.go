@@ -20,6 +20,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/blockhash"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 const longTokens = httpapi.DefaultMaxPromptTokens
@@ -69,18 +70,14 @@ func longFixture(b *testing.B) (*service.Service, string, []uint32) {
 		b.Fatal(err)
 	}
 	e.Serve(p, "")
-	deadline := time.Now().Add(time.Minute)
-	for {
+	eventually.Within(b, time.Minute, "the index holds the prompt", func() (bool, string) {
 		q, err := svc.Query(context.Background(), api.QueryRequest{TokenIDs: p, ModelName: "m"})
 		if err == nil && q.Scores[1][0] == longTokens {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the index never held the prompt: %+v, %v", q, err)
+			return true, ""
 		}
 		_ = e.Publish()
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v, %v", q.Scores[1], err)
+	})
 	return svc, srv.URL, p
 }
 
