@@ -76,7 +76,7 @@ func longFixture(b *testing.B) (*service.Service, string, []uint32) {
 			return true, ""
 		}
 		_ = e.Publish()
-		return false, fmt.Sprintf("%+v, %v", q.Scores[1], err)
+		return false, fmt.Sprintf("scores %+v, %v", q.Scores, err)
 	})
 	return svc, srv.URL, p
 }
