@@ -116,8 +116,8 @@
 // (1.0 is not an id). block_hashes also accept negative values down to
 // -2^63, kept as their two's-complement bits: the reference types them i64.
 // The integer arrays (token_ids, block_hashes) are read by a small parser
-// of their own (decode.go), because encoding/json silently turns [1,null]
-// into [1,0]; the hot bodies take a one-pass fast path (fastjson.go) that
+// of their own (handjson.go), because encoding/json silently turns [1,null]
+// into [1,0]; the hot bodies take a one-pass fast path (handjson.go) that
 // FuzzFastDecode checks against the general one.
 //
 // # Decisions
