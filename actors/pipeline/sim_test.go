@@ -92,6 +92,14 @@ func quiesce(t *testing.T, p *Pipeline, ws []*simWorker) {
 			if err != nil {
 				return false, err.Error()
 			}
+			if st.Received == 0 {
+				// Nothing heard: the subscription reached the engine's PUB
+				// after all it published (a PUB drops what it sends before),
+				// so beat until one batch is heard.
+				if err := w.eng.Publish(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			want := w.eng.Stats().NextSeq
 			return st.NextSeq == want && !st.Replaying && st.InFlight == 0,
 				fmt.Sprintf("next %d (engine %d) replaying %v in flight %d resyncs %v replays %v",
