@@ -201,16 +201,7 @@ func TestClientTypesRoundTrip(t *testing.T) {
 // prompt (1024 tokens) decoded, validated, answered.
 func BenchmarkRoute(b *testing.B) {
 	h := New(okBackend{}, Options{NewRequestID: func() string { return "r" }})
-	var sb strings.Builder
-	sb.WriteString(`{"model_name":"llama","tenant_id":"acme","session_id":"s","token_ids":[`)
-	for i := range 1024 {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		fmt.Fprint(&sb, 100000+i*37)
-	}
-	sb.WriteString(`]}`)
-	body := sb.String()
+	body := routeBodyOf(1024)
 	b.ReportAllocs()
 	for b.Loop() {
 		req := httptest.NewRequest("POST", "/route", strings.NewReader(body))
