@@ -87,20 +87,23 @@ func quiesce(t *testing.T, p *Pipeline, ws []*simWorker) {
 		}
 	}
 	for _, w := range ws {
+		prev := ^uint64(0)
 		eventually.True(t, fmt.Sprintf("worker %d quiescent", w.stream.Worker), func() (bool, string) {
 			st, err := p.ListenerStats(w.stream, time.Second)
 			if err != nil {
 				return false, err.Error()
 			}
-			if st.Received == 0 {
-				// Nothing heard: the subscription reached the engine's PUB
-				// after all it published (a PUB drops what it sends before),
-				// so beat until one batch is heard.
+			want := w.eng.Stats().NextSeq
+			if st.NextSeq != want && !st.Replaying && (st.Received == 0 || st.NextSeq == prev) {
+				// Stalled behind the engine: nothing heard (the subscription
+				// reached the engine's PUB after all it published — a PUB
+				// drops what it sends before), or the last batch lost. A
+				// heartbeat shows the listener where the engine is.
 				if err := w.eng.Publish(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			want := w.eng.Stats().NextSeq
+			prev = st.NextSeq
 			return st.NextSeq == want && !st.Replaying && st.InFlight == 0,
 				fmt.Sprintf("next %d (engine %d) replaying %v in flight %d resyncs %v replays %v",
 					st.NextSeq, want, st.Replaying, st.InFlight, st.Resyncs, st.Replays)
