@@ -64,8 +64,11 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("reading stdin: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
+	// The deadline covers the engine round trip only, not loading a local
+	// tokenizer file first.
+	engineCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), *timeout)
+	}
 	var engine *prompttokens.Engine
 	if *engineURL != "" {
 		engine = prompttokens.NewEngine(prompttokens.BaseURL(*engineURL), nil)
@@ -89,6 +92,8 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				return fail("--chat-template-kwargs is not JSON")
 			}
 		}
+		ctx, cancel := engineCtx()
+		defer cancel()
 		if ids, err = engine.RenderChat(ctx, *model, c); err != nil {
 			fmt.Fprintf(stderr, "kvrouter tokenize: engine: %v\n", err)
 			return 1
@@ -112,6 +117,8 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			ids = local
 		}
 		if engine != nil {
+			ctx, cancel := engineCtx()
+			defer cancel()
 			if remote, err = engine.TokenizeText(ctx, *model, string(input), *special); err != nil {
 				fmt.Fprintf(stderr, "kvrouter tokenize: engine: %v\n", err)
 				return 1
