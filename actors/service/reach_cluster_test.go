@@ -5,6 +5,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
 	"github.com/kvrouter/kvrouter/cluster/member"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // freePort returns a loopback port nothing listens on (right now).
@@ -48,14 +50,11 @@ func startMembers(t *testing.T, addrs ...[2]string) []*Host {
 		t.Cleanup(func() { h.Close(); h.Leave() })
 		hosts = append(hosts, h)
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	for _, h := range hosts {
-		for tp := h.Node.Member().Topology(); tp == nil || len(tp.Members) != len(hosts); tp = h.Node.Member().Topology() {
-			if time.Now().After(deadline) {
-				t.Fatalf("members never listed each other: %v", tp)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		eventually.True(t, "members list each other", func() (bool, string) {
+			tp := h.Node.Member().Topology()
+			return tp != nil && len(tp.Members) == len(hosts), fmt.Sprint(tp)
+		})
 	}
 	return hosts
 }
@@ -63,17 +62,12 @@ func startMembers(t *testing.T, addrs ...[2]string) []*Host {
 // readyWithin waits until want(h.Ready) holds, reporting the last answer.
 func readyWithin(t *testing.T, h *Host, what string, want func(error) bool) error {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := h.Service.Ready(context.Background())
-		if want(err) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: last Ready answer %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var err error
+	eventually.True(t, what, func() (bool, string) {
+		err = h.Service.Ready(context.Background())
+		return want(err), fmt.Sprint("last Ready answer ", err)
+	})
+	return err
 }
 
 // Several members in one process race inside protoactor-go (gRPC's global
