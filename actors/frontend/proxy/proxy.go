@@ -51,6 +51,10 @@ type Options struct {
 	// Attempts bounds the workers tried per request (default 3, at most
 	// the request path's candidates).
 	Attempts int
+	// MaxConnsPerEngine bounds the connections open to one serving
+	// endpoint (default 1024); requests past it wait for one (bounded
+	// file descriptors under a burst).
+	MaxConnsPerEngine int
 	// MaxBodyBytes caps a request body (default 32 MiB).
 	MaxBodyBytes int64
 	// Tenant is the tenant requests are routed in (default "default").
@@ -87,6 +91,9 @@ func New(path *requestpath.Path, opts Options) (*Proxy, error) {
 	if opts.Attempts <= 0 {
 		opts.Attempts = 3
 	}
+	if opts.MaxConnsPerEngine <= 0 {
+		opts.MaxConnsPerEngine = 1024
+	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 32 << 20
 	}
@@ -109,6 +116,7 @@ func New(path *requestpath.Path, opts Options) (*Proxy, error) {
 			DialContext:           (&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
 			ResponseHeaderTimeout: opts.HeaderTimeout,
 			MaxIdleConnsPerHost:   256,
+			MaxConnsPerHost:       opts.MaxConnsPerEngine,
 			IdleConnTimeout:       90 * time.Second,
 			DisableCompression:    true, // bytes pass through as the engine sent them
 		}
