@@ -1,5 +1,7 @@
 package messages
 
+import "cmp"
+
 // WorkerID identifies one engine instance (the reference API's instance_id).
 type WorkerID uint64
 
@@ -12,6 +14,11 @@ type DpRank uint32
 type WorkerKey struct {
 	Worker WorkerID
 	DpRank DpRank
+}
+
+// Compare orders keys by worker, then dp rank: -1, 0 or +1.
+func (k WorkerKey) Compare(o WorkerKey) int {
+	return cmp.Or(cmp.Compare(k.Worker, o.Worker), cmp.Compare(k.DpRank, o.DpRank))
 }
 
 // ExternalHash is an engine's own block hash, kept as the 64-bit
