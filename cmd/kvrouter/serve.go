@@ -87,7 +87,7 @@ readiness, envoy.service.ext_proc.v3.ExternalProcessor.
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
-
+` + discoverHelp + `
 Example:
   kvrouter serve --block-size 16 --worker 1=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558
   curl -s localhost:8090/route -H 'Content-Type: application/json' \
@@ -118,6 +118,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	shards := fs.Int("shards", 1, "index shard actors per (model, tenant), 1-64: more parallel ingest for a little more route latency")
 	var st service.Startup
 	cf := addClusterFlags(fs)
+	df := addDiscoverFlags(fs)
 	fs.StringVar(&st.BootstrapFrom, "bootstrap-from", "", "warm up from a peer router (http://host:port): load its GET /dump and follow its streams from where the dump stands")
 	fs.StringVar(&st.WorkersFile, "workers-file", "", "JSON file of workers to register at start: an array of POST /register bodies")
 	var tokenizers tokenizerFlags
@@ -170,6 +171,17 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
+	dc, err := df.config(*blockSize, *engineName, *model)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	if dc != nil {
+		if dc.Client, dc.Dynamic, err = df.clients(dc.Pool != ""); err != nil {
+			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+			return 2
+		}
+	}
 	st.Token = token
 	if st.Workers, err = registrations(workers, *model, *tenant); err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
@@ -190,6 +202,15 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	more := pr.metrics()
+	if dc != nil {
+		disc, err := startDiscovery(*dc, host.Service, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+			return 2
+		}
+		defer disc.Stop() // before Close: no write reaches a stopped service
+		more = append(more, disc.WriteMetrics)
+	}
 	var epps *picker.Server
 	if epp.enabled() {
 		var m []func(io.Writer) error
