@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/messages"
@@ -87,7 +86,7 @@ func Props(cfg ActorConfig) *actor.Props {
 type sessionActor struct {
 	cfg        ActorConfig
 	index      *Index
-	stopTicker scheduler.CancelFunc
+	stopTicker func()
 }
 
 func (a *sessionActor) Receive(ctx actor.Context) {
@@ -122,12 +121,32 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 		a.index.Expire(a.cfg.Now())
 	case *actor.Started:
 		if a.cfg.ExpireEvery > 0 {
-			a.stopTicker = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).
-				SendRepeatedly(a.cfg.ExpireEvery, a.cfg.ExpireEvery, ctx.Self(), expireTick{})
+			a.stopTicker = tick(ctx.ActorSystem().Root, ctx.Self(), a.cfg.ExpireEvery)
 		}
 	case *actor.Stopping:
 		if a.stopTicker != nil {
 			a.stopTicker()
 		}
 	}
+}
+
+// tick sends expireTick to self every period until the returned func is
+// called. A plain time.Ticker rather than protoactor's scheduler: the
+// scheduler's cancel races with its timer callback (an unsynchronised read
+// of the flag the cancel swaps, seen by the race detector).
+func tick(root *actor.RootContext, self *actor.PID, period time.Duration) func() {
+	t := time.NewTicker(period)
+	done := make(chan struct{})
+	go func() {
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				root.Send(self, expireTick{})
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
 }
