@@ -178,14 +178,7 @@ func TestServeLoadUnknownModelAndUnregister(t *testing.T) {
 
 // A worker whose stream lost history is routed honestly and flagged.
 func TestServeFlagsDegradedWorkers(t *testing.T) {
-	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{}))
-	t.Cleanup(srv.Close)
-	h := &harness{t: t, url: srv.URL}
+	h := newHarness(t, 0)
 	// An engine that has published before the router came and has no replay
 	// endpoint: its history is unknown.
 	eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", BlockSize: 4, CapacityBlocks: 64, SeqStart: 40})
@@ -208,14 +201,7 @@ func TestServeFlagsDegradedWorkers(t *testing.T) {
 // A worker registered with the wrong block size, or one that never sends
 // anything, is reported in /workers rather than silently scored zero.
 func TestServeWarnsAboutMisconfiguredWorkers(t *testing.T) {
-	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second, SilentAfter: time.Nanosecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{}))
-	t.Cleanup(srv.Close)
-	h := &harness{t: t, url: srv.URL}
+	h := newHarnessWith(t, Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second, SilentAfter: time.Nanosecond}, 0)
 	eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", BlockSize: 8, CapacityBlocks: 64})
 	if err != nil {
 		t.Fatal(err)
