@@ -12,6 +12,7 @@
 package clusterindex
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/cluster/clusterpb"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // TestClusterIndex runs three members with the in-memory provider: events
@@ -105,6 +107,17 @@ func TestSilentShardMakesAnswerPartial(t *testing.T) {
 	// they stop waiting for it after HandoverWait.
 	ms := startMembers(t, "ci-silent", NewNode(Config{HandoverWait: 200 * time.Millisecond}).Join, kind(silent))
 	x := Spawn(ms[0], namespace, Config{Shards: 8})
+	// The test needs shards on both members: wait until this member's view
+	// of the topology includes the other (it may join a moment later).
+	eventually.True(t, "shards placed on both members", func() (bool, string) {
+		mine := 0
+		for shard := range x.Shards() {
+			if x.Owner(shard) == ms[0].Address() {
+				mine++
+			}
+		}
+		return mine > 0 && mine < x.Shards(), fmt.Sprintf("%d of %d shards on this member", mine, x.Shards())
+	})
 	ev := messages.RouterEvent{WorkerID: 0, Event: messages.KvCacheEvent{EventID: 1, Kind: messages.KindStored,
 		Blocks: []messages.StoredBlock{{BlockHash: 11, TokensHash: 22}}}}
 	for w := range messages.WorkerID(16) {
