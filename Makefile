@@ -1,6 +1,10 @@
 # kvrouter — see README.md. Every target installs or builds what it needs.
 GO        ?= go
-FUZZTIME  ?= 10s
+# Fuzz budget per target, as a count of executions ("Nx"), not a duration:
+# a duration races the fuzzing coordinator's deadline against its workers on a
+# loaded machine (go.dev/issue/75804, fixed in Go 1.27) and fails with
+# "context deadline exceeded" and no crasher. A count only runs slower.
+FUZZTIME  ?= 20000x
 # Packages whose tests run with the race detector (everything, while the
 # suite is small enough for 2 cores).
 RACE_PKGS ?= ./...
