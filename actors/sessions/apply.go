@@ -182,13 +182,12 @@ func (x *Index) newLineage(s *session, id string, key messages.WorkerKey, now ti
 	}
 	st := x.streams[key]
 	if st == nil {
-		st = &stream{key: key, lins: make(map[*lineage]struct{}), owner: make(map[messages.ExternalHash]*lineage),
-			more: make(map[messages.ExternalHash][]*lineage)}
+		st = &stream{key: key, owner: make(map[messages.ExternalHash]ref), more: make(map[messages.ExternalHash][]ref)}
 		x.streams[key] = st
 	}
-	l := &lineage{key: key, sess: s, st: st, idx: make(map[messages.ExternalHash]uint64), dirtyFrom: -1}
+	l := &lineage{key: key, sess: s, st: st, dirtyFrom: -1}
 	s.lins = append(s.lins, l)
-	st.lins[l] = struct{}{}
+	st.addLineage(l)
 	x.lineages++
 	return s, l
 }
@@ -246,9 +245,11 @@ func (x *Index) clearStream(key messages.WorkerKey) {
 	if st == nil {
 		return
 	}
-	for l := range st.lins {
-		x.count(ReasonCleared, 1)
-		x.dropLineage(l, false)
+	for _, l := range st.lins {
+		if l != nil {
+			x.count(ReasonCleared, 1)
+			x.dropLineage(l, false)
+		}
 	}
 	delete(x.streams, key)
 }

@@ -78,11 +78,16 @@
 //
 // # Cost
 //
-// Per block: one entry in the lineage's slice (32 bytes, pointer-free), one
-// in its hash map and one in its stream's owner map (hash → lineages, the
-// first inline). Removed events find the lineages holding a hash through
-// the owner map and prune each with one forward pass from the lowest
-// removed position (a parent always precedes its children in store order);
-// dead blocks are dropped off the end at once and compacted away when they
-// are half the lineage.
+// Per block: one entry in the lineage's slice (32 bytes, pointer-free) and
+// one in its stream's owner map: engine hash → a ref (the lineage's id in
+// the stream and the block's position in it, 8 bytes, no pointer), other
+// holders of the same hash in a side map that is nearly always empty. That
+// one map is both the stream's owner table and every lineage's
+// hash → position index (a per-lineage map cost ~30 B per block more).
+// Removed events find the lineages holding a hash through the owner map
+// and prune each with one forward pass from the lowest removed position (a
+// parent always precedes its children in store order); dead blocks are
+// dropped off the end at once and compacted away when they are half the
+// lineage. Positions in refs are absolute (the lineage's base plus the
+// slice index), so dropping a prefix for MaxDepth rewrites no ref.
 package sessions

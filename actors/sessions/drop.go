@@ -69,8 +69,8 @@ func (x *Index) dropLineage(l *lineage, unown bool) {
 	}
 	x.blocks -= l.live
 	x.lineages--
-	delete(st.lins, l)
-	if len(st.lins) == 0 && x.streams[st.key] == st {
+	st.dropLineage(l)
+	if st.n == 0 && x.streams[st.key] == st {
 		delete(x.streams, st.key)
 	}
 	if i := slices.Index(s.lins, l); i >= 0 {

@@ -101,7 +101,7 @@ func checkInvariants(t testing.TB, x *Index) {
 			if l.sess != s || x.streams[l.key] != l.st {
 				t.Fatalf("session %q: lineage on %v not linked", id, l.key)
 			}
-			if _, ok := l.st.lins[l]; !ok {
+			if int(l.id) >= len(l.st.lins) || l.st.lins[l.id] != l {
 				t.Fatalf("session %q: lineage on %v not in its stream", id, l.key)
 			}
 			live, dead := 0, 0
@@ -130,8 +130,8 @@ func checkInvariants(t testing.TB, x *Index) {
 				}
 				owned[l.key][b.hash]++
 			}
-			if live != l.live || dead != l.dead || live != len(l.idx) || live == 0 || l.blocks[len(l.blocks)-1].dead {
-				t.Fatalf("session %q %v: live %d/%d dead %d/%d idx %d", id, l.key, live, l.live, dead, l.dead, len(l.idx))
+			if live != l.live || dead != l.dead || live == 0 || l.blocks[len(l.blocks)-1].dead {
+				t.Fatalf("session %q %v: live %d/%d dead %d/%d", id, l.key, live, l.live, dead, l.dead)
 			}
 			if l.dirtyFrom != -1 {
 				t.Fatalf("session %q %v: dirtyFrom %d", id, l.key, l.dirtyFrom)
@@ -143,8 +143,8 @@ func checkInvariants(t testing.TB, x *Index) {
 		t.Fatalf("gauges: blocks %d/%d lineages %d/%d", blocks, x.blocks, lineages, x.lineages)
 	}
 	for key, st := range x.streams {
-		if st.key != key || len(st.lins) == 0 {
-			t.Fatalf("stream %v: key %v, %d lineages", key, st.key, len(st.lins))
+		if held := len(st.lins) - len(st.free); st.key != key || st.n == 0 || held != st.n {
+			t.Fatalf("stream %v: key %v, %d lineages (%d ids held)", key, st.key, st.n, held)
 		}
 		n := 0
 		for h := range st.more {
@@ -158,7 +158,7 @@ func checkInvariants(t testing.TB, x *Index) {
 				t.Fatalf("stream %v hash %d: %d owners, %d holders", key, h, len(all), owned[key][h])
 			}
 			for _, l := range all {
-				if _, ok := l.idx[h]; !ok || l.key != key {
+				if _, ok := l.lookup(h); !ok || l.key != key {
 					t.Fatalf("stream %v hash %d: owner does not hold it", key, h)
 				}
 			}

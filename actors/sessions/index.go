@@ -98,17 +98,37 @@ type session struct {
 }
 
 // stream is one (worker, dp_rank): its sessions' lineages and, per engine
-// hash, the lineages holding it (engine hashes mean something only within
-// their stream).
+// hash, the lineages holding it and where (engine hashes mean something
+// only within their stream).
 //
 // A hash is nearly always held by one lineage: owner maps it to that one
-// and more, rarely used, to the others — one pointer per (hash, stream)
-// entry instead of a pointer and a slice header (~40 B less per entry).
+// and more, rarely used, to the others. Each holder is a ref — the
+// lineage's id in lins and the block's position in it — so this one map is
+// both the stream's owner table and every lineage's hash → position index,
+// and it holds no pointer (the garbage collector does not scan it).
 type stream struct {
 	key   messages.WorkerKey
-	lins  map[*lineage]struct{}
-	owner map[messages.ExternalHash]*lineage
-	more  map[messages.ExternalHash][]*lineage
+	lins  []*lineage // by lineage id; nil: a free id
+	free  []uint32   // free lineage ids
+	n     int        // lineages held
+	owner map[messages.ExternalHash]ref
+	more  map[messages.ExternalHash][]ref
+}
+
+// ref is a lineage id (high 32 bits) and a block's absolute position in
+// it (lineage.base + position, modulo 2^32: a lineage is shorter than that,
+// so the difference to base is exact).
+type ref uint64
+
+func (r ref) lin() uint32 { return uint32(r >> 32) }
+
+// refOf returns the ref of position pos of l.
+func refOf(l *lineage, pos int32) ref { return ref(l.id)<<32 | ref(uint32(l.base)+uint32(pos)) }
+
+// at returns the lineage and position r names.
+func (st *stream) at(r ref) (*lineage, int32) {
+	l := st.lins[r.lin()]
+	return l, int32(uint32(r) - uint32(l.base))
 }
 
 // New returns an empty index.
@@ -166,11 +186,18 @@ func (st *stream) addTier(h messages.ExternalHash, tier uint8) bool {
 	if !ok {
 		return false
 	}
-	one.addTier(h, tier)
-	for _, l := range st.more[h] {
-		l.addTier(h, tier)
+	st.setTier(one, tier)
+	if len(st.more) > 0 {
+		for _, r := range st.more[h] {
+			st.setTier(r, tier)
+		}
 	}
 	return true
+}
+
+func (st *stream) setTier(r ref, tier uint8) {
+	l, pos := st.at(r)
+	l.blocks[pos].tiers |= tier
 }
 
 // holders appends the lineages of the stream holding h to buf.
@@ -179,25 +206,69 @@ func (st *stream) holders(h messages.ExternalHash, buf []*lineage) []*lineage {
 	if !ok {
 		return buf
 	}
-	return append(append(buf, one), st.more[h]...)
+	buf = append(buf, st.lins[one.lin()])
+	for _, r := range st.more[h] {
+		buf = append(buf, st.lins[r.lin()])
+	}
+	return buf
 }
 
-func (st *stream) own(h messages.ExternalHash, l *lineage) {
+// find returns the position of h in lineage id (ok false: not held there).
+func (st *stream) find(h messages.ExternalHash, id uint32) (int32, bool) {
+	one, ok := st.owner[h]
+	if !ok {
+		return -1, false
+	}
+	if one.lin() == id {
+		_, pos := st.at(one)
+		return pos, true
+	}
+	if len(st.more) > 0 {
+		for _, r := range st.more[h] {
+			if r.lin() == id {
+				_, pos := st.at(r)
+				return pos, true
+			}
+		}
+	}
+	return -1, false
+}
+
+// own records that l holds h at pos.
+func (st *stream) own(h messages.ExternalHash, l *lineage, pos int32) {
+	r := refOf(l, pos)
 	if _, ok := st.owner[h]; !ok {
-		st.owner[h] = l
+		st.owner[h] = r
 		return
 	}
-	st.more[h] = append(st.more[h], l)
+	st.more[h] = append(st.more[h], r)
 }
 
+// reown records that l's block h moved to pos (compaction).
+func (st *stream) reown(h messages.ExternalHash, l *lineage, pos int32) {
+	r := refOf(l, pos)
+	if one := st.owner[h]; one.lin() == l.id {
+		st.owner[h] = r
+		return
+	}
+	more := st.more[h]
+	for i := range more {
+		if more[i].lin() == l.id {
+			more[i] = r
+			return
+		}
+	}
+}
+
+// unown forgets that l holds h.
 func (st *stream) unown(h messages.ExternalHash, l *lineage) {
 	one, ok := st.owner[h]
 	if !ok {
 		return
 	}
 	more := st.more[h]
-	if one != l {
-		i := slices.Index(more, l)
+	if one.lin() != l.id {
+		i := slices.IndexFunc(more, func(r ref) bool { return r.lin() == l.id })
 		if i < 0 {
 			return
 		}
@@ -209,13 +280,32 @@ func (st *stream) unown(h messages.ExternalHash, l *lineage) {
 	case n == 0:
 		delete(st.owner, h)
 		return
-	case one == l:
+	case one.lin() == l.id:
 		st.owner[h] = more[n-1]
 	}
-	more[n-1] = nil
 	if n == 1 {
 		delete(st.more, h)
 	} else {
 		st.more[h] = more[:n-1]
 	}
+}
+
+// addLineage gives l an id in the stream.
+func (st *stream) addLineage(l *lineage) {
+	if n := len(st.free); n > 0 {
+		l.id = st.free[n-1]
+		st.free = st.free[:n-1]
+		st.lins[l.id] = l
+	} else {
+		l.id = uint32(len(st.lins))
+		st.lins = append(st.lins, l)
+	}
+	st.n++
+}
+
+// dropLineage frees l's id.
+func (st *stream) dropLineage(l *lineage) {
+	st.lins[l.id] = nil
+	st.free = append(st.free, l.id)
+	st.n--
 }

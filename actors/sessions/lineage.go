@@ -35,9 +35,10 @@ type lineage struct {
 	sess   *session
 	st     *stream
 	blocks []blk
-	// idx maps live blocks to base + their position, so dropping a prefix
-	// (MaxDepth) only moves base.
-	idx     map[messages.ExternalHash]uint64
+	// id names the lineage in its stream's refs; base is the absolute
+	// position of blocks[0] (the refs hold absolute positions, so dropping
+	// a prefix for MaxDepth only moves base).
+	id      uint32
 	base    uint64
 	live    int
 	dead    int
@@ -54,8 +55,7 @@ func (l *lineage) lookup(h messages.ExternalHash) (int32, bool) {
 	if l == nil {
 		return -1, false
 	}
-	a, ok := l.idx[h]
-	return int32(a - l.base), ok
+	return l.st.find(h, l.id)
 }
 
 // parent returns the position of pos's parent, -1 for a segment start.
@@ -85,12 +85,6 @@ func (l *lineage) isAncestor(a, d int32) bool {
 	return false
 }
 
-func (l *lineage) addTier(h messages.ExternalHash, tier uint8) {
-	if a, ok := l.idx[h]; ok {
-		l.blocks[a-l.base].tiers |= tier
-	}
-}
-
 // newest returns the newest block (the lineage must not be empty).
 func (l *lineage) newest() *blk { return &l.blocks[len(l.blocks)-1] }
 
@@ -104,10 +98,9 @@ func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, pre
 		b.up, b.depth, b.anchor, b.hasAnchor = uint32(pos-prevPos), p.depth+1, p.anchor, p.hasAnchor
 	}
 	l.blocks = append(l.blocks, b)
-	l.idx[h] = l.base + uint64(pos)
 	l.live++
 	x.blocks++
-	l.st.own(h, l)
+	l.st.own(h, l, pos)
 	return pos
 }
 
@@ -115,7 +108,6 @@ func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, pre
 func (x *Index) kill(l *lineage, pos int32) {
 	b := &l.blocks[pos]
 	b.dead = true
-	delete(l.idx, b.hash)
 	l.st.unown(b.hash, l)
 	l.live--
 	l.dead++
@@ -160,8 +152,8 @@ func (x *Index) trim(l *lineage, n int) {
 
 // compact drops the blocks before position keep (live ones are counted as
 // depth_dropped) and every dead block, and recomputes depths and anchors.
-// Blocks that keep their place relative to the new base keep their idx
-// entry, so a trim of a lineage without dead blocks rewrites no map entry.
+// Blocks that keep their absolute position keep their ref, so a trim of a
+// lineage without dead blocks rewrites no map entry.
 func (x *Index) compact(l *lineage, keep int) {
 	bs := l.blocks
 	for i := range bs {
@@ -169,7 +161,6 @@ func (x *Index) compact(l *lineage, keep int) {
 		switch {
 		case b.dead:
 		case i < keep:
-			delete(l.idx, b.hash)
 			l.st.unown(b.hash, l)
 			l.live--
 			x.blocks--
@@ -183,7 +174,7 @@ func (x *Index) compact(l *lineage, keep int) {
 		x.remap = make([]int32, len(bs))
 	}
 	remap := x.remap[:len(bs)]
-	base := l.base + uint64(keep)
+	l.base += uint64(keep) // before the refs of moved blocks are rewritten
 	w, moved := int32(0), false
 	for i := range bs {
 		b := bs[i]
@@ -201,13 +192,12 @@ func (x *Index) compact(l *lineage, keep int) {
 		}
 		bs[w] = b
 		if moved {
-			l.idx[b.hash] = base + uint64(w)
+			l.st.reown(b.hash, l, w)
 		}
 		remap[i] = w
 		w++
 	}
 	l.blocks = bs[:w]
-	l.base = base
 	l.dead = 0
 }
 
