@@ -11,6 +11,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/coalescer"
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/actors/normalizer"
+	"github.com/kvrouter/kvrouter/actors/sessions"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/blockhash"
 	"github.com/kvrouter/kvrouter/messages/wire"
@@ -56,7 +57,7 @@ func interleave(loads []engineLoad) (batches []wireBatch, blocks int) {
 func BenchmarkWirePath(b *testing.B) {
 	const requests, blockSize = 12000, 16
 	for _, workers := range []int{16, 1000} {
-		loads := prepareLoads(b, workers, requests, blockSize)
+		loads := prepareLoads(b, workers, requests, blockSize, true)
 		batches, blocks := interleave(loads)
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			var floorT, wireT time.Duration
@@ -79,38 +80,63 @@ func BenchmarkWirePath(b *testing.B) {
 	}
 }
 
-// wireRun applies every batch through the router's stages, from an empty
-// index; each worker has its decoder, normalizer and coalescer, as in the
-// pipeline.
-func wireRun(b *testing.B, batches []wireBatch, workers, blockSize int) {
-	decs := make([]*wire.Decoder, workers)
-	norms := make([]*normalizer.Normalizer, workers)
-	cos := make([]*coalescer.Stream, workers)
+// wirePath is the router's ingest stages as plain values: per worker a
+// decoder, a normalizer and a coalescer, as in the pipeline, then one
+// index tree and, when set, the session index following it.
+type wirePath struct {
+	decs     []*wire.Decoder
+	norms    []*normalizer.Normalizer
+	cos      []*coalescer.Stream
+	tree     *radix.Tree
+	sessions *sessions.Index
+	outs     []normalizer.Outcome
+	evs      []messages.RouterEvent
+}
+
+func newWirePath(workers, blockSize int, withSessions bool) *wirePath {
+	p := &wirePath{tree: radix.New(radix.Config{})}
 	for w := range workers {
-		decs[w] = wire.NewDecoder(wire.DefaultLimits(), nil)
-		norms[w] = normalizer.New(normalizer.Config{Worker: messages.WorkerID(w + 1), BlockSize: blockSize})
-		cos[w] = coalescer.New(messages.WorkerKey{Worker: messages.WorkerID(w + 1)}, coalescer.Config{})
+		p.decs = append(p.decs, wire.NewDecoder(wire.DefaultLimits(), nil))
+		p.norms = append(p.norms, normalizer.New(normalizer.Config{Worker: messages.WorkerID(w + 1), BlockSize: blockSize}))
+		p.cos = append(p.cos, coalescer.New(messages.WorkerKey{Worker: messages.WorkerID(w + 1)}, coalescer.Config{}))
 	}
-	tree := radix.New(radix.Config{})
-	var outs []normalizer.Outcome
-	var evs []messages.RouterEvent
+	if withSessions {
+		p.sessions = sessions.New(sessions.Config{})
+	}
+	return p
+}
+
+// apply takes one engine batch through every stage.
+func (p *wirePath) apply(tb testing.TB, bt wireBatch) {
+	batch, err := p.decs[bt.worker].Decode(bt.payload)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.outs = p.norms[bt.worker].Batch(batch, p.outs[:0])
+	p.evs = p.evs[:0]
+	for _, o := range p.outs {
+		if !o.Accepted() {
+			tb.Fatalf("worker %d: rejected: %v %s", bt.worker, o.Reason, o.Detail)
+		}
+		p.evs = p.cos[bt.worker].Push(o.Event, p.evs)
+	}
+	p.evs = p.cos[bt.worker].Flush(p.evs)
+	for _, ev := range p.evs {
+		p.tree.Apply(ev)
+	}
+	if p.sessions != nil {
+		for _, ev := range p.evs {
+			p.sessions.Apply(ev, time.Time{})
+		}
+	}
+}
+
+// wireRun applies every batch through the router's stages, from an empty
+// index.
+func wireRun(b *testing.B, batches []wireBatch, workers, blockSize int) {
+	p := newWirePath(workers, blockSize, false)
 	for _, bt := range batches {
-		batch, err := decs[bt.worker].Decode(bt.payload)
-		if err != nil {
-			b.Fatal(err)
-		}
-		outs = norms[bt.worker].Batch(batch, outs[:0])
-		evs = evs[:0]
-		for _, o := range outs {
-			if !o.Accepted() {
-				b.Fatalf("worker %d: rejected: %v %s", bt.worker, o.Reason, o.Detail)
-			}
-			evs = cos[bt.worker].Push(o.Event, evs)
-		}
-		evs = cos[bt.worker].Flush(evs)
-		for _, ev := range evs {
-			tree.Apply(ev)
-		}
+		p.apply(b, bt)
 	}
 }
 

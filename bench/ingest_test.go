@@ -13,6 +13,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
+	"github.com/kvrouter/kvrouter/bench/loadgen"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/bench/traces"
 	"github.com/kvrouter/kvrouter/messages"
@@ -32,25 +33,26 @@ type engineLoad struct {
 // prepareLoads splits the first requests of the Mooncake conversation trace
 // round-robin over engines (16 tokens per hash id), serves them on
 // simulated caches and encodes every resulting batch as vLLM 0.26 does.
-func prepareLoads(b *testing.B, engines, requests, blockSize int) []engineLoad {
-	drv, err := simengine.OpenTrace(tracePath, simengine.TraceConfig{TokensPerBlock: blockSize, Limit: requests})
+// With sessions, each request carries its inferred conversation as its
+// session id (loadgen.InferSessions), and its stored blocks are tagged so.
+func prepareLoads(b testing.TB, engines, requests, blockSize int, sessions bool) []engineLoad {
+	reqs, err := loadgen.LoadTrace(tracePath, loadgen.TraceOptions{TokensPerBlock: blockSize, Limit: requests})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer drv.Close()
 	loads := make([]engineLoad, engines)
 	caches := make([]*simengine.Cache, engines)
 	enc, _ := simengine.NewEncoder(simengine.EncodingVLLMMap)
 	for i := range caches {
 		caches[i], _ = simengine.NewCache(simengine.Config{BlockSize: blockSize, CapacityBlocks: 1 << 16, HashSeed: uint64(i)})
 	}
-	for i := 0; ; i++ {
-		p, err := drv.Next()
-		if err != nil {
-			break
-		}
+	for i, r := range reqs {
 		e := i % engines
-		_, events := caches[e].ServeRequest(simengine.Request{Tokens: p.Tokens, SessionID: p.SessionID})
+		req := simengine.Request{Tokens: r.Tokens}
+		if sessions {
+			req.SessionID = r.Session
+		}
+		_, events := caches[e].ServeRequest(req)
 		if len(events) == 0 {
 			continue
 		}
@@ -84,7 +86,7 @@ func freeEndpoint(b *testing.B) string {
 // (the pipeline fell behind and the engines' PUBs dropped).
 func BenchmarkIngest8Engines(b *testing.B) {
 	const engines, requests, blockSize = 8, 12000, 16
-	loads := prepareLoads(b, engines, requests, blockSize)
+	loads := prepareLoads(b, engines, requests, blockSize, false)
 	for _, shards := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
 			benchIngest(b, loads, blockSize, indexer.Config{Shards: shards})
