@@ -85,7 +85,7 @@ func Props(cfg Config) (*actor.Props, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	adapter, _ := engine.Lookup(cfg.Engine)
+	adapter, _ := engine.Choose(cfg.Engine)
 	// Only the first incarnation resumes: a restarted listener starts
 	// afresh (the index is past the loaded position by then).
 	var resume atomic.Pointer[messages.Position]
@@ -112,6 +112,7 @@ func (a *Actor) newStream(id messages.StreamID, replay bool) *stream {
 	return &stream{id: id, tracker: NewTracker(TrackerConfig{
 		Replay:          replay,
 		SeqStartsAtZero: a.adapter.Stream().SeqStartsAtZero,
+		DetectSeqStart:  a.adapter.Stream().SeqStartDetected,
 	})}
 }
 

@@ -15,7 +15,9 @@ import (
 // Config describes one engine publisher endpoint.
 type Config struct {
 	Stream messages.StreamID
-	// Engine is the adapter name (vllm, sglang, trtllm).
+	// Engine is the engine choice (engine.Choose): auto (also "", the
+	// default: decided per stream from what it shows), vllm, sglang or
+	// trtllm.
 	Engine string
 	// Endpoint is the engine's PUB address (tcp://host:port; ipc://path and
 	// inproc://name work too, no other transport). With Bind the listener
@@ -79,9 +81,9 @@ func (c *Config) defaults() error {
 		}
 	}
 	if c.Engine == "" {
-		c.Engine = "vllm"
+		c.Engine = engine.Auto
 	}
-	if _, err := engine.Lookup(c.Engine); err != nil {
+	if _, err := engine.Choose(c.Engine); err != nil {
 		return fmt.Errorf("listener: %w", err)
 	}
 	if c.Next == nil {

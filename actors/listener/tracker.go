@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/kvrouter/kvrouter/messages/engine"
 	"github.com/zeebo/xxh3"
 )
 
@@ -75,6 +76,10 @@ type TrackerConfig struct {
 	Replay bool
 	// SeqStartsAtZero: a fresh publisher's first seq is 0 (vLLM, SGLang).
 	SeqStartsAtZero bool
+	// DetectSeqStart (engine auto): each publisher's first seq says —
+	// a nanosecond timestamp (engine.IsTimestampSeq) is a baseline, a
+	// smaller seq counts from 0. SeqStartsAtZero is then ignored.
+	DetectSeqStart bool
 	// ReorderCap bounds the live batches buffered while a replay runs
 	// (default 1024, as the reference).
 	ReorderCap int
@@ -259,7 +264,7 @@ func (t *Tracker) Live(seq uint64, payload []byte) []Action {
 		}
 		return nil // delivered by a replay already
 	}
-	missed := (t.started && seq > t.next) || (!t.started && t.cfg.SeqStartsAtZero && seq > 0)
+	missed := (t.started && seq > t.next) || (!t.started && t.countsFromZero(seq) && seq > 0)
 	if missed {
 		t.gaps++
 	}
@@ -402,7 +407,7 @@ func (t *Tracker) place(acts []Action, seq uint64, payload []byte, gap ResyncRea
 	case t.started && seq < t.next:
 		return acts // a duplicate
 	case !t.started:
-		exact := t.cfg.SeqStartsAtZero && seq == 0
+		exact := t.countsFromZero(seq) && seq == 0
 		acts = append(acts, Action{Kind: Resync, Reason: t.firstWhy, Exact: exact})
 	case seq > t.next:
 		acts = append(acts, Action{Kind: Resync, Reason: gap})
@@ -414,6 +419,15 @@ func (t *Tracker) place(acts []Action, seq uint64, payload []byte, gap ResyncRea
 		t.lastHash, t.hashKnown = xxh3.Hash(payload), true
 	}
 	return append(acts, Action{Kind: Deliver, Seq: seq, Payload: payload, Live: live})
+}
+
+// countsFromZero reports whether a publisher whose first seq (as heard)
+// is seq counts from 0.
+func (t *Tracker) countsFromZero(seq uint64) bool {
+	if t.cfg.DetectSeqStart {
+		return !engine.IsTimestampSeq(seq)
+	}
+	return t.cfg.SeqStartsAtZero
 }
 
 // hold buffers a live batch during a replay; past the cap the replay is

@@ -95,6 +95,8 @@ func TestTrackerScenarios(t *testing.T) {
 	replay := TrackerConfig{Replay: true, SeqStartsAtZero: true}
 	noReplay := TrackerConfig{SeqStartsAtZero: true}
 	stamp := TrackerConfig{} // TensorRT-LLM: seq starts at a timestamp, no replay
+	auto := TrackerConfig{DetectSeqStart: true}
+	autoReplay := TrackerConfig{Replay: true, DetectSeqStart: true}
 	cases := []struct {
 		name  string
 		cfg   TrackerConfig
@@ -109,6 +111,10 @@ func TestTrackerScenarios(t *testing.T) {
 		{"restart during a replay abandons it", replay, []step{L(0), L(5), L(0), L(1)}, "X:start! D0 R0 X:restart! D0 D1"},
 		{"restart seen late", noReplay, []step{L(5), L(6), L(2)}, "X:start D5 D6 X:restart D2"},
 		{"timestamp seqs: baseline, then gaps", stamp, []step{L(1e18), L(1e18 + 1), L(1e18 + 3)}, "X:start D1000000000000000000 D1000000000000000001 X:history_missing D1000000000000000003"},
+		{"auto: a timestamp first seq is a baseline", auto, []step{L(1e18), L(1e18 + 1)}, "X:start D1000000000000000000 D1000000000000000001"},
+		{"auto: a count from 0 is exact", auto, []step{L(0), L(1)}, "X:start! D0 D1"},
+		{"auto: a late count asks for the start", autoReplay, []step{L(2), P(0), P(1), P(2), E, L(3)}, "R0 X:start! D0 D1 D2 D3"},
+		{"auto: a timestamp first seq asks for nothing", autoReplay, []step{L(1e18 + 5), L(1e18 + 6)}, "X:start D1000000000000000005 D1000000000000000006"},
 
 		{"startup replay of the whole history", replay, []step{S, P(0), P(1), L(2), E, L(3)}, "R0 X:start! D0 D1 D2 D3"},
 		{"startup replay: buffer lost the start", replay, []step{S, P(4), P(5), E, L(6)}, "R0 X:start D4 D5 D6"},

@@ -1,6 +1,7 @@
 package normalizer
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"time"
@@ -21,7 +22,7 @@ import (
 func PoolProps(size int, next *actor.PID, lim wire.Limits) *actor.Props {
 	return router.NewConsistentHashPool(size, actor.WithProducer(func() actor.Actor {
 		return &Actor{next: next, lim: lim, workers: map[messages.StreamID]*Normalizer{}, lost: map[messages.StreamID]uint64{},
-			decoders: map[string]*wire.Decoder{}}
+			decoders: map[string]*wire.Decoder{}, engines: map[messages.StreamID]*engine.Detector{}}
 	}), mailbox.Counted(mailbox.Normalizer))
 }
 
@@ -38,6 +39,10 @@ type PoolStats struct {
 	HistoryLost, StreamHistoryLost uint64
 	Events                         Stats // summed over this actor's workers
 	Stream                         Stats // the requested stream's own counters
+	// StreamEngine is the requested stream's engine: its registration's
+	// choice, what its batches showed, and any contradiction (zero before
+	// its first batch).
+	StreamEngine engine.Detection
 }
 
 // StatsRequest asks the normalizer that handles Stream for its counters
@@ -52,13 +57,16 @@ func (r *StatsRequest) Hash() string {
 }
 
 // Actor decodes and normalizes the batches of the workers hashed to it. It
-// keeps one Normalizer per worker and one decoder per engine.
+// keeps one Normalizer and one engine Detector per stream, and one decoder
+// per engine: a stream's batches are decoded by its registration's engine,
+// or with auto by the engine its batches showed (engine.Detector.Engine).
 type Actor struct {
 	next     *actor.PID
 	lim      wire.Limits
 	workers  map[messages.StreamID]*Normalizer
 	lost     map[messages.StreamID]uint64 // PoolStats.HistoryLost by stream
 	decoders map[string]*wire.Decoder
+	engines  map[messages.StreamID]*engine.Detector
 	stats    PoolStats
 	log      *slog.Logger
 	lastWarn time.Time
@@ -80,6 +88,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 			s.Stream = n.Stats()
 		}
 		s.StreamHistoryLost = a.lost[m.Stream]
+		if d := a.engines[m.Stream]; d != nil {
+			s.StreamEngine = d.Detection()
+		}
 		ctx.Respond(&s)
 	}
 }
@@ -104,7 +115,12 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		lost = false // a marker: only its resync applies
 		return
 	}
-	dec, err := a.decoder(m.Engine)
+	det := a.engines[m.Stream]
+	if det == nil || det.Choice() != cmp.Or(m.Engine, engine.Auto) { // first batch, or registered again
+		det = engine.NewDetector(m.Engine)
+		a.engines[m.Stream] = det
+	}
+	dec, err := a.decoder(det.Engine())
 	if err != nil {
 		a.warn("unknown engine", "engine", m.Engine)
 		sp.AddEvent(EventDropped, tracectx.Reason.String("unknown_engine"))
@@ -120,6 +136,11 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 			sp.AddEvent(EventDropped, tracectx.Reason.String("not_batch"), errorKey.String(err.Error()))
 		}
 		return
+	}
+	if det.Observe(m.Seq, b.Layout) {
+		d := det.Detection()
+		a.log.Warn("the stream contradicts its registered engine: decoded as registered, check the registration",
+			"worker", m.Stream.Worker, "dp_rank", m.Stream.DpRank, "engine", d.Choice, "shows", d.Conflict, "looks_like", d.Detected)
 	}
 	a.stats.Lost += uint64(b.Lost)
 	lost = b.Lost > 0
@@ -162,7 +183,7 @@ func (a *Actor) decoder(name string) (*wire.Decoder, error) {
 	if d, ok := a.decoders[name]; ok {
 		return d, nil
 	}
-	ad, err := engine.Lookup(name)
+	ad, err := engine.Choose(name)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sync"
@@ -60,6 +61,9 @@ func (s *Service) followRegistry() {
 // registerClustered checks a registration against the cluster's registry
 // and writes it there; the owner starts its listener.
 func (s *Service) registerClustered(reg api.Registration) error {
+	if err := s.withEngine(&reg); err != nil {
+		return err
+	}
 	bs := uint32(reg.BlockSize)
 	if bs == 0 {
 		bs = uint32(s.cfg.BlockSize)
@@ -85,7 +89,8 @@ func (s *Service) registerClustered(reg api.Registration) error {
 		return api.Errorf(api.ErrInvalid, "invalid_endpoint", "%v", err)
 	}
 	c.Put(registry.Entry{Key: key, Worker: registry.Worker{Model: reg.ModelName, Tenant: tenant, BlockSize: bs,
-		Endpoint: reg.Endpoint, ReplayEndpoint: reg.ReplayEndpoint, Lora: reg.LoraName, ServingEndpoint: reg.ServingEndpoint}})
+		Endpoint: reg.Endpoint, ReplayEndpoint: reg.ReplayEndpoint, Lora: reg.LoraName, ServingEndpoint: reg.ServingEndpoint,
+		Engine: reg.Engine}})
 	s.mu.Lock()
 	s.reconcile()
 	s.mu.Unlock()
@@ -174,7 +179,8 @@ func (s *Service) adopt(e registry.Entry) *worker {
 	}
 	reg := api.Registration{InstanceID: e.Key.Worker, DpRank: e.Key.DpRank, Endpoint: e.Worker.Endpoint,
 		ReplayEndpoint: e.Worker.ReplayEndpoint, ModelName: e.Worker.Model, TenantID: e.Worker.Tenant,
-		BlockSize: e.Worker.BlockSize, LoraName: e.Worker.Lora, ServingEndpoint: e.Worker.ServingEndpoint}
+		BlockSize: e.Worker.BlockSize, LoraName: e.Worker.Lora, ServingEndpoint: e.Worker.ServingEndpoint,
+		Engine: cmp.Or(e.Worker.Engine, s.cfg.Engine)}
 	w := &worker{reg: reg, ns: ns, at: time.Now(), version: e.Version}
 	s.workers[e.Key] = w
 	ns.members[e.Key] = true
@@ -209,7 +215,8 @@ func (s *Service) localStates() []registry.StreamState {
 	out := make([]registry.StreamState, 0, len(mine))
 	for _, k := range slices.SortedFunc(maps.Keys(mine), compareKeys) {
 		ri := s.rankInfo(k, mine[k])
-		out = append(out, registry.StreamState{Key: k, State: string(ri.State), LastSeq: ri.LastSeq, Warnings: ri.Warnings})
+		out = append(out, registry.StreamState{Key: k, State: string(ri.State), LastSeq: ri.LastSeq, Warnings: ri.Warnings,
+			EngineDetected: ri.EngineDetected, EngineEvidence: ri.EngineEvidence})
 	}
 	return out
 }
@@ -251,13 +258,14 @@ func (s *Service) remoteStates(regs map[messages.WorkerKey]*worker) map[messages
 func (s *Service) remoteRankInfo(k messages.WorkerKey, w *worker, st registry.StreamState, known bool) api.RankInfo {
 	ri := api.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
 		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
-		BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Warnings: []string{}}
+		Engine: w.reg.Engine, BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Warnings: []string{}}
 	owner := s.cfg.Cluster.Owner(k)
 	ri.Owner = owner
 	if !known {
 		ri.Warnings = append(ri.Warnings, "owner host "+owner+" does not report the stream (hand-over, or not answering)")
 	} else {
 		ri.State, ri.LastSeq = api.StreamState(st.State), st.LastSeq
+		ri.EngineDetected, ri.EngineEvidence = st.EngineDetected, st.EngineEvidence
 		ri.Warnings = append(ri.Warnings, st.Warnings...)
 	}
 	if is, err := w.ns.pipe.IndexStats(s.cfg.Timeout); err == nil {

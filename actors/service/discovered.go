@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/kvrouter/kvrouter/cluster/discovery"
@@ -19,9 +20,8 @@ type Discovery struct{ s *Service }
 func (s *Service) Discovery() Discovery { return Discovery{s} }
 
 // Registered lists every registered stream (hand-made ones too: discovery
-// leaves those alone), with the values the namespaces hold (tenant and
-// block size filled in). The engine is the service's (one adapter for
-// every worker).
+// leaves those alone), with the values the namespaces hold (tenant, block
+// size and engine filled in).
 func (d Discovery) Registered() []discovery.Registration {
 	s := d.s
 	if c := s.cfg.Cluster; c != nil {
@@ -29,7 +29,8 @@ func (d Discovery) Registered() []discovery.Registration {
 		out := make([]discovery.Registration, len(live))
 		for i, e := range live {
 			out[i] = discovery.Registration{Key: e.Key, Model: e.Worker.Model, Tenant: e.Worker.Tenant, BlockSize: e.Worker.BlockSize,
-				Endpoint: e.Worker.Endpoint, ReplayEndpoint: e.Worker.ReplayEndpoint, ServingEndpoint: e.Worker.ServingEndpoint, Engine: s.cfg.Engine}
+				Endpoint: e.Worker.Endpoint, ReplayEndpoint: e.Worker.ReplayEndpoint, ServingEndpoint: e.Worker.ServingEndpoint,
+				Engine: cmp.Or(e.Worker.Engine, s.cfg.Engine)}
 		}
 		return out
 	}
@@ -38,7 +39,7 @@ func (d Discovery) Registered() []discovery.Registration {
 	out := make([]discovery.Registration, 0, len(s.workers))
 	for k, w := range s.workers {
 		out = append(out, discovery.Registration{Key: k, Model: w.ns.key.model, Tenant: w.ns.key.tenant, BlockSize: uint32(w.ns.blockSize),
-			Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, ServingEndpoint: w.reg.ServingEndpoint, Engine: s.cfg.Engine})
+			Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, ServingEndpoint: w.reg.ServingEndpoint, Engine: w.reg.Engine})
 	}
 	return out
 }
@@ -46,7 +47,7 @@ func (d Discovery) Registered() []discovery.Registration {
 // Register registers one discovered stream.
 func (d Discovery) Register(r discovery.Registration) error {
 	return d.s.Register(context.Background(), api.Registration{InstanceID: r.Key.Worker, DpRank: r.Key.DpRank,
-		Endpoint: r.Endpoint, ReplayEndpoint: r.ReplayEndpoint, ServingEndpoint: r.ServingEndpoint,
+		Endpoint: r.Endpoint, ReplayEndpoint: r.ReplayEndpoint, ServingEndpoint: r.ServingEndpoint, Engine: r.Engine,
 		ModelName: r.Model, TenantID: r.Tenant, BlockSize: r.BlockSize})
 }
 

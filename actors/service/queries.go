@@ -344,7 +344,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 func (s *Service) rankInfo(k messages.WorkerKey, w *worker) api.RankInfo {
 	ri := api.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
 		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
-		BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Warnings: []string{}}
+		Engine: w.reg.Engine, BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Warnings: []string{}}
 	stream := messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}
 	ls, err := w.ns.pipe.ListenerStats(stream, s.cfg.Timeout)
 	if err != nil {
@@ -372,6 +372,10 @@ func (s *Service) rankInfo(k messages.WorkerKey, w *worker) api.RankInfo {
 		if n := ns.Stream.Rejected[messages.ReasonBlockSizeMismatch]; n > 0 {
 			ri.Warnings = append(ri.Warnings, fmt.Sprintf(
 				"%d events rejected: the engine's block size differs from the registered %d", n, w.ns.blockSize))
+		}
+		ri.EngineDetected, ri.EngineEvidence = ns.StreamEngine.Detected, ns.StreamEngine.Evidence
+		if warn := ns.StreamEngine.Warning(); warn != "" {
+			ri.Warnings = append(ri.Warnings, warn)
 		}
 	}
 	if is, err := w.ns.pipe.IndexStats(s.cfg.Timeout); err == nil {

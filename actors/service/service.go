@@ -30,13 +30,15 @@ import (
 	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/engine"
 )
 
 // Config configures the service.
 type Config struct {
 	// BlockSize is used for registrations that name none.
 	BlockSize int
-	// Engine is the adapter of registered workers (default vllm).
+	// Engine is the engine choice of registrations that name none
+	// (messages/engine: auto, the default, or an engine name).
 	Engine string
 	// Routing configures every namespace's router, literally: pass
 	// routing.DefaultConfig() for the reference's defaults (a zero OverlapWeight means
@@ -130,7 +132,10 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 		cfg.SilentAfter = 30 * time.Second
 	}
 	if cfg.Engine == "" {
-		cfg.Engine = "vllm"
+		cfg.Engine = engine.Auto
+	}
+	if _, err := engine.Choose(cfg.Engine); err != nil {
+		return nil, fmt.Errorf("service: %w", err)
 	}
 	if _, err := routing.New(cfg.Routing); err != nil {
 		return nil, err
@@ -238,6 +243,9 @@ func (s *Service) Register(_ context.Context, reg api.Registration) error {
 // register spawns a worker's listener; resume, when set, continues the
 // stream at a position whose state the index holds (Bootstrap).
 func (s *Service) register(reg api.Registration, resume *messages.Position) error {
+	if err := s.withEngine(&reg); err != nil {
+		return err
+	}
 	bs := int(reg.BlockSize)
 	if bs == 0 {
 		bs = s.cfg.BlockSize
@@ -266,12 +274,22 @@ func (s *Service) register(reg api.Registration, resume *messages.Position) erro
 	return nil
 }
 
+// withEngine gives a registration that names no engine the default one
+// (Config.Engine) and checks the choice.
+func (s *Service) withEngine(reg *api.Registration) error {
+	reg.Engine = cmp.Or(reg.Engine, s.cfg.Engine)
+	if _, err := engine.Choose(reg.Engine); err != nil {
+		return api.Errorf(api.ErrInvalid, api.ReasonInvalidValue, "%v", err)
+	}
+	return nil
+}
+
 // listenerConfig is the listener of a registration whose namespace uses
 // block size bs.
 func (s *Service) listenerConfig(reg api.Registration, bs int, resume *messages.Position) listener.Config {
 	return listener.Config{
 		Stream:         messages.StreamID{Worker: reg.InstanceID, DpRank: reg.DpRank},
-		Engine:         s.cfg.Engine,
+		Engine:         reg.Engine,
 		Endpoint:       reg.Endpoint,
 		ReplayEndpoint: reg.ReplayEndpoint,
 		BlockSize:      bs,

@@ -44,6 +44,7 @@ var ratioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 //	kvrouter_recoveries_total{worker,dp_rank}                  rebuilds from the replay buffer after a lost batch
 //	kvrouter_history_lost_batches_total{worker,dp_rank}        batches not applied whole (state dropped, degraded)
 //	kvrouter_dropped_messages_total{worker,dp_rank,reason}     messages a listener dropped before sequencing
+//	kvrouter_engine_contradictions_total{worker,dp_rank,engine} batches showing what the registered engine never sends
 //	kvrouter_mailbox_depth{actor}                              messages queued per actor kind (actors/mailbox)
 //	kvrouter_stream_lag_seconds{worker,dp_rank}                listener → coalescer, last batch
 //	kvrouter_worker_state{worker,dp_rank,state}                1 for the current state, else 0
@@ -130,10 +131,10 @@ func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdo
 
 // observed are the asynchronous instruments fed by one read of the Source.
 type observed struct {
-	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, readErrors metric.Int64ObservableCounter
-	sessionReasons                                                                        [unitCount]metric.Int64ObservableCounter
-	state, blocks, sessions, lineages, sessionBlocks, mailboxes                           metric.Int64ObservableGauge
-	lag                                                                                   metric.Float64ObservableGauge
+	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, readErrors, contradictions metric.Int64ObservableCounter
+	sessionReasons                                                                                        [unitCount]metric.Int64ObservableCounter
+	state, blocks, sessions, lineages, sessionBlocks, mailboxes                                           metric.Int64ObservableGauge
+	lag                                                                                                   metric.Float64ObservableGauge
 }
 
 func (m *Metrics) instruments(meter metric.Meter) error {
@@ -164,6 +165,9 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	keep()
 	o.dropped, err = meter.Int64ObservableCounter("kvrouter.dropped_messages",
 		metric.WithDescription("Messages a listener dropped before sequencing them (malformed frames, topics, socket errors), by reason."))
+	keep()
+	o.contradictions, err = meter.Int64ObservableCounter("kvrouter.engine.contradictions",
+		metric.WithDescription("Batches showing what the stream's registered engine never sends (a timestamp seq, a layout): decoded as registered, check the registration."))
 	keep()
 	o.mailboxes, err = meter.Int64ObservableGauge("kvrouter.mailbox_depth",
 		metric.WithDescription("Messages posted to an actor kind's mailboxes and not yet handled."))
@@ -211,7 +215,7 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	_, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		m.observe(obs, &o)
 		return nil
-	}, o.events, o.hints, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.mailboxes, o.readErrors, o.state, o.blocks, o.lag,
+	}, o.events, o.hints, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.contradictions, o.mailboxes, o.readErrors, o.state, o.blocks, o.lag,
 		o.sessionReasons[unitEvents], o.sessionReasons[unitSessions], o.sessionReasons[unitLineages],
 		o.sessionReasons[unitBlocks], o.sessions, o.lineages, o.sessionBlocks)
 	keep()
@@ -239,6 +243,7 @@ func (m *Metrics) observe(obs metric.Observer, o *observed) {
 	ints(o.recoveries, r.recoveries)
 	ints(o.lost, r.lost)
 	ints(o.dropped, r.dropped)
+	ints(o.contradictions, r.contradictions)
 	for _, d := range mailbox.Depths() {
 		obs.ObserveInt64(o.mailboxes, d.Len, metric.WithAttributes(labelActor.String(d.Kind)))
 	}

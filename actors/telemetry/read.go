@@ -26,6 +26,7 @@ const (
 	labelState   = attribute.Key("state")
 	labelActor   = attribute.Key("actor")
 	labelShard   = attribute.Key("shard")
+	labelEngine  = attribute.Key("engine")
 )
 
 // Worker states as reported by the state gauge (as /workers reports them).
@@ -57,16 +58,17 @@ func (s series) add(v float64, kv ...attribute.KeyValue) {
 
 // readings are one scrape's ingest figures.
 type readings struct {
-	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, lag, state, blocks series
-	sessions                                                                                      sessionReadings
-	errors                                                                                        int // requests that failed (figures left out)
+	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, lag, state, blocks, contradictions series
+	sessions                                                                                                      sessionReadings
+	errors                                                                                                        int // requests that failed (figures left out)
 }
 
 // read asks every pipeline for its counters, each request bounded by
 // timeout; what does not answer is left out and counted in errors.
 func read(pipes []Pipeline, timeout time.Duration) *readings {
 	r := &readings{events: series{}, hints: series{}, batches: series{}, gaps: series{}, replays: series{}, resyncs: series{},
-		recoveries: series{}, lost: series{}, dropped: series{}, lag: series{}, state: series{}, blocks: series{}, sessions: newSessionReadings()}
+		recoveries: series{}, lost: series{}, dropped: series{}, lag: series{}, state: series{}, blocks: series{}, contradictions: series{},
+		sessions: newSessionReadings()}
 	for _, p := range pipes {
 		if st, err := p.Status(timeout); err != nil {
 			r.errors++
@@ -117,6 +119,9 @@ func (r *readings) stream(p Pipeline, id messages.StreamID, ss coalescer.StreamS
 	} else {
 		r.normalizer(&ns.Stream, w, d)
 		r.lost.add(float64(ns.StreamHistoryLost), w, d)
+		if e := ns.StreamEngine; e.Contradicted > 0 {
+			r.contradictions.add(float64(e.Contradicted), w, d, labelEngine.String(e.Choice))
+		}
 	}
 }
 

@@ -1881,8 +1881,11 @@ type RegistryEntry struct {
 	// serving_endpoint is where the request path sends the rank's requests
 	// (host:port or http(s)://host:port; empty: none registered).
 	ServingEndpoint string `protobuf:"bytes,11,opt,name=serving_endpoint,json=servingEndpoint,proto3" json:"serving_endpoint,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// engine is the registration's engine choice: auto, vllm, sglang or
+	// trtllm (empty from a member that predates it: the reader's default).
+	Engine        string `protobuf:"bytes,12,opt,name=engine,proto3" json:"engine,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegistryEntry) Reset() {
@@ -1988,6 +1991,13 @@ func (x *RegistryEntry) GetDeleted() bool {
 func (x *RegistryEntry) GetServingEndpoint() string {
 	if x != nil {
 		return x.ServingEndpoint
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetEngine() string {
+	if x != nil {
+		return x.Engine
 	}
 	return ""
 }
@@ -2204,12 +2214,16 @@ type StreamState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   *WorkerKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// state is the API's stream state: exact, degraded or recovering.
-	State         string   `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	HasLastSeq    bool     `protobuf:"varint,3,opt,name=has_last_seq,json=hasLastSeq,proto3" json:"has_last_seq,omitempty"`
-	LastSeq       uint64   `protobuf:"varint,4,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
-	Warnings      []string `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	State      string   `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	HasLastSeq bool     `protobuf:"varint,3,opt,name=has_last_seq,json=hasLastSeq,proto3" json:"has_last_seq,omitempty"`
+	LastSeq    uint64   `protobuf:"varint,4,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Warnings   []string `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// engine_detected and engine_evidence are what the stream's batches
+	// showed about its engine (empty before its first batch).
+	EngineDetected string `protobuf:"bytes,6,opt,name=engine_detected,json=engineDetected,proto3" json:"engine_detected,omitempty"`
+	EngineEvidence string `protobuf:"bytes,7,opt,name=engine_evidence,json=engineEvidence,proto3" json:"engine_evidence,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StreamState) Reset() {
@@ -2275,6 +2289,20 @@ func (x *StreamState) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *StreamState) GetEngineDetected() string {
+	if x != nil {
+		return x.EngineDetected
+	}
+	return ""
+}
+
+func (x *StreamState) GetEngineEvidence() string {
+	if x != nil {
+		return x.EngineEvidence
+	}
+	return ""
 }
 
 // StreamStates lists the streams one member follows.
@@ -3164,7 +3192,7 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"activation\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x126\n" +
 	"\x06stream\x18\x03 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x06stream\x12\x14\n" +
-	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xda\x02\n" +
+	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xf2\x02\n" +
 	"\rRegistryEntry\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -3178,21 +3206,24 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x06origin\x18\t \x01(\tR\x06origin\x12\x18\n" +
 	"\adeleted\x18\n" +
 	" \x01(\bR\adeleted\x12)\n" +
-	"\x10serving_endpoint\x18\v \x01(\tR\x0fservingEndpoint\"K\n" +
+	"\x10serving_endpoint\x18\v \x01(\tR\x0fservingEndpoint\x12\x16\n" +
+	"\x06engine\x18\f \x01(\tR\x06engine\"K\n" +
 	"\vRegistryPut\x12<\n" +
 	"\aentries\x18\x01 \x03(\v2\".kvrouter.cluster.v1.RegistryEntryR\aentries\"\r\n" +
 	"\vRegistryAck\"\x15\n" +
 	"\x13RegistrySyncRequest\"L\n" +
 	"\fRegistrySync\x12<\n" +
 	"\aentries\x18\x01 \x03(\v2\".kvrouter.cluster.v1.RegistryEntryR\aentries\"\x15\n" +
-	"\x13StreamStatesRequest\"\xae\x01\n" +
+	"\x13StreamStatesRequest\"\x80\x02\n" +
 	"\vStreamState\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12 \n" +
 	"\fhas_last_seq\x18\x03 \x01(\bR\n" +
 	"hasLastSeq\x12\x19\n" +
 	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\x12\x1a\n" +
-	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"`\n" +
+	"\bwarnings\x18\x05 \x03(\tR\bwarnings\x12'\n" +
+	"\x0fengine_detected\x18\x06 \x01(\tR\x0eengineDetected\x12'\n" +
+	"\x0fengine_evidence\x18\a \x01(\tR\x0eengineEvidence\"`\n" +
 	"\fStreamStates\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x128\n" +
 	"\x06states\x18\x02 \x03(\v2 .kvrouter.cluster.v1.StreamStateR\x06states\"\x0e\n" +

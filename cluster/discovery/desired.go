@@ -6,7 +6,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/kvrouter/kvrouter/messages"
 )
@@ -44,8 +43,6 @@ type Pod struct {
 	Labels, Annotations map[string]string
 	// Ports are the container ports of every container.
 	Ports []Port
-	// Images are the containers' images (engine guess).
-	Images []string
 }
 
 // Port is one container port.
@@ -67,7 +64,7 @@ type Config struct {
 	Model, Tenant string
 	// BlockSize of pods without kvrouter.io/block-size (must be > 0).
 	BlockSize uint32
-	// Engine of pods without kvrouter.io/engine whose images say nothing.
+	// Engine is the engine choice of pods without kvrouter.io/engine.
 	Engine string
 	// Engines are the engine names accepted; nil accepts every name
 	// (an unknown name is a pod skipped with ReasonBadValue either way).
@@ -291,32 +288,13 @@ func servingPorts(cfg Config, p Pod, pool *Pool, dp int) ([]int32, *skipErr) {
 	return out, nil
 }
 
-// engineOf is the label's engine, else a guess from the images, else the
-// default.
+// engineOf is the label's engine choice, else the default (auto unless
+// the router says otherwise: the stream's own batches tell engines apart
+// better than an image name).
 func engineOf(cfg Config, p Pod) (string, *skipErr) {
-	e := p.Labels[KeyEngine]
-	if e == "" {
-		e = guessEngine(p.Images)
-	}
-	e = cmp.Or(e, cfg.Engine)
+	e := cmp.Or(p.Labels[KeyEngine], cfg.Engine)
 	if cfg.Engines != nil && !slices.Contains(cfg.Engines, e) {
 		return "", bad(ReasonBadValue, "engine %q: want one of %v", e, cfg.Engines)
 	}
 	return e, nil
-}
-
-// guessEngine names the engine the first recognisable image runs.
-func guessEngine(images []string) string {
-	for _, img := range images {
-		img = strings.ToLower(img)
-		switch {
-		case strings.Contains(img, "sglang"):
-			return "sglang"
-		case strings.Contains(img, "tensorrt"), strings.Contains(img, "trtllm"), strings.Contains(img, "trt-llm"):
-			return "trtllm"
-		case strings.Contains(img, "vllm"):
-			return "vllm"
-		}
-	}
-	return ""
 }

@@ -7,15 +7,14 @@ import (
 )
 
 var testCfg = Config{Model: "default", Tenant: "default", BlockSize: 16, Engine: "vllm",
-	Engines: []string{"vllm", "sglang", "trtllm"}, KVEventsPort: DefaultKVPort}
+	Engines: []string{"auto", "vllm", "sglang", "trtllm"}, KVEventsPort: DefaultKVPort}
 
 // vllmPod is a Ready pod as a vLLM deployment lays it out.
 func vllmPod(name, ip string, mods ...func(*Pod)) Pod {
 	p := Pod{Namespace: "llm", Name: name, IP: ip, Ready: true,
 		Labels:      map[string]string{"app": "vllm"},
 		Annotations: map[string]string{},
-		Ports:       []Port{{Name: "http", Number: 8000}, {Name: "kv-events", Number: 5557}},
-		Images:      []string{"vllm/vllm-openai:v0.11.0"}}
+		Ports:       []Port{{Name: "http", Number: 8000}, {Name: "kv-events", Number: 5557}}}
 	for _, m := range mods {
 		m(&p)
 	}
@@ -81,8 +80,8 @@ func TestDesired(t *testing.T) {
 		{name: "pool with an empty selector selects nothing", pool: &Pool{}, pods: []Pod{vllmPod("a", "10.0.0.5")}},
 		{name: "engine from the label", pods: []Pod{vllmPod("a", "10.0.0.5", label(KeyEngine, "trtllm"))},
 			want: []Registration{with(func(r *Registration) { r.Engine = "trtllm" })}},
-		{name: "engine from the image", pods: []Pod{vllmPod("a", "10.0.0.5", func(p *Pod) { p.Images = []string{"busybox", "lmsysorg/sglang:v0.5"} })},
-			want: []Registration{with(func(r *Registration) { r.Engine = "sglang" })}},
+		{name: "engine auto from the label", pods: []Pod{vllmPod("a", "10.0.0.5", label(KeyEngine, "auto"))},
+			want: []Registration{with(func(r *Registration) { r.Engine = "auto" })}},
 		{name: "IPv6", pods: []Pod{vllmPod("a", "fd00::5")}, want: []Registration{with(func(r *Registration) {
 			r.Endpoint, r.ServingEndpoint = "tcp://[fd00::5]:5557", "[fd00::5]:8000"
 		})}},

@@ -32,8 +32,8 @@
 //	tenant      annotation or label kvrouter.io/tenant
 //	block size  annotation or label kvrouter.io/block-size
 //	dp size     annotation or label kvrouter.io/dp-size (default 1)
-//	engine      label kvrouter.io/engine, else guessed from the container
-//	            images (vllm, sglang, tensorrt/trtllm), else the default
+//	engine      label kvrouter.io/engine (auto, vllm, sglang, trtllm), else
+//	            the default (auto: decided per stream from its batches)
 //
 // Consecutive ports per rank are how vLLM lays out data parallelism: rank r
 // publishes on the configured port + r (its replay endpoint likewise). A

@@ -13,6 +13,9 @@ type StreamState struct {
 	State    string
 	LastSeq  *uint64
 	Warnings []string
+	// EngineDetected and EngineEvidence are what the stream's batches
+	// showed about its engine (api.RankInfo's).
+	EngineDetected, EngineEvidence string
 }
 
 // RankLoad is the load one member booked for one (worker, dp_rank): the
@@ -49,7 +52,7 @@ func fromEntries(es []Entry) []*clusterpb.RegistryEntry {
 	for i, e := range es {
 		w := e.Worker
 		out[i] = &clusterpb.RegistryEntry{Key: clusterpb.FromKey(e.Key), Model: w.Model, Tenant: w.Tenant, BlockSize: w.BlockSize,
-			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, Lora: w.Lora, ServingEndpoint: w.ServingEndpoint,
+			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, Lora: w.Lora, ServingEndpoint: w.ServingEndpoint, Engine: w.Engine,
 			Clock: e.Version.Clock, Origin: e.Version.Origin, Deleted: e.Deleted}
 	}
 	return out
@@ -65,7 +68,7 @@ func toEntries(ps []*clusterpb.RegistryEntry) (out []Entry, rejected int) {
 		}
 		out = append(out, Entry{Key: clusterpb.ToKey(p.Key),
 			Worker: Worker{Model: p.Model, Tenant: p.Tenant, BlockSize: p.BlockSize, Endpoint: p.Endpoint,
-				ReplayEndpoint: p.ReplayEndpoint, Lora: p.Lora, ServingEndpoint: p.ServingEndpoint},
+				ReplayEndpoint: p.ReplayEndpoint, Lora: p.Lora, ServingEndpoint: p.ServingEndpoint, Engine: p.Engine},
 			Version: Version{Clock: p.Clock, Origin: p.Origin}, Deleted: p.Deleted})
 	}
 	return out, rejected
@@ -74,7 +77,8 @@ func toEntries(ps []*clusterpb.RegistryEntry) (out []Entry, rejected int) {
 func fromStates(ss []StreamState) []*clusterpb.StreamState {
 	out := make([]*clusterpb.StreamState, len(ss))
 	for i, s := range ss {
-		out[i] = &clusterpb.StreamState{Key: clusterpb.FromKey(s.Key), State: s.State, Warnings: s.Warnings}
+		out[i] = &clusterpb.StreamState{Key: clusterpb.FromKey(s.Key), State: s.State, Warnings: s.Warnings,
+			EngineDetected: s.EngineDetected, EngineEvidence: s.EngineEvidence}
 		if s.LastSeq != nil {
 			out[i].HasLastSeq, out[i].LastSeq = true, *s.LastSeq
 		}
@@ -88,7 +92,8 @@ func toStates(ps []*clusterpb.StreamState) []StreamState {
 		if p.GetKey() == nil {
 			continue
 		}
-		s := StreamState{Key: clusterpb.ToKey(p.Key), State: p.State, Warnings: p.Warnings}
+		s := StreamState{Key: clusterpb.ToKey(p.Key), State: p.State, Warnings: p.Warnings,
+			EngineDetected: p.EngineDetected, EngineEvidence: p.EngineEvidence}
 		if p.HasLastSeq {
 			seq := p.LastSeq
 			s.LastSeq = &seq

@@ -18,6 +18,9 @@ type Worker struct {
 	// ServingEndpoint is where the request path sends the rank's requests
 	// ("" when the registration named none).
 	ServingEndpoint string
+	// Engine is the registration's engine choice ("" from a member that
+	// predates it: the reader's default).
+	Engine string
 }
 
 // Version orders the writes of one key: the higher Clock wins, ties

@@ -81,8 +81,9 @@ func TestClusterFlags(t *testing.T) {
 	})
 }
 
-// serve's --worker workers register in serve's namespace; tap's options
-// are refused, naming the option.
+// serve's --worker workers register in serve's namespace, with their
+// engine= when given (an unknown one is refused); tap's options are
+// refused, naming the option.
 func TestServeWorkerFlags(t *testing.T) {
 	var flags workerFlags
 	if err := flags.Set("2:1=tcp://127.0.0.1:3,replay=tcp://127.0.0.1:4,serving=127.0.0.1:8000"); err != nil {
@@ -96,6 +97,15 @@ func TestServeWorkerFlags(t *testing.T) {
 		ServingEndpoint: "127.0.0.1:8000", ModelName: "m", TenantID: "t"}
 	if len(regs) != 1 || regs[0] != want {
 		t.Fatalf("registrations %+v, want [%+v]", regs, want)
+	}
+	if err := flags.Set("3=tcp://127.0.0.1:5,engine=sglang"); err != nil {
+		t.Fatal(err)
+	}
+	if regs, err = registrations(flags, "m", "t"); err != nil || len(regs) != 2 || regs[1].Engine != "sglang" {
+		t.Fatalf("engine=sglang: %+v, %v", regs, err)
+	}
+	if err := flags.Set("5=tcp://127.0.0.1:6,engine=llamacpp"); err == nil || !strings.Contains(err.Error(), "unknown engine") {
+		t.Errorf("engine=llamacpp: err %v, want unknown engine", err)
 	}
 	var tapOnly workerFlags
 	_ = tapOnly.Set("4=tcp://127.0.0.1:5,bind")

@@ -14,6 +14,7 @@ import (
 	"github.com/kvrouter/kvrouter/cluster/discovery"
 	"github.com/kvrouter/kvrouter/cluster/discovery/kube"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/engine"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -31,7 +32,7 @@ defaults match vLLM):
   replay      port named kv-replay, annotation kvrouter.io/replay-port, else --discover-replay-port
   serving     annotation kvrouter.io/serving-port, else the pool's target port, else the port named http, else 8000
   model, tenant, block size, dp size: kvrouter.io/model, /tenant, /block-size, /dp-size (annotation or label;
-  dp size N: ranks 0..N-1 on consecutive ports); engine: label kvrouter.io/engine, else guessed from the image.
+  dp size N: ranks 0..N-1 on consecutive ports); engine: label kvrouter.io/engine, else --engine.
 The router needs get/list/watch on pods (and inferencepools) in the namespace.
 In a cluster every host watches and one host writes each pod's registrations.
 `
@@ -62,7 +63,7 @@ const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namesp
 
 // config is the discovery the flags ask for (nil without --discover), for
 // the router's defaults (block size, engine, model).
-func (d *discoverFlags) config(blockSize int, engine, model string) (*kube.Config, error) {
+func (d *discoverFlags) config(blockSize int, engineChoice, model string) (*kube.Config, error) {
 	switch d.mode {
 	case "":
 		return nil, nil
@@ -96,8 +97,8 @@ func (d *discoverFlags) config(blockSize int, engine, model string) (*kube.Confi
 		return nil, fmt.Errorf("--discover-replay-port %d: want 0 to 65535", d.replayPort)
 	}
 	return &kube.Config{Namespace: ns, Selector: d.selector, Pool: pool, Resync: d.resync,
-		Core: discovery.Config{Model: model, Tenant: api.DefaultTenant, BlockSize: uint32(blockSize), Engine: engine,
-			Engines: []string{engine}, KVEventsPort: int32(d.kvPort), ReplayPort: int32(d.replayPort), ServingPort: int32(d.servingPort)}}, nil
+		Core: discovery.Config{Model: model, Tenant: api.DefaultTenant, BlockSize: uint32(blockSize), Engine: engineChoice,
+			Engines: engine.Choices(), KVEventsPort: int32(d.kvPort), ReplayPort: int32(d.replayPort), ServingPort: int32(d.servingPort)}}, nil
 }
 
 // clients connects to the API server: --kubeconfig, else the in-cluster

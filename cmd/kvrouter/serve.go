@@ -24,6 +24,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/sessions"
 	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/engine"
 )
 
 const serveHelp = `Usage: kvrouter serve [flags]
@@ -100,9 +101,9 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlags("kvrouter serve", serveHelp, stderr)
 	addr := fs.String("http", "127.0.0.1:8090", "HTTP listen address (loopback by default)")
 	blockSize := fs.Int("block-size", 16, "tokens per block for workers registered without one")
-	engineName := fs.String("engine", "vllm", "engine adapter of registered workers")
+	engineName := fs.String("engine", engine.Auto, "engine of registrations that name none (/register's engine, --worker's engine=, the workers file, the kvrouter.io/engine label): "+strings.Join(engine.Choices(), ", ")+"; auto decides per stream from what its batches show (GET /workers says what and why)")
 	var workers workerFlags
-	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT] to register at start (repeatable; serving= is where the proxy sends the rank's requests, http(s):// allowed)")
+	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME] to register at start (repeatable; serving= is where the proxy sends the rank's requests, http(s):// allowed; engine= as --engine)")
 	model := fs.String("model", "default", "model name of --worker workers")
 	tenant := fs.String("tenant", api.DefaultTenant, "tenant of --worker workers")
 	costName := fs.String("cost", routing.CostKVRouter.String(), "routing cost: kvrouter (weight × the request's uncached blocks + queued prefill blocks + decode blocks) or dynamo (the reference's: weight × (queued + uncached) prefill blocks + decode blocks)")
@@ -280,11 +281,12 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func registrations(workers workerFlags, model, tenant string) ([]api.Registration, error) {
 	var regs []api.Registration
 	for _, w := range workers {
-		if w.Engine != "" || w.Bind || w.TopicIdentity || w.Topic != "" {
-			return nil, fmt.Errorf("--worker %d: serve takes ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT] only (engine=, topic=, bind and by-topic are kvrouter tap options; --engine sets the adapter)", w.Stream.Worker)
+		if w.Bind || w.TopicIdentity || w.Topic != "" {
+			return nil, fmt.Errorf("--worker %d: serve takes ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT][,engine=NAME] only (topic=, bind and by-topic are kvrouter tap options)", w.Stream.Worker)
 		}
 		regs = append(regs, api.Registration{InstanceID: w.Stream.Worker, DpRank: w.Stream.DpRank,
-			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ServingEndpoint: w.ServingEndpoint, ModelName: model, TenantID: tenant})
+			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ServingEndpoint: w.ServingEndpoint, Engine: w.Engine,
+			ModelName: model, TenantID: tenant})
 	}
 	return regs, nil
 }

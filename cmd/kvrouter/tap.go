@@ -51,7 +51,7 @@ Flags:
 
 func runTap(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// The engines are the adapters registered in messages/engine.
-	help := strings.ReplaceAll(tapHelp, "{engines}", strings.Join(engine.Names(), "|"))
+	help := strings.ReplaceAll(tapHelp, "{engines}", strings.Join(engine.Choices(), "|"))
 	fs := cli.NewFlags("kvrouter tap", help, stderr)
 	var workers workerFlags
 	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,engine=NAME][,bind] (repeatable)")

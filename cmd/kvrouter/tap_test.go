@@ -50,14 +50,15 @@ func TestTapUsage(t *testing.T) {
 	}
 }
 
-// tap --help names every registered engine adapter in --worker's engine=.
+// tap --help names every engine choice (auto and each registered engine)
+// in --worker's engine=.
 func TestTapUsageListsTheEngines(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"tap", "--help"}, nil, &out, &errb); code != 0 {
 		t.Fatalf("tap --help: exit %d: %s", code, errb.String())
 	}
-	want := "engine=" + strings.Join(engine.Names(), "|") + "]"
+	want := "engine=" + strings.Join(engine.Choices(), "|") + "]"
 	if len(engine.Names()) < 3 || !strings.Contains(out.String(), want) {
-		t.Errorf("tap --help does not list the engines %v as %q:\n%s", engine.Names(), want, out.String())
+		t.Errorf("tap --help does not list the engines %v as %q:\n%s", engine.Choices(), want, out.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/engine"
 	"github.com/kvrouter/kvrouter/messages/serving"
 )
 
@@ -70,6 +71,9 @@ func parseWorker(v string) (workerSpec, error) {
 			}
 			cfg.ServingEndpoint = val
 		case "engine":
+			if _, err := engine.Choose(val); err != nil {
+				return cfg, fmt.Errorf("worker %q: %v", v, err)
+			}
 			cfg.Engine = val
 		case "bind":
 			cfg.Bind = true

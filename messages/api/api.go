@@ -131,7 +131,9 @@ const DefaultTenant = "default"
 // ServingEndpoint is where the request path (proxy, endpoint picker) sends
 // the rank's requests — host:port or http(s)://host:port (package
 // messages/serving); "" when absent: the rank is still routed by /route but
-// the request path skips it.
+// the request path skips it. Engine is the engine choice (messages/engine):
+// auto (decided per stream from what it shows), vllm, sglang or trtllm;
+// "" when absent: the Backend applies its default (`--engine`).
 type Registration struct {
 	InstanceID      messages.WorkerID `json:"instance_id"`
 	Endpoint        string            `json:"endpoint"`
@@ -142,6 +144,7 @@ type Registration struct {
 	LoraName        string            `json:"lora_name,omitempty"`
 	ReplayEndpoint  string            `json:"replay_endpoint,omitempty"`
 	ServingEndpoint string            `json:"serving_endpoint,omitempty"`
+	Engine          string            `json:"engine,omitempty"`
 }
 
 // WorkerRef is the body of POST /unregister. TenantID "" means every tenant
@@ -187,6 +190,12 @@ type WorkerInfo struct {
 // the index holds for the rank. Warnings are short, stable, human-readable
 // strings such as "no events yet" or "block size mismatch" — the guardrails
 // that a worker is not silently scored zero.
+//
+// Engine is the registration's engine choice (auto or an engine);
+// EngineDetected the engine the stream's batches show ("" before its first
+// batch, or while they fit several engines), EngineEvidence what they
+// showed. A stream that contradicts an explicit engine has a warning
+// saying so.
 type RankInfo struct {
 	DpRank         messages.DpRank `json:"dp_rank"`
 	ModelName      string          `json:"model_name"`
@@ -196,6 +205,9 @@ type RankInfo struct {
 	// ServingEndpoint is the registration's (absent when none).
 	ServingEndpoint string      `json:"serving_endpoint,omitempty"`
 	LoraName        string      `json:"lora_name,omitempty"`
+	Engine          string      `json:"engine,omitempty"`
+	EngineDetected  string      `json:"engine_detected,omitempty"`
+	EngineEvidence  string      `json:"engine_evidence,omitempty"`
 	BlockSize       uint32      `json:"block_size"`
 	State           StreamState `json:"state"`
 	LastSeq         *uint64     `json:"last_seq"`
@@ -365,7 +377,9 @@ type DumpSink interface {
 // endpoints, and the stream's position — the publisher seq of the last
 // engine batch whose events are in the dump, and whether the dumped state
 // of it was exact — so it can resume the stream there instead of dropping
-// what it loaded (kvrouter serve --bootstrap-from). Seq is absent when the
+// what it loaded (kvrouter serve --bootstrap-from). Engine is the
+// registration's engine choice (absent in older dumps: the loading
+// router's default). Seq is absent when the
 // position is unknown (nothing applied yet, or lost).
 type DumpStream struct {
 	WorkerID        messages.WorkerID `json:"worker_id"`
@@ -374,6 +388,7 @@ type DumpStream struct {
 	ReplayEndpoint  string            `json:"replay_endpoint,omitempty"`
 	LoraName        string            `json:"lora_name,omitempty"`
 	ServingEndpoint string            `json:"serving_endpoint,omitempty"`
+	Engine          string            `json:"engine,omitempty"`
 	Seq             *uint64           `json:"seq,omitempty"`
 	Exact           bool              `json:"exact,omitempty"`
 }

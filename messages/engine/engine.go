@@ -9,7 +9,8 @@
 //	package engine
 //
 //	func init() {
-//		Register(Family{Key: "myengine", Traits: StreamTraits{SeqStartsAtZero: true}})
+//		Register(Family{Key: "myengine", Traits: StreamTraits{SeqStartsAtZero: true},
+//			Shows: EvidenceMapEvents, Never: EvidenceTimestampSeq})
 //	}
 //
 // An engine that needs other behaviour implements Adapter itself. The
@@ -20,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/kvrouter/kvrouter/messages/wire"
 )
@@ -37,6 +39,9 @@ type Adapter interface {
 	ParseTopic(topic []byte) (t Topic, ok bool)
 	// Stream says how the engine numbers and paces its batches.
 	Stream() StreamTraits
+	// Evidence is what tells the engine's streams apart (Detector): shows,
+	// what names it when no other engine fits; never, what it never sends.
+	Evidence() (shows, never Evidence)
 }
 
 // StreamTraits are the sequence-number habits of an engine's publisher.
@@ -51,7 +56,31 @@ type StreamTraits struct {
 	Heartbeats bool
 	// HeartbeatEverySeconds is the publisher's heartbeat period.
 	HeartbeatEverySeconds int
+	// SeqStartDetected (Auto): each publisher's first seq says how it
+	// counts — a nanosecond timestamp (IsTimestampSeq) is a baseline, as
+	// without SeqStartsAtZero; a smaller seq counts from 0, as with it.
+	SeqStartDetected bool
 }
+
+// TimestampSeqFloor is the smallest seq read as a nanosecond timestamp
+// (2001-09-09 in Unix nanoseconds): TensorRT-LLM starts its seqs at its
+// start time, while a count from 0 never gets near it.
+const TimestampSeqFloor = 1_000_000_000_000_000_000
+
+// IsTimestampSeq reports whether seq is a nanosecond timestamp rather than
+// a count from 0.
+func IsTimestampSeq(seq uint64) bool { return seq >= TimestampSeqFloor }
+
+// Auto is the engine choice that decides per stream from what the stream
+// shows (Detector). Until it decides, its adapter does what every engine
+// shares: the replay request every engine understands, both replay reply
+// layouts, the common decoder (every layout, the shared hash fold), the
+// kv@pod@model topic convention, and the seq start read from the first
+// seq (SeqStartDetected).
+const Auto = "auto"
+
+// auto is Auto's adapter; it is not in the registry (Names lists engines).
+var auto Adapter = Family{Key: Auto, Traits: StreamTraits{SeqStartDetected: true}}
 
 var registry = map[string]Adapter{}
 
@@ -72,6 +101,22 @@ func Lookup(name string) (Adapter, error) {
 	}
 	return a, nil
 }
+
+// Choose returns the adapter of an engine choice: Auto (also "") or a
+// registered engine.
+func Choose(name string) (Adapter, error) {
+	if name == "" || name == Auto {
+		return auto, nil
+	}
+	if _, ok := registry[name]; !ok {
+		return nil, fmt.Errorf("unknown engine %q (want %s)", name, strings.Join(Choices(), ", "))
+	}
+	return registry[name], nil
+}
+
+// Choices lists the accepted engine choices: Auto, then the registered
+// engines, sorted.
+func Choices() []string { return append([]string{Auto}, Names()...) }
 
 // Names lists the registered engines, sorted.
 func Names() []string {

@@ -14,6 +14,8 @@ type Family struct {
 	Traits StreamTraits
 	// Topic parses the topic convention; nil means ParseKVTopic.
 	Topic func([]byte) (Topic, bool)
+	// Shows and Never are its evidence (Adapter.Evidence).
+	Shows, Never Evidence
 }
 
 // Name implements Adapter.
@@ -35,3 +37,6 @@ func (f Family) ParseTopic(topic []byte) (Topic, bool) {
 
 // Stream implements Adapter.
 func (f Family) Stream() StreamTraits { return f.Traits }
+
+// Evidence implements Adapter.
+func (f Family) Evidence() (shows, never Evidence) { return f.Shows, f.Never }

@@ -4,5 +4,6 @@ package engine
 // patterns), a metadata map at position 7 (cache_salt, session_id), the
 // 3-frame replay layout, seq from 0, attn_dp_rank as the batch rank.
 func init() {
-	Register(Family{Key: "sglang", Traits: StreamTraits{SeqStartsAtZero: true}})
+	Register(Family{Key: "sglang", Traits: StreamTraits{SeqStartsAtZero: true},
+		Shows: EvidenceMetadata, Never: EvidenceTimestampSeq})
 }

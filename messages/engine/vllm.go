@@ -5,5 +5,6 @@ package engine
 // (folded to its last 8 bytes), seq from 0, the 4-frame replay layout since
 // 0.26 and the 3-frame one before.
 func init() {
-	Register(Family{Key: "vllm", Traits: StreamTraits{SeqStartsAtZero: true}})
+	Register(Family{Key: "vllm", Traits: StreamTraits{SeqStartsAtZero: true},
+		Shows: EvidenceMapEvents, Never: EvidenceTimestampSeq | EvidenceMetadata})
 }

@@ -110,8 +110,10 @@ func (x *Decoder) event(ev *Event) error {
 	}
 	switch cl {
 	case classArray:
+		x.batch.Layout |= LayoutPositional
 		err = x.positionalEvent(&st)
 	case classMap:
+		x.batch.Layout |= LayoutMap
 		err = x.mapEvent(&st)
 	default:
 		if err := x.skip(); err != nil {

@@ -169,6 +169,7 @@ func (x *Decoder) slot7(st *eventState) error {
 // 14 in a newer one, or under the "metadata" key): cache_salt, session_id,
 // lora_name; other keys are skipped.
 func (x *Decoder) metadata(st *eventState) error {
+	x.batch.Layout |= LayoutMetadata
 	n, err := x.mapLen()
 	if err != nil {
 		return err

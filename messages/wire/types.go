@@ -96,6 +96,8 @@ type Batch struct {
 	Lost int
 	// Dropped holds HintTimestamp when the batch's ts was unusable (TS is 0).
 	Dropped Hints
+	// Layout is the set of encodings its events used.
+	Layout Layout
 }
 
 // Limits bound what one payload may make the decoder allocate. A value over a

@@ -20,6 +20,7 @@ type registerBody struct {
 	LoraName        *string `json:"lora_name"`
 	ReplayEndpoint  *string `json:"replay_endpoint"`
 	ServingEndpoint *string `json:"serving_endpoint"`
+	Engine          *string `json:"engine"`
 }
 
 type unregisterBody struct {
@@ -68,6 +69,7 @@ func (b *registerBody) registration(limits) (api.Registration, *apiError) {
 		LoraName:        f.optName("lora_name", b.LoraName),
 		ReplayEndpoint:  f.endpoint("replay_endpoint", b.ReplayEndpoint, false),
 		ServingEndpoint: f.serving(b.ServingEndpoint),
+		Engine:          f.engine(b.Engine),
 	}
 	if f.err != nil {
 		return reg, f.err

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/engine"
 	"github.com/kvrouter/kvrouter/messages/serving"
 )
 
@@ -87,6 +88,20 @@ func (f *fields) serving(p *string) string {
 		return ""
 	}
 	return ep
+}
+
+// engine validates the optional engine choice: auto or a registered
+// engine ("" when absent: the Backend's default).
+func (f *fields) engine(p *string) string {
+	name := f.optName("engine", p)
+	if f.err != nil || name == "" {
+		return name
+	}
+	if _, err := engine.Choose(name); err != nil {
+		f.err = badRequest(api.ReasonInvalidValue, "engine %q is not known: want one of %s", clip(name), strings.Join(engine.Choices(), ", "))
+		return ""
+	}
+	return name
 }
 
 func (f *fields) check(field, s string, noControl bool) string {

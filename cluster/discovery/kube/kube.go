@@ -334,7 +334,6 @@ func podOf(p *corev1.Pod) discovery.Pod {
 		}
 	}
 	for _, c := range p.Spec.Containers {
-		out.Images = append(out.Images, c.Image)
 		for _, port := range c.Ports {
 			out.Ports = append(out.Ports, discovery.Port{Name: port.Name, Number: port.ContainerPort})
 		}
