@@ -20,8 +20,10 @@
 //     [topic, seq, payload], a replay ROUTER with a bounded buffer, and fault
 //     hooks (dropped seqs, restarts) for listener tests.
 //   - Drivers (driver.go, trace.go) produce prompts: RandomDriver from a
-//     seeded pool of shared prefixes, TraceDriver from Mooncake JSONL traces.
-//     Engine.Run (run.go) paces a driver against an engine.
+//     seeded pool of shared prefixes, TraceDriver from Mooncake JSONL traces;
+//     Loop replays a driver's prompts from memory once it ends. Engine.Run
+//     (run.go) paces a driver against an engine, by requests/s, by the
+//     trace's timestamps or by stored blocks/s (a steady ingest).
 //
 // # Engine block hashes
 //

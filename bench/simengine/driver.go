@@ -1,6 +1,7 @@
 package simengine
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -105,4 +106,47 @@ func (d *RandomDriver) tokens(n int) []uint32 {
 		t[i] = d.rng.Uint32N(d.cfg.Vocab)
 	}
 	return t
+}
+
+// Loop is a Driver that replays d's prompts from the first whenever d
+// ends: the first pass reads d and keeps its prompts (token slices are
+// shared, never modified), later passes replay them from memory, so a
+// looped trace costs its parsing once. An empty d ends the loop with
+// io.EOF; an error of d is returned as is.
+func Loop(d Driver) Driver { return &loopDriver{src: d} }
+
+type loopDriver struct {
+	src  Driver // nil once it ended
+	kept []Prompt
+	next int
+}
+
+func (l *loopDriver) Next() (Prompt, error) {
+	if l.src != nil {
+		p, err := l.src.Next()
+		if err == nil {
+			l.kept = append(l.kept, p)
+			return p, nil
+		}
+		if !errors.Is(err, io.EOF) {
+			return Prompt{}, err
+		}
+		l.Close()
+	}
+	if len(l.kept) == 0 {
+		return Prompt{}, io.EOF
+	}
+	p := l.kept[l.next]
+	l.next = (l.next + 1) % len(l.kept)
+	return p, nil
+}
+
+// Close closes the source when it is an io.Closer and has not ended.
+func (l *loopDriver) Close() error {
+	var err error
+	if c, ok := l.src.(io.Closer); ok {
+		err = c.Close()
+	}
+	l.src = nil
+	return err
 }

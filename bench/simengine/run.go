@@ -14,6 +14,11 @@ type RunConfig struct {
 	// Rate is requests per second. 0 follows each Prompt.At (a trace's own
 	// timing); RandomDriver's prompts then go out as fast as they are made.
 	Rate float64
+	// BlockRate, when positive, paces by stored blocks instead of requests
+	// (it overrides Rate): a request is due once the blocks this run has
+	// stored so far are due at BlockRate per second from the start, so the
+	// engine offers a steady ingest whatever each prompt's hit rate.
+	BlockRate float64
 	// Requests stops after this many; 0 runs until the driver ends or the
 	// context is done.
 	Requests int
@@ -33,8 +38,8 @@ func (e *Engine) Run(ctx context.Context, cfg RunConfig) error {
 	if cfg.Driver == nil {
 		return errors.New("simengine: run: no driver")
 	}
-	if cfg.Rate < 0 {
-		return fmt.Errorf("simengine: run: rate %v, want ≥ 0", cfg.Rate)
+	if cfg.Rate < 0 || cfg.BlockRate < 0 {
+		return fmt.Errorf("simengine: run: rate %v, block rate %v, want ≥ 0", cfg.Rate, cfg.BlockRate)
 	}
 	if cfg.StatusEvery <= 0 {
 		cfg.StatusEvery = 5 * time.Second
@@ -52,6 +57,7 @@ func (e *Engine) Run(ctx context.Context, cfg RunConfig) error {
 		p.heartbeat = t.C
 	}
 	start := time.Now()
+	stored0 := e.Stats().Cache.StoredBlocks
 	for served := 0; cfg.Requests == 0 || served < cfg.Requests; served++ {
 		pr, err := cfg.Driver.Next()
 		if errors.Is(err, io.EOF) {
@@ -61,7 +67,11 @@ func (e *Engine) Run(ctx context.Context, cfg RunConfig) error {
 			return fmt.Errorf("simengine: run: prompt %d: %w", served+1, err)
 		}
 		due := start.Add(pr.At)
-		if cfg.Rate > 0 {
+		switch {
+		case cfg.BlockRate > 0:
+			stored := e.Stats().Cache.StoredBlocks - stored0
+			due = start.Add(time.Duration(float64(stored) / cfg.BlockRate * float64(time.Second)))
+		case cfg.Rate > 0:
 			due = start.Add(time.Duration(float64(served) / cfg.Rate * float64(time.Second)))
 		}
 		if !p.waitUntil(due) {
@@ -84,8 +94,21 @@ type pacer struct {
 	heartbeat <-chan time.Time
 }
 
-// waitUntil reports false when the context ended first.
+// waitUntil reports false when the context ended first. A due time
+// already past costs no timer: the ticks pending are served and it returns.
 func (p *pacer) waitUntil(due time.Time) bool {
+	if !time.Now().Before(due) {
+		select {
+		case <-p.ctx.Done():
+			return false
+		case <-p.status:
+			p.cfg.Status(p.e.Stats())
+		case <-p.heartbeat:
+			_ = p.e.Publish()
+		default:
+		}
+		return true
+	}
 	timer := time.NewTimer(time.Until(due))
 	defer timer.Stop()
 	for {

@@ -32,9 +32,10 @@ Prompts come from a driver:
            equal ids share cache blocks
 
 Pacing: --rate requests per second; with --rate 0 a trace follows its own
-timestamps and the random driver runs flat out. The run ends after
---requests prompts, at the end of the trace (unless --hold), or on
-SIGINT/SIGTERM. A status line goes to stderr every --status.
+timestamps and the random driver runs flat out. --block-rate paces by
+stored blocks instead (a steady ingest whatever the hit rate). The run ends
+after --requests prompts, at the end of the trace (unless --hold or --loop:
+start the trace again, same tokens), or on SIGINT/SIGTERM. A status line goes to stderr every --status.
 
 Like vLLM, a --dp-rank r > 0 adds r to both endpoint ports.
 
@@ -65,6 +66,8 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tracePath := fs.String("trace", defaultTrace, `Mooncake trace for --driver trace: `+cli.TraceRefHelp+` ("-" reads stdin)`)
 	tokensPerBlock := fs.Int("tokens-per-block", simengine.MooncakeBlockTokens, "tokens each trace hash_id expands to")
 	rate := fs.Float64("rate", 10, "requests per second (0: trace timestamps, or flat out for random)")
+	blockRate := fs.Float64("block-rate", 0, "stored blocks per second: pace by the blocks each prompt stores (overrides --rate; 0: off)")
+	loop := fs.Bool("loop", false, "--driver trace: replay the trace from its start at its end (same tokens, kept in memory), until --requests or interrupted")
 	requests := fs.Int("requests", 0, "stop after this many requests (0: until interrupted or the trace ends)")
 	seed := fs.Uint64("seed", 1, "seed for generated prompts and trace tokens")
 	sessions := fs.Bool("sessions", false, "random driver: report a session_id per shared prefix")
@@ -78,8 +81,11 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter sim: "+format+"\n", a...)
 		return code
 	}
-	if *dpRank > 1<<16 || *requests < 0 || *rate < 0 || *status <= 0 || *heartbeat < 0 {
-		return fail(2, "--dp-rank, --requests, --rate, --status or --heartbeat out of range")
+	if *dpRank > 1<<16 || *requests < 0 || *rate < 0 || *blockRate < 0 || *status <= 0 || *heartbeat < 0 {
+		return fail(2, "--dp-rank, --requests, --rate, --block-rate, --status or --heartbeat out of range")
+	}
+	if *loop && *driver != "trace" {
+		return fail(2, "--loop needs --driver trace")
 	}
 	enc, err := simengine.ParseEncoding(*encoding)
 	if err != nil {
@@ -101,6 +107,9 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		drv, err = simengine.NewRandomDriver(simengine.RandomConfig{Seed: *seed, BlockSize: *blockSize, Sessions: *sessions})
 	case "trace":
 		drv, err = openTrace(*tracePath, stdin, simengine.TraceConfig{TokensPerBlock: *tokensPerBlock, Limit: *requests, Seed: *seed})
+		if *loop && err == nil {
+			drv = simengine.Loop(drv)
+		}
 	default:
 		return fail(2, "unknown --driver %q (random or trace)", *driver)
 	}
@@ -131,7 +140,7 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	started := time.Now()
 	report := func(s simengine.Stats) { fmt.Fprintln(stderr, statusLine(s, time.Since(started))) }
-	err = eng.Run(ctx, simengine.RunConfig{Driver: drv, Rate: *rate, Requests: *requests,
+	err = eng.Run(ctx, simengine.RunConfig{Driver: drv, Rate: *rate, BlockRate: *blockRate, Requests: *requests,
 		Heartbeat: *heartbeat, Status: report, StatusEvery: *status})
 	if err != nil {
 		return fail(1, "%v", err)
