@@ -55,10 +55,14 @@ fuzz-smoke:
 
 # The quick mode of `kvrouter-bench` (Mooncake traces over simulated engines
 # through the real pipeline and /route: ingest, route latency sweep, memory,
-# routing quality; under two minutes), then the Go micro-benchmarks. Figures
-# and method: bench/README.md.
+# routing quality; under two minutes), the quick pinned load (kvrouter serve
+# on one core, engines and an open-loop generator on the other, beside a
+# net/http floor; under a minute; the full table is `kvrouter-bench
+# pinned`), then the Go micro-benchmarks. Figures and method:
+# bench/README.md.
 bench: build
 	./bin/kvrouter-bench --quick
+	./bin/kvrouter-bench pinned --quick
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./bench/... ./messages/blockhash/
 
 clean:

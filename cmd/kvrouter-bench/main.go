@@ -53,6 +53,11 @@ serves nothing (the route path alone, with no ingest competing).
 (the routing-quality table alone) choose a preset; any other flag given
 overrides the preset's value.
 
+kvrouter-bench pinned [flags] runs the pinned, out-of-process /route load
+instead: the router as its own kvrouter serve process on one core, the
+engines and an open-loop generator on the other, beside a plain net/http
+floor (kvrouter-bench pinned --help).
+
 --chaos runs the fault-injection trials of bench/chaos instead (a seeded
 fault plan per trial between simulated engines and a router, then the
 convergence check) and prints their report with a rerun command for each
@@ -82,6 +87,14 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "pinned":
+			return runPinned(args[1:], stdout, stderr)
+		case "floor-server":
+			return runFloorServer(args[1:], stdout, stderr)
+		}
+	}
 	fs := cli.NewFlags("kvrouter-bench", benchHelp, stderr)
 	quick := fs.Bool("quick", true, "quick preset: 2,000 conversation requests on 4, 16, 64 workers with 1, 2, 4 index shards; 1 s sweep points on 16 workers")
 	full := fs.Bool("full", false, "full preset: the Mooncake traces and gen:agentic in full on 4, 16, 64, 1000 workers (1 shard), with and without session ids; 3 s sweep points on 16 and 1000 workers")

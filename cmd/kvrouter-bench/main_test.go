@@ -60,3 +60,32 @@ func TestBenchChaosRunsTrials(t *testing.T) {
 		t.Errorf("report:\n%s", out.String())
 	}
 }
+
+// The pinned mode's help explains each of its flags; bad values and a
+// missing kvrouter binary stop it before anything starts.
+func TestPinnedHelpAndBadFlags(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"pinned", "--help"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, f := range []string{"-quick", "-kvrouter", "-json", "-quiet", "-rates", "-ingest", "-engines", "-capacity", "-shards",
+		"-router-cpu", "-load-cpu", "-max-conns", "-duration", "-warmup", "-fill-timeout", "-timeout", "-pin"} {
+		if !strings.Contains(out.String(), "  "+f) {
+			t.Errorf("pinned --help does not explain %s", f)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pinned", "--rates", "fast"}, "--rates"},
+		{[]string{"pinned", "--kvrouter", "/nonexistent/kvrouter"}, "make build, or --kvrouter"},
+		{[]string{"floor-server", "--http", "256.0.0.1:1"}, "floor-server"},
+	} {
+		out.Reset()
+		errb.Reset()
+		if code := run(c.args, &out, &errb); code == 0 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}

@@ -67,6 +67,7 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tokensPerBlock := fs.Int("tokens-per-block", simengine.MooncakeBlockTokens, "tokens each trace hash_id expands to")
 	rate := fs.Float64("rate", 10, "requests per second (0: trace timestamps, or flat out for random)")
 	blockRate := fs.Float64("block-rate", 0, "stored blocks per second: pace by the blocks each prompt stores (overrides --rate; 0: off)")
+	skip := fs.Int("skip", 0, "--driver trace: start this many prompts into the trace (with --loop they come back in the next pass), so engines on one trace hold different slices")
 	loop := fs.Bool("loop", false, "--driver trace: replay the trace from its start at its end (same tokens, kept in memory), until --requests or interrupted")
 	requests := fs.Int("requests", 0, "stop after this many requests (0: until interrupted or the trace ends)")
 	seed := fs.Uint64("seed", 1, "seed for generated prompts and trace tokens")
@@ -84,8 +85,8 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *dpRank > 1<<16 || *requests < 0 || *rate < 0 || *blockRate < 0 || *status <= 0 || *heartbeat < 0 {
 		return fail(2, "--dp-rank, --requests, --rate, --block-rate, --status or --heartbeat out of range")
 	}
-	if *loop && *driver != "trace" {
-		return fail(2, "--loop needs --driver trace")
+	if (*loop || *skip != 0) && *driver != "trace" || *skip < 0 {
+		return fail(2, "--loop and --skip need --driver trace; --skip must not be negative")
 	}
 	enc, err := simengine.ParseEncoding(*encoding)
 	if err != nil {
@@ -109,6 +110,9 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		drv, err = openTrace(*tracePath, stdin, simengine.TraceConfig{TokensPerBlock: *tokensPerBlock, Limit: *requests, Seed: *seed})
 		if *loop && err == nil {
 			drv = simengine.Loop(drv)
+		}
+		for i := 0; i < *skip && err == nil; i++ {
+			_, err = drv.Next()
 		}
 	default:
 		return fail(2, "unknown --driver %q (random or trace)", *driver)

@@ -1,0 +1,66 @@
+// Package pinned is kvrouter-bench's pinned, out-of-process /route load
+// (`kvrouter-bench pinned`): the router under test next to its floor, each
+// alone on a core, under a constant offered load.
+//
+// # Processes and cores
+//
+// The router under test is its own `kvrouter serve` process, started with
+// `taskset -c RouterCPU` (so its GOMAXPROCS is 1). The engines are
+// `kvrouter sim` processes on LoadCPU: each replays the Mooncake trace
+// (builtin:conversation, 16 tokens per hash id) on its own LRU cache,
+// paced by stored blocks (--block-rate: Ingest/Engines each) and looped,
+// engine i starting i/Engines into the trace so the engines hold different
+// slices; they publish real KV events over ZeroMQ, and serve subscribes to
+// all of them (--worker). The generator is this process, pinned to LoadCPU
+// with `taskset -a -p` (every thread, and the ones started later). Without
+// taskset everything runs unpinned and the table's header says so.
+//
+// # The floor
+//
+// The floor is a plain net/http server (FloorHandler; `kvrouter-bench
+// floor-server`) pinned to RouterCPU like the router: its handler checks
+// the content type, decodes the same /route JSON body with encoding/json
+// and answers a fixed small JSON. It is measured first at each ingest
+// rate, with the engines already running (they publish to no subscriber
+// then), by the same generator at the same rates; then it stops and the
+// router starts on the same core. What the router costs beyond the floor
+// is its own: the index, the actors, load bookkeeping, its JSON.
+//
+// # Offered load and latency
+//
+// The generator is vegeta's attacker (github.com/tsenart/vegeta/v12, as a
+// library) driven by schedule, a constant-rate pacer: request n is due at
+// start + n/rate, whatever the answers do (open loop; vegeta starts more
+// workers when all are busy, up to MaxConns). Latency is measured from the
+// due time, not from when the generator got round to sending: vegeta
+// stamps each result with its sequence number and the time it began, the
+// harness computes the due time from the sequence number and the end time
+// from the stamp plus vegeta's latency. A request sent late (the generator
+// or its core busy, every worker taken) carries its whole wait, so there
+// is no coordinated omission; the table shows that wait apart as the send
+// lag. The plan ends by count, not by time: a generator running late
+// still sends every request of the plan, late, instead of dropping the
+// ones it had no time for. Requests due in the first Warmup of a point
+// (connections opening) are sent but not measured; failures (non-200,
+// timeouts) are counted apart, by reason, never as latencies.
+//
+// Bodies are the trace's prompts with the engines' token expansion, so
+// routes walk real index paths; they carry no request_id (the router draws
+// one and books the request's load, which is never freed: the load
+// bookkeeping fills to its cap and evicts the oldest, as under clients that
+// never call free).
+//
+// # Ingest and the router falling behind
+//
+// The engines' status lines (stored=N, every 200 ms) give the blocks/s they
+// stored during each point. Before its points the router waits until every
+// rank is exact and holds Fill × Capacity blocks (or FillTimeout passes;
+// the report says how full it got). Replays and resyncs counted by the
+// router during a point mean it fell behind the engines (a PUB dropped
+// past its high-water mark and the gap was repaired, or the state was
+// dropped).
+//
+// Layout: measure.go (the schedule and the statistics, pure), bodies.go,
+// floor.go, table.go (pure); attack.go (vegeta), procs.go (processes,
+// taskset, the router's HTTP), run.go (the sequence).
+package pinned

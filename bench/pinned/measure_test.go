@@ -1,0 +1,62 @@
+package pinned
+
+import (
+	"testing"
+	"time"
+)
+
+// The schedule paces by count: each request waits until it is due, one
+// already late goes at once, and the plan stops after its count however
+// late it runs.
+func TestScheduleStopsByCount(t *testing.T) {
+	s := newSchedule(1000, 2*time.Second) // 2,000 requests, 1 ms apart
+	if w, stop := s.Pace(0, 0); w != 0 || stop {
+		t.Errorf("first request: wait %v stop %v", w, stop)
+	}
+	if w, _ := s.Pace(time.Millisecond, 3); w != 2*time.Millisecond {
+		t.Errorf("request 3 at 1 ms: wait %v, want 2ms", w)
+	}
+	if w, stop := s.Pace(10*time.Second, 1999); w != 0 || stop {
+		t.Errorf("late request 1999: wait %v stop %v, want it sent at once", w, stop)
+	}
+	if _, stop := s.Pace(10*time.Second, 2000); !stop {
+		t.Error("the plan did not stop after its 2,000 requests")
+	}
+	if got := s.Due(5).Sub(s.began); got != 5*time.Millisecond {
+		t.Errorf("Due(5) = began + %v", got)
+	}
+}
+
+// No coordinated omission: latency runs from the scheduled time, so a
+// request the generator began 40 ms late (behind a stalled answer)
+// counts 40 ms more than its round trip; the warm-up is left out, and
+// failures count as errors, not latencies.
+func TestSummarizeMeasuresFromTheScheduledTime(t *testing.T) {
+	s := newSchedule(1000, 100*time.Millisecond)
+	s.Pace(0, 0)
+	var samples []sample
+	for i := range uint64(100) {
+		due := s.Due(i)
+		began, rtt := due, 100*time.Microsecond
+		if i == 50 {
+			began = due.Add(40 * time.Millisecond)
+		}
+		samples = append(samples, sample{Seq: i, Began: began, Ended: began.Add(rtt), OK: i != 60, Err: "503 Service Unavailable"})
+	}
+	st := summarize(s, samples, 10*time.Millisecond)
+	if st.Scheduled != 90 || st.OK != 89 || st.Errors != 1 {
+		t.Fatalf("scheduled %d ok %d errors %d, want 90, 89, 1", st.Scheduled, st.OK, st.Errors)
+	}
+	if st.ErrorKinds["503 Service Unavailable"] != 1 {
+		t.Errorf("error kinds %v", st.ErrorKinds)
+	}
+	if st.Latency.Max != 40100 || st.Latency.P50 != 100 {
+		t.Errorf("latency p50 %v max %v µs, want 100 and 40100", st.Latency.P50, st.Latency.Max)
+	}
+	if st.SendLag.Max != 40000 || st.SendLag.P50 != 0 {
+		t.Errorf("send lag p50 %v max %v µs", st.SendLag.P50, st.SendLag.Max)
+	}
+	if st.Throughput < 900 || st.Throughput > 1100 {
+		t.Errorf("throughput %.0f/s, want about 1,000", st.Throughput)
+	}
+}

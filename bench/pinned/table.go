@@ -1,0 +1,85 @@
+package pinned
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints the report: a header saying how processes were placed
+// and how loaded the machine was, then one row per (ingest, rate) with the
+// floor's and the router's p50/p99/p99.9 and their ratio.
+func (r *Report) WriteTable(w io.Writer) error {
+	c := r.Config
+	place := fmt.Sprintf("router (and floor) on cpu %d; generator and %d engines on cpu %d (taskset)", c.RouterCPU, c.Engines, c.LoadCPU)
+	if r.Pinning != "" {
+		place = r.Pinning
+	}
+	fmt.Fprintf(w, "pinned /route load: open loop, latency from each request's scheduled send time; %s\n", place)
+	fmt.Fprintf(w, "%d cpus, load average %s → %s; %v per point after %v warm-up; bodies: %s at %d tokens per block; engine caches %d blocks; index fill at start %s\n",
+		r.CPUs, r.LoadBefore, r.LoadAfter, c.Duration, c.Warmup, c.Trace, c.TokensPerBlock, c.Capacity, fills(r.Fill))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "ingest\trate\tfloor p50\tp99\tp99.9\tkvrouter p50\tp99\tp99.9\t×p50\t×p99\t×p99.9\tkvrouter ok/s\terrors f/k\tsend lag p99 f/k\tengines blocks/s\treplays+resyncs\t")
+	for _, p := range r.Points {
+		f, k := p.Floor.Latency, p.Router.Latency
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%.0f\t\n",
+			human(p.Ingest), human(p.Rate), dur(f.P50), dur(f.P99), dur(f.P999), dur(k.P50), dur(k.P99), dur(k.P999),
+			ratio(k.P50, f.P50), ratio(k.P99, f.P99), ratio(k.P999, f.P999), human(p.Router.Throughput),
+			p.Floor.Errors, p.Router.Errors, dur(p.Floor.SendLag.P99), dur(p.Router.SendLag.P99), human(p.RouterIngest), p.Replays+p.Resyncs)
+	}
+	return tw.Flush()
+}
+
+// brief is a progress line's summary of a point.
+func (s Stats) brief() string {
+	b := fmt.Sprintf("p50 %s p99 %s p99.9 %s, %d/%d ok, send lag p99 %s", dur(s.Latency.P50), dur(s.Latency.P99),
+		dur(s.Latency.P999), s.OK, s.Scheduled, dur(s.SendLag.P99))
+	if len(s.ErrorKinds) > 0 {
+		b += fmt.Sprintf(", errors %v", s.ErrorKinds)
+	}
+	return b
+}
+
+func fills(fs []float64) string {
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, fmt.Sprintf("%.0f%%", 100*f))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// dur formats microseconds: 85µs, 1.25ms, 2.3s.
+func dur(us float64) string {
+	switch {
+	case us < 1000:
+		return fmt.Sprintf("%.0fµs", us)
+	case us < 1e6:
+		return fmt.Sprintf("%.2fms", us/1e3)
+	}
+	return fmt.Sprintf("%.1fs", us/1e6)
+}
+
+// ratio is a/b: 1.4×, 37× ("-" without a floor).
+func ratio(a, b float64) string {
+	switch {
+	case b <= 0:
+		return "-"
+	case a/b < 10:
+		return fmt.Sprintf("%.1f×", a/b)
+	}
+	return fmt.Sprintf("%.0f×", a/b)
+}
+
+// human formats a rate to three significant figures: 950, 5k, 12.5k, 1.2M.
+func human(x float64) string {
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) }
+	switch {
+	case x >= 1e6:
+		return g(x/1e6) + "M"
+	case x >= 1e3:
+		return g(x/1e3) + "k"
+	}
+	return g(float64(int(x)))
+}
