@@ -40,7 +40,7 @@ func (t *Tree) resolve(s *stream, e messages.ExternalHash) (uint32, bool) {
 
 func (t *Tree) valid(s *stream, v uint64) bool {
 	x := uint32(v)
-	return int(x) < len(t.nodes) && t.nodes[x].gen == uint32(v>>32) && t.bitsOf(x, s.id) != 0
+	return x < t.n && t.node(x).gen == uint32(v>>32) && t.bitsOf(x, s.id) != 0
 }
 
 func (t *Tree) sweep(s *stream) {
@@ -183,7 +183,7 @@ func (t *Tree) hold(s *stream, c uint32, e messages.ExternalHash, bits uint8, o 
 		s.size++
 	}
 	t.put(c, s.id, old|bits)
-	s.lookup[e] = pack(c, t.nodes[c].gen)
+	s.lookup[e] = pack(c, t.node(c).gen)
 }
 
 // remove drops each hash's tier; a block left on no tier is dropped with
@@ -257,7 +257,7 @@ func (t *Tree) dropSubtree(s *stream, x uint32) int {
 func (t *Tree) clearStream(s *stream) {
 	visited := t.visited[:0]
 	for _, v := range s.lookup {
-		if x := uint32(v); int(x) < len(t.nodes) && t.nodes[x].gen == uint32(v>>32) && t.del(x, s.id) {
+		if x := uint32(v); x < t.n && t.node(x).gen == uint32(v>>32) && t.del(x, s.id) {
 			visited = append(visited, x)
 		}
 	}

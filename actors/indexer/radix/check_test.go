@@ -17,7 +17,7 @@ func (t *Tree) check() error {
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		nd := t.nodes[x]
+		nd := *t.node(x)
 		if x != 0 {
 			live++
 			if nd.n == 0 {
@@ -75,21 +75,21 @@ func (t *Tree) check() error {
 			return fmt.Errorf("node %d: kid list not sorted", x)
 		}
 		for _, c := range kids {
-			if t.nodes[c].parent != x || t.findChild(x, t.nodes[c].hash) != c {
+			if t.node(c).parent != x || t.findChild(x, t.node(c).hash) != c {
 				return fmt.Errorf("node %d: child %d misfiled", x, c)
 			}
 		}
 		stack = append(stack, kids...)
 	}
 	free := 0
-	for x := t.freeN; x != 0; x = t.nodes[x].child {
+	for x := t.freeN; x != 0; x = t.node(x).child {
 		free++
 	}
 	if free != t.free {
 		return fmt.Errorf("free list of %d, counted %d", free, t.free)
 	}
-	if live+free+1 != len(t.nodes) {
-		return fmt.Errorf("live %d + free %d + root != %d nodes", live, free, len(t.nodes))
+	if live+free+1 != int(t.n) {
+		return fmt.Errorf("live %d + free %d + root != %d nodes", live, free, t.n)
 	}
 	if entries != t.entries {
 		return fmt.Errorf("entries %d, counted %d", entries, t.entries)
@@ -145,8 +145,8 @@ func (t *Tree) snapshot() map[messages.WorkerKey]map[messages.ExternalHash]strin
 				continue
 			}
 			var path []string
-			for x := uint32(v); x != 0; x = t.nodes[x].parent {
-				path = append(path, fmt.Sprint(uint64(t.nodes[x].hash)))
+			for x := uint32(v); x != 0; x = t.node(x).parent {
+				path = append(path, fmt.Sprint(uint64(t.node(x).hash)))
 			}
 			slices.Reverse(path)
 			m[e] = fmt.Sprintf("A %s t%b", strings.Join(path, "/"), t.bitsOf(uint32(v), s.id))

@@ -56,8 +56,12 @@
 //
 // # Layout
 //
-// Nodes live in one arena slice of 40-byte pointer-free structs linked by
-// uint32 indices (the garbage collector does not scan it). A node keeps its
+// Nodes live in an arena of 40-byte pointer-free structs linked by uint32
+// indices (the garbage collector does not scan it), in fixed chunks of 1,024
+// nodes: growing it copies nothing and leaves at most one chunk unused (a
+// slice grown by append copied every node at each growth, ~30 % of a
+// from-empty apply's CPU, and kept up to a quarter of its length spare).
+// Freed nodes are reused before the arena grows. A node keeps its
 // only child inline, ≥ 2 children in sorted slices, > 32 in a map. Streams
 // are interned as small ids; a node holding one stream stores its entry
 // (id<<4 | tier bits) inline, a few streams in a sorted []uint32, many in

@@ -57,7 +57,7 @@ type Size struct {
 
 // Size returns the tree's extent.
 func (t *Tree) Size() Size {
-	sz := Size{Blocks: len(t.nodes) - 1 - t.free, Entries: t.entries, Streams: len(t.streams)}
+	sz := Size{Blocks: int(t.n) - 1 - t.free, Entries: t.entries, Streams: len(t.streams)}
 	for _, s := range t.streams {
 		sz.Detached += s.det.size()
 	}
@@ -133,7 +133,7 @@ func (t *Tree) dumpStream(out []messages.RouterEvent, s *stream) []messages.Rout
 	var stack, kids []uint32
 	push := func(x uint32) {
 		kids = t.appendChildren(kids[:0], x)
-		slices.SortFunc(kids, func(a, b uint32) int { return cmp.Compare(t.nodes[b].hash, t.nodes[a].hash) })
+		slices.SortFunc(kids, func(a, b uint32) int { return cmp.Compare(t.node(b).hash, t.node(a).hash) })
 		for _, c := range kids {
 			if t.bitsOf(c, s.id) != 0 {
 				stack = append(stack, c)
@@ -144,12 +144,12 @@ func (t *Tree) dumpStream(out []messages.RouterEvent, s *stream) []messages.Rout
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		es, p := rev[x], t.nodes[x].parent
+		es, p := rev[x], t.node(x).parent
 		var parent messages.ExternalHash
 		if p != 0 {
 			parent = rev[p][0]
 		}
-		d.block(p != 0, parent, messages.StoredBlock{BlockHash: es[0], TokensHash: t.nodes[x].hash}, t.bitsOf(x, s.id), es[1:])
+		d.block(p != 0, parent, messages.StoredBlock{BlockHash: es[0], TokensHash: t.node(x).hash}, t.bitsOf(x, s.id), es[1:])
 		push(x)
 	}
 	// Detached chains, from their unknown parents.

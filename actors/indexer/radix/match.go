@@ -83,7 +83,7 @@ func (t *Tree) FindMatches(hashes []messages.LocalHash, opt MatchOptions, out *O
 	seen := out.seen[:nw]
 	clear(seen)
 	for i := len(path) - 1; i >= 0; i-- {
-		nd := &t.nodes[path[i]]
+		nd := t.node(path[i])
 		depth := uint32(i + 1)
 		switch nd.n {
 		case 0:
@@ -111,7 +111,7 @@ func (t *Tree) FindMatches(hashes []messages.LocalHash, opt MatchOptions, out *O
 	}
 	if opt.Frequencies {
 		for _, x := range path {
-			out.Frequencies = append(out.Frequencies, t.nodes[x].n)
+			out.Frequencies = append(out.Frequencies, t.node(x).n)
 		}
 	}
 	if opt.TreeSizes {
@@ -151,7 +151,7 @@ func (t *Tree) tiers(out *Overlap) {
 		}
 	}
 	for _, x := range out.path {
-		nd := &t.nodes[x]
+		nd := t.node(x)
 		switch nd.n {
 		case 0:
 		case 1:

@@ -19,6 +19,10 @@ const (
 	kidsMapMin  = 32 // a node switches from sorted child slices to a map above this many children
 	kidsListMax = 8  // … and back at or below this many
 	maxStreams  = 1 << 28
+	// The node arena grows a chunk of 2^chunkBits nodes (40 KiB) at a time:
+	// no copy of the nodes held, and at most one chunk unused.
+	chunkBits = 10
+	chunkMask = 1<<chunkBits - 1
 )
 
 // Config sets a Tree's representation thresholds; the zero value is fine.
@@ -40,10 +44,11 @@ type Config struct {
 // reads it, so several goroutines may query it at once with their own
 // Overlap values.
 type Tree struct {
-	cfg   Config
-	nodes []node // nodes[0] is the root
-	freeN uint32 // head of the free node list (linked through child), 0: empty
-	free  int    // nodes on the free list
+	cfg    Config
+	chunks []*[1 << chunkBits]node // the node arena; node 0 is the root
+	n      uint32                  // nodes allocated from the arena, root included
+	freeN  uint32                  // head of the free node list (linked through child), 0: empty
+	free   int                     // nodes on the free list
 
 	sets  []wset // worker sets of blocks held by ≥ 2 streams; sets[0] unused
 	freeS []uint32
@@ -89,10 +94,13 @@ func New(cfg Config) *Tree {
 	}
 	t := &Tree{
 		cfg:     cfg,
-		nodes:   make([]node, 1, 1+cfg.ExpectedBlocks),
+		n:       1,
 		sets:    make([]wset, 1),
 		kids:    make([]kidSet, 1),
 		streams: map[messages.WorkerKey]*stream{},
+	}
+	for range 1 + max(cfg.ExpectedBlocks, 0)>>chunkBits {
+		t.chunks = append(t.chunks, new([1 << chunkBits]node))
 	}
 	return t
 }
@@ -103,21 +111,29 @@ func (t *Tree) Stats() Stats { return t.stats }
 // newNode returns a fresh node under parent.
 func (t *Tree) newNode(parent uint32, h messages.LocalHash) uint32 {
 	if x := t.freeN; x != 0 {
-		nd := &t.nodes[x]
+		nd := t.node(x)
 		t.freeN = nd.child
 		t.free--
 		*nd = node{hash: h, parent: parent, gen: nd.gen}
 		return x
 	}
-	t.nodes = append(t.nodes, node{hash: h, parent: parent})
-	return uint32(len(t.nodes) - 1)
+	x := t.n
+	if x>>chunkBits == uint32(len(t.chunks)) {
+		t.chunks = append(t.chunks, new([1 << chunkBits]node))
+	}
+	t.n++
+	*t.node(x) = node{hash: h, parent: parent}
+	return x
 }
+
+// node returns node x of the arena (x < t.n).
+func (t *Tree) node(x uint32) *node { return &t.chunks[x>>chunkBits][x&chunkMask] }
 
 // findChild returns the child of x with local hash h, or 0.
 func (t *Tree) findChild(x uint32, h messages.LocalHash) uint32 {
-	nd := &t.nodes[x]
+	nd := t.node(x)
 	if nd.kids == 0 {
-		if c := nd.child; c != 0 && t.nodes[c].hash == h {
+		if c := nd.child; c != 0 && t.node(c).hash == h {
 			return c
 		}
 		return 0
@@ -138,7 +154,7 @@ func (t *Tree) child(x uint32, h messages.LocalHash) uint32 {
 		return c
 	}
 	c := t.newNode(x, h)
-	nd := &t.nodes[x]
+	nd := t.node(x)
 	switch {
 	case nd.child == 0 && nd.kids == 0:
 		nd.child = c
@@ -146,10 +162,10 @@ func (t *Tree) child(x uint32, h messages.LocalHash) uint32 {
 		k := t.newKids()
 		ks := &t.kids[k]
 		a, b := nd.child, c
-		if t.nodes[a].hash > h {
+		if t.node(a).hash > h {
 			a, b = b, a
 		}
-		ks.hashes = append(ks.hashes, t.nodes[a].hash, t.nodes[b].hash)
+		ks.hashes = append(ks.hashes, t.node(a).hash, t.node(b).hash)
 		ks.idx = append(ks.idx, a, b)
 		nd.child, nd.kids = 0, k
 	default:
@@ -184,7 +200,7 @@ func (t *Tree) newKids() uint32 {
 
 // unlink removes child c from x.
 func (t *Tree) unlink(x, c uint32) {
-	nd := &t.nodes[x]
+	nd := t.node(x)
 	if nd.kids == 0 {
 		if nd.child == c {
 			nd.child = 0
@@ -192,7 +208,7 @@ func (t *Tree) unlink(x, c uint32) {
 		return
 	}
 	ks := &t.kids[nd.kids]
-	h := t.nodes[c].hash
+	h := t.node(c).hash
 	if ks.m != nil {
 		delete(ks.m, h)
 		if len(ks.m) > kidsListMax {
@@ -233,7 +249,7 @@ func sortKids(ks *kidSet) {
 
 // appendChildren appends x's children to buf.
 func (t *Tree) appendChildren(buf []uint32, x uint32) []uint32 {
-	nd := &t.nodes[x]
+	nd := t.node(x)
 	if nd.kids == 0 {
 		if nd.child != 0 {
 			buf = append(buf, nd.child)
@@ -254,7 +270,7 @@ func (t *Tree) appendChildren(buf []uint32, x uint32) []uint32 {
 // and have no children.
 func (t *Tree) tryFree(x uint32) {
 	for x != 0 {
-		nd := &t.nodes[x]
+		nd := t.node(x)
 		if nd.n != 0 || nd.child != 0 || nd.kids != 0 || nd.parent == x {
 			return
 		}

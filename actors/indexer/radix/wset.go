@@ -26,7 +26,7 @@ func words(maxID uint32) int { return int(maxID>>6) + 1 }
 
 // bitsOf returns the tiers on which stream id holds block x (0: not held).
 func (t *Tree) bitsOf(x, id uint32) uint8 {
-	nd := &t.nodes[x]
+	nd := t.node(x)
 	switch nd.n {
 	case 0:
 		return 0
@@ -64,7 +64,7 @@ func searchID(list []uint32, id uint32) (int, bool) {
 // put sets stream id's tier bits on block x to b (b != 0), adding the
 // entry if absent; it reports whether the entry is new.
 func (t *Tree) put(x, id uint32, b uint8) bool {
-	nd := &t.nodes[x]
+	nd := t.node(x)
 	e := id<<4 | uint32(b)
 	switch nd.n {
 	case 0:
@@ -124,7 +124,7 @@ func grow(s []uint64, w int) []uint64 {
 
 // del drops stream id from block x; it reports whether it was there.
 func (t *Tree) del(x, id uint32) bool {
-	nd := &t.nodes[x]
+	nd := t.node(x)
 	switch nd.n {
 	case 0:
 		return false
@@ -231,7 +231,7 @@ func (tb *tierBits) entryBits(id uint32) uint8 {
 
 // appendEntries appends block x's entries (id<<4 | tier bits), in id order.
 func (t *Tree) appendEntries(buf []uint32, x uint32) []uint32 {
-	nd := &t.nodes[x]
+	nd := t.node(x)
 	switch nd.n {
 	case 0:
 		return buf
