@@ -20,6 +20,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/cluster/discovery"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -100,7 +101,7 @@ func TestDiscoveredPodIsRoutedThenGone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	until(t, "both pods' streams exact", func() (bool, string) {
+	eventually.True(t, "both pods' streams exact", func() (bool, string) {
 		for _, e := range engines {
 			_ = e.Publish() // heartbeat: a stream is exact once its first batch is in
 		}
@@ -117,7 +118,7 @@ func TestDiscoveredPodIsRoutedThenGone(t *testing.T) {
 		prompt[i] = uint32(1000 + i)
 	}
 	engines[0].Serve(prompt, "") // pod a's engine caches the prompt and publishes it
-	until(t, "pod a's blocks in the index", func() (bool, string) {
+	eventually.True(t, "pod a's blocks in the index", func() (bool, string) {
 		q := query(t, srv.URL, prompt)
 		return q.Scores[a][0] == uint64(len(prompt)), fmt.Sprintf("%+v", q)
 	})
@@ -130,7 +131,7 @@ func TestDiscoveredPodIsRoutedThenGone(t *testing.T) {
 	if err := client.CoreV1().Pods("llm").Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "pod a gone from /workers and the index", func() (bool, string) {
+	eventually.True(t, "pod a gone from /workers and the index", func() (bool, string) {
 		ws, q := workers(t, srv.URL), query(t, srv.URL, prompt)
 		_, scored := q.Scores[a]
 		_, held := q.TreeSizes[a]
@@ -184,21 +185,5 @@ func decode(t *testing.T, resp *http.Response, v any) {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v: %s", resp.Request.URL, err, b)
-	}
-}
-
-// until polls cond (10 s at most), failing with what it last saw.
-func until(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached; last seen: %s", what, seen)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/kvrouter/kvrouter/cluster/discovery"
 	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -87,17 +88,10 @@ func (f *fakeRegistry) endpoints() string {
 // saw (the informers deliver asynchronously).
 func waitFor(t *testing.T, f *fakeRegistry, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, "registry shows "+want, func() (bool, string) {
 		got := f.endpoints()
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registry: got %q, want %q", got, want)
-		}
-		time.Sleep(5 * time.Millisecond) // a poll interval, not a wait for an outcome
-	}
+		return got == want, got
+	})
 }
 
 func pod(name, ip string, ready bool, lbls map[string]string, ann map[string]string) *corev1.Pod {
