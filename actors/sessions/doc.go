@@ -78,8 +78,11 @@
 //
 // # Cost
 //
-// Per block: one entry in the lineage's slice (32 bytes, pointer-free) and
-// one in its stream's owner map: engine hash → a ref (the lineage's id in
+// Per block: one entry in the lineage's slice (24 bytes, pointer-free: the
+// hash, the segment's anchor, the distance to the parent, tiers; depth is
+// kept for the newest block only, the one routing asks about, and counted
+// by a walk to its segment's start only when a store branches, the newest
+// is removed or the lineage is compacted) and one in its stream's owner map: engine hash → a ref (the lineage's id in
 // the stream and the block's position in it, 8 bytes, no pointer), other
 // holders of the same hash in a side map that is nearly always empty. That
 // one map is both the stream's owner table and every lineage's

@@ -119,11 +119,9 @@ func checkInvariants(t testing.TB, x *Index) {
 				}
 				if pp := l.parent(int32(i)); pp >= 0 {
 					p := l.blocks[pp]
-					if int(pp) >= i || p.dead || b.depth != p.depth+1 || b.anchor != p.anchor || b.hasAnchor != p.hasAnchor {
+					if int(pp) >= i || p.dead || b.anchor != p.anchor || b.hasAnchor != p.hasAnchor {
 						t.Fatalf("session %q %v: block %d parent %d %+v vs %+v", id, l.key, i, pp, b, p)
 					}
-				} else if b.depth != 1 {
-					t.Fatalf("session %q %v: segment start %d depth %d", id, l.key, i, b.depth)
 				}
 				if owned[l.key] == nil {
 					owned[l.key] = map[messages.ExternalHash]int{}
@@ -132,6 +130,9 @@ func checkInvariants(t testing.TB, x *Index) {
 			}
 			if live != l.live || dead != l.dead || live == 0 || l.blocks[len(l.blocks)-1].dead {
 				t.Fatalf("session %q %v: live %d/%d dead %d/%d", id, l.key, live, l.live, dead, l.dead)
+			}
+			if n := int32(len(l.blocks)); n > 0 && l.depth != l.chainLen(n-1) {
+				t.Fatalf("session %q %v: newest's depth %d, chain %d", id, l.key, l.depth, l.chainLen(n-1))
 			}
 			if l.dirtyFrom != -1 {
 				t.Fatalf("session %q %v: dirtyFrom %d", id, l.key, l.dirtyFrom)

@@ -17,9 +17,7 @@ type blk struct {
 	// up is the distance back to the block's parent (pos − parent's pos);
 	// 0 for a segment's first block. Relative, so dropping a prefix of the
 	// lineage moves no parent.
-	up uint32
-	// depth counts the blocks from the segment's first block to this one.
-	depth     uint32
+	up        uint32
 	tiers     uint8
 	hasAnchor bool
 	dead      bool
@@ -38,8 +36,12 @@ type lineage struct {
 	// id names the lineage in its stream's refs; base is the absolute
 	// position of blocks[0] (the refs hold absolute positions, so dropping
 	// a prefix for MaxDepth only moves base).
-	id      uint32
-	base    uint64
+	id   uint32
+	base uint64
+	// depth is the newest block's: the blocks from it back to its
+	// segment's first block (the only depth routing asks for, so blocks do
+	// not carry one).
+	depth   uint32
 	live    int
 	dead    int
 	stamp   uint64    // Index.seq at the last append
@@ -88,16 +90,32 @@ func (l *lineage) isAncestor(a, d int32) bool {
 // newest returns the newest block (the lineage must not be empty).
 func (l *lineage) newest() *blk { return &l.blocks[len(l.blocks)-1] }
 
+// chainLen counts the blocks from pos back to its segment's first block.
+func (l *lineage) chainLen(pos int32) uint32 {
+	n := uint32(0)
+	for p := pos; p >= 0; p = l.parent(p) {
+		n++
+	}
+	return n
+}
+
 // appendBlock appends h under the block at prevPos (-1: a new segment whose
 // parent is prev when hasPrev) and returns its position.
 func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, prevPos int32, prev messages.ExternalHash, hasPrev bool) int32 {
 	pos := int32(len(l.blocks))
-	b := blk{hash: h, depth: 1, tiers: tier, anchor: prev, hasAnchor: hasPrev}
+	b := blk{hash: h, tiers: tier, anchor: prev, hasAnchor: hasPrev}
+	depth := uint32(1)
 	if prevPos >= 0 {
 		p := &l.blocks[prevPos]
-		b.up, b.depth, b.anchor, b.hasAnchor = uint32(pos-prevPos), p.depth+1, p.anchor, p.hasAnchor
+		b.up, b.anchor, b.hasAnchor = uint32(pos-prevPos), p.anchor, p.hasAnchor
+		if prevPos == pos-1 { // under the newest: a chain continues
+			depth = l.depth + 1
+		} else {
+			depth = l.chainLen(prevPos) + 1
+		}
 	}
 	l.blocks = append(l.blocks, b)
+	l.depth = depth
 	l.live++
 	x.blocks++
 	l.st.own(h, l, pos)
@@ -126,9 +144,13 @@ func (x *Index) settle(l *lineage) {
 			x.count(ReasonPruned, 1)
 		}
 	}
+	tail := len(l.blocks)
 	for n := len(l.blocks); n > 0 && l.blocks[n-1].dead; n-- {
 		l.blocks = l.blocks[:n-1]
 		l.dead--
+	}
+	if n := len(l.blocks); n < tail && n > 0 { // the newest went: the last live block is
+		l.depth = l.chainLen(int32(n - 1))
 	}
 	switch {
 	case l.live == 0:
@@ -151,7 +173,8 @@ func (x *Index) trim(l *lineage, n int) {
 }
 
 // compact drops the blocks before position keep (live ones are counted as
-// depth_dropped) and every dead block, and recomputes depths and anchors.
+// depth_dropped) and every dead block, and recomputes anchors and the
+// newest's depth.
 // Blocks that keep their absolute position keep their ref, so a trim of a
 // lineage without dead blocks rewrites no map entry.
 func (x *Index) compact(l *lineage, keep int) {
@@ -186,9 +209,7 @@ func (x *Index) compact(l *lineage, keep int) {
 		if b.up > 0 {
 			np := remap[i-int(b.up)]
 			p := &bs[np]
-			b.up, b.depth, b.anchor, b.hasAnchor = uint32(w-np), p.depth+1, p.anchor, p.hasAnchor
-		} else {
-			b.depth = 1
+			b.up, b.anchor, b.hasAnchor = uint32(w-np), p.anchor, p.hasAnchor
 		}
 		bs[w] = b
 		if moved {
@@ -199,6 +220,9 @@ func (x *Index) compact(l *lineage, keep int) {
 	}
 	l.blocks = bs[:w]
 	l.dead = 0
+	if w > 0 {
+		l.depth = l.chainLen(w - 1) // a trim may have cut the newest's segment
+	}
 }
 
 // find returns s's lineage on key (nil: none).

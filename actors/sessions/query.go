@@ -61,9 +61,9 @@ func (x *Index) holders(s *session, chain bool) []Holder {
 	out := make([]Holder, len(lins))
 	for i, l := range lins {
 		nb := l.newest()
-		h := Holder{Key: l.key, Depth: nb.depth, Blocks: l.live, Newest: nb.hash, Updated: l.updated}
+		h := Holder{Key: l.key, Depth: l.depth, Blocks: l.live, Newest: nb.hash, Updated: l.updated}
 		if chain {
-			h.Chain = make([]messages.ExternalHash, nb.depth)
+			h.Chain = make([]messages.ExternalHash, l.depth)
 			j := len(h.Chain)
 			for p := int32(len(l.blocks) - 1); p >= 0 && j > 0; p = l.parent(p) {
 				j--
@@ -135,7 +135,7 @@ func (x *Index) Credit(id string, weight float64, cands []routing.Candidate, dst
 	if best == nil {
 		return dst
 	}
-	b := math.Floor(weight * float64(best.newest().depth))
+	b := math.Floor(weight * float64(best.depth))
 	if b < 1 {
 		return dst
 	}
