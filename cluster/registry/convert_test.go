@@ -31,12 +31,13 @@ func TestLoadsRoundTrip(t *testing.T) {
 }
 
 // Registry entries cross members with every registration field, the
-// serving endpoint included; an entry without a key is counted rejected.
+// serving endpoint and the engine included; an entry without a key is
+// counted rejected.
 func TestEntriesRoundTrip(t *testing.T) {
 	in := []Entry{
 		{Key: messages.WorkerKey{Worker: 1, DpRank: 2}, Worker: Worker{Model: "m", Tenant: "t", BlockSize: 16,
-			Endpoint: "tcp://e:1", ReplayEndpoint: "tcp://e:2", Lora: "l", ServingEndpoint: "http://e:8000"},
-			Version: Version{Clock: 7, Origin: "a:1"}},
+			Endpoint: "tcp://e:1", ReplayEndpoint: "tcp://e:2", Lora: "l", ServingEndpoint: "http://e:8000",
+			Engine: "sglang"}, Version: Version{Clock: 7, Origin: "a:1"}},
 		{Key: messages.WorkerKey{Worker: 3}, Worker: Worker{Model: "m", Endpoint: "tcp://f:1"}, Deleted: true},
 	}
 	ps := append(fromEntries(in), &clusterpb.RegistryEntry{Model: "no key"})

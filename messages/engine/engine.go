@@ -15,6 +15,11 @@
 //
 // An engine that needs other behaviour implements Adapter itself. The
 // formats the adapters read are described in messages/wire/README.md.
+//
+// Each registration chooses its engine (Choose): Auto, the default, decides
+// per stream from what the stream shows (Detector); an explicit engine is
+// followed, and a stream that contradicts it is reported. README.md beside
+// this file gives the rules, and what Auto does before the first batch.
 package engine
 
 import (

@@ -8,10 +8,12 @@
 // Drop-in for clients of Dynamo's standalone KV indexer
 // and of the Mooncake KV-indexer RFC (same paths and JSON shapes):
 //
-//	POST /register      {instance_id, endpoint, model_name, tenant_id?, block_size?, dp_rank?, lora_name?, replay_endpoint?}
-//	                    → 201 {"status":"ok"} · 409 already registered / block size mismatch
+//	POST /register      {instance_id, endpoint, model_name, tenant_id?, block_size?, dp_rank?, lora_name?, replay_endpoint?,
+//	                     serving_endpoint?, engine?}
+//	                    → 201 {"status":"ok"} · 400 invalid_value (an unknown engine, …) · 409 already registered / block size mismatch
 //	POST /unregister    {instance_id, model_name, tenant_id?, dp_rank?} → 200 {"status":"ok"} · 404 unknown_worker
-//	GET  /workers       → [{"instance_id":1,"endpoints":{"0":"tcp://…"},"ranks":[{…state, last_seq, lag_seconds…}]}]
+//	GET  /workers       → [{"instance_id":1,"endpoints":{"0":"tcp://…"},"ranks":[{…state, last_seq, lag_seconds,
+//	                       engine, engine_detected?, engine_evidence?, warnings…}]}]
 //	POST /query         {token_ids, model_name, tenant_id?, lora_name?, cache_salt?}
 //	                    → {"scores":{"<worker>":{"<dp_rank>":tokens}},"frequencies":[…],"tree_sizes":{…}}
 //	POST /query_by_hash {block_hashes, model_name, tenant_id?} → same shape
@@ -84,6 +86,24 @@
 //     serves from the start so that workers can register.
 //   - Authentication: optional here (off by default, as there); with a
 //     token set, mutating endpoints need it.
+//
+// # The engine of a registration
+//
+// engine (a kvrouter extension, like serving_endpoint) says which engine
+// publishes the stream: "auto", "vllm", "sglang" or "trtllm"; absent, the
+// server's --engine (auto unless set). Any other value is 400
+// invalid_value naming the accepted ones. Each rank in /workers shows its
+// engine; engine_detected, the engine its batches show (absent before its
+// first batch, or while they fit several engines: positional events
+// without SGLang's metadata map are vLLM ≤ 0.25's or SGLang's);
+// engine_evidence, what they showed ("seqs count from 0, map-encoded
+// events"). A stream that shows what its explicit engine never sends (a
+// nanosecond-timestamp seq registered as vllm, SGLang's metadata map
+// registered as trtllm, …) is still decoded as registered, with a warning
+// naming both engines, a log line once per stream and
+// kvrouter_engine_contradictions_total{worker,dp_rank,engine}. What auto
+// does before the first batch, and what each engine shows:
+// messages/engine/README.md.
 //
 // As in the reference, tenant_id defaults to "default" (on /unregister its
 // absence means every tenant of the model), dp_rank to 0 (on /unregister

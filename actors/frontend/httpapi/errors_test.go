@@ -199,6 +199,8 @@ func badCases() []badCase {
 		reg(`"instance_id":1,`+ep+`,"model_name":"llama","serving_endpoint":"tcp://h:1"`, 400, "invalid_value"),
 		reg(`"instance_id":1,`+ep+`,"model_name":"llama","serving_endpoint":"h"`, 400, "invalid_value"),
 		reg(`"instance_id":1,`+ep+`,"model_name":"llama","serving_endpoint":7`, 400, "wrong_type"),
+		reg(`"instance_id":1,`+ep+`,"model_name":"llama","engine":"llamacpp"`, 400, "invalid_value"),
+		reg(`"instance_id":1,`+ep+`,"model_name":"llama","engine":7`, 400, "wrong_type"),
 		reg(`"instance_id":7,`+ep+`,"model_name":"llama"`, 409, "already_registered"),
 		reg(`"instance_id":1,`+ep+`,"model_name":"mismatch","block_size":16`, 409, "block_size_mismatch"),
 		reg(`"instance_id":1,`+ep+`,"model_name":"boom"`, 500, "internal"),
