@@ -53,7 +53,7 @@ type Stream struct {
 
 	lastID  uint64
 	pend    event // pend.kind == 0: nothing pending
-	refs    map[messages.ExternalHash]uint64
+	refs    refTable
 	scratch []messages.ExternalHash
 	stats   Stats
 }
@@ -101,7 +101,7 @@ func New(key messages.WorkerKey, cfg Config) *Stream {
 		key:        key,
 		maxBlocks:  cfg.MaxBlocks,
 		maxTracked: cfg.MaxTrackedBlocks,
-		refs:       make(map[messages.ExternalHash]uint64),
+		refs:       newRefTable(),
 	}
 }
 
@@ -135,7 +135,7 @@ func (s *Stream) Push(ev messages.PlacementEvent, out []messages.RouterEvent) []
 			s.stats.DroppedEmpty++
 			return out
 		}
-		if ev.Event.HasParent && s.refs[ev.Event.ParentHash] == 0 && s.stats.Untracked == 0 {
+		if ev.Event.HasParent && !s.refs.holds(ev.Event.ParentHash) && s.stats.Untracked == 0 {
 			s.stats.UnknownParents++
 		}
 		for _, b := range ev.Event.Blocks {
@@ -168,7 +168,7 @@ func (s *Stream) Push(ev messages.PlacementEvent, out []messages.RouterEvent) []
 		in.removed = kept
 	case messages.KindCleared:
 		out = s.flush(out)
-		s.refs = make(map[messages.ExternalHash]uint64) // frees the table, unlike clear()
+		s.refs = newRefTable() // frees the table, unlike clear()
 		return s.emit(out, &in)
 	case messages.KindOffloaded:
 		if len(ev.Event.Offloaded) == 0 {

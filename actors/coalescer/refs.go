@@ -4,9 +4,14 @@ import "github.com/kvrouter/kvrouter/messages"
 
 // Reference counts are kept per (tier, engine hash): a block offloaded to
 // host memory is stored twice (device and host) under one engine hash, and
-// the device copy's remove must still pass. The table maps an engine hash to
-// one word holding a 16-bit count for each of the four tiers (a uint64-keyed
-// map is several times faster than a struct-keyed one, and half the size).
+// the device copy's remove must still pass.
+//
+// Nearly every live hash is stored once, on the device tier: those hashes
+// are a set (once, 8-byte slots; a store is one insert that says whether
+// the hash was new). Every other hash maps to one word holding a 16-bit
+// count for each of the four tiers (refs). A hash is in at most one of the
+// two, and in once exactly when its counts are one device store and
+// nothing else.
 //
 // Anything the table cannot count errs towards letting removes through,
 // which can only drop a block the engine still holds in a duplicate (a lost
@@ -19,7 +24,53 @@ const (
 	refBits  = 16
 	refMask  = 1<<refBits - 1
 	refTiers = 64 / refBits
+	// onceCounts is the counts word of a hash in once: one device store.
+	onceCounts = 1 << (refBits * uint(messages.TierDevice))
 )
+
+// refTable is a Stream's reference counts.
+type refTable struct {
+	once hashSet
+	refs map[messages.ExternalHash]uint64
+}
+
+func newRefTable() refTable {
+	return refTable{refs: make(map[messages.ExternalHash]uint64)}
+}
+
+func (t *refTable) len() int { return t.once.len() + len(t.refs) }
+
+// holds reports whether h has a live store on some tier.
+func (t *refTable) holds(h messages.ExternalHash) bool {
+	_, ok := t.refs[h]
+	return ok || t.once.has(h)
+}
+
+// counts returns h's counts word (0: not counted).
+func (t *refTable) counts(h messages.ExternalHash) uint64 {
+	if c, ok := t.refs[h]; ok {
+		return c
+	}
+	if t.once.has(h) {
+		return onceCounts
+	}
+	return 0
+}
+
+// set stores h's counts word in the representation it belongs to.
+func (t *refTable) set(h messages.ExternalHash, c uint64) {
+	switch c {
+	case 0:
+		t.once.remove(h)
+		delete(t.refs, h)
+	case onceCounts:
+		delete(t.refs, h)
+		t.once.insert(h)
+	default:
+		t.once.remove(h)
+		t.refs[h] = c
+	}
+}
 
 // ref counts one more live store of h on tier.
 func (s *Stream) ref(tier messages.StorageTier, h messages.ExternalHash) {
@@ -27,13 +78,22 @@ func (s *Stream) ref(tier messages.StorageTier, h messages.ExternalHash) {
 		s.stats.Untracked++
 		return
 	}
+	t := &s.refs
+	if _, counted := t.refs[h]; !counted && tier == messages.TierDevice && t.len() < s.maxTracked {
+		// The common case in one insert (refs is nearly always empty): a
+		// new hash joins once; one already there goes on to be counted
+		// twice.
+		if t.once.insert(h) {
+			return
+		}
+	}
 	shift := refBits * uint(tier)
-	c, ok := s.refs[h]
-	if (!ok && len(s.refs) >= s.maxTracked) || (c>>shift)&refMask == refMask {
+	c := t.counts(h)
+	if (c == 0 && t.len() >= s.maxTracked) || (c>>shift)&refMask == refMask {
 		s.stats.Untracked++
 		return
 	}
-	s.refs[h] = c + 1<<shift
+	t.set(h, c+1<<shift)
 }
 
 // unref drops one live store of h on tier and reports whether the remove
@@ -43,23 +103,14 @@ func (s *Stream) unref(tier messages.StorageTier, h messages.ExternalHash) bool 
 		return true
 	}
 	shift := refBits * uint(tier)
-	c := s.refs[h]
-	switch (c >> shift) & refMask {
-	case 0:
-		return true
-	case 1:
-		if c -= 1 << shift; c == 0 {
-			delete(s.refs, h)
-		} else {
-			s.refs[h] = c
-		}
-		return true
-	default:
-		s.refs[h] = c - 1<<shift
-		return false
+	c := s.refs.counts(h)
+	n := (c >> shift) & refMask
+	if n > 0 {
+		s.refs.set(h, c-1<<shift)
 	}
+	return n <= 1
 }
 
 // Tracked returns how many engine hashes the reference-count table holds (a
 // gauge for metrics).
-func (s *Stream) Tracked() int { return len(s.refs) }
+func (s *Stream) Tracked() int { return s.refs.len() }
