@@ -16,6 +16,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
+	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages/api"
@@ -52,7 +53,7 @@ func BenchmarkLongPromptHash(b *testing.B) {
 // simulated engine that holds the whole 1 M-token prompt.
 func longFixture(b *testing.B) (*service.Service, string, []uint32) {
 	p := longPrompt()
-	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16})
+	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Routing: routing.DefaultConfig()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,12 +8,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime/metrics"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
+	"github.com/kvrouter/kvrouter/actors/indexer"
+	"github.com/kvrouter/kvrouter/actors/pipeline"
+	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
@@ -27,9 +31,14 @@ type routeFixture struct {
 	svc     *service.Service
 	url     string
 	prompts [][]uint32
+	engines []*simengine.Engine
 }
 
-func newRouteFixture(b *testing.B) *routeFixture {
+func newRouteFixture(b *testing.B) *routeFixture { return newShardedRouteFixture(b, 1) }
+
+// newShardedRouteFixture is newRouteFixture with the index in shards
+// shard actors.
+func newShardedRouteFixture(b *testing.B, shards int) *routeFixture {
 	drv, err := simengine.OpenTrace(tracePath, simengine.TraceConfig{TokensPerBlock: 16, Limit: 2000})
 	if err != nil {
 		b.Fatal(err)
@@ -43,7 +52,8 @@ func newRouteFixture(b *testing.B) *routeFixture {
 		}
 		prompts = append(prompts, p.Tokens)
 	}
-	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Timeout: time.Second})
+	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Routing: routing.DefaultConfig(), Timeout: time.Second,
+		Pipeline: pipeline.Config{Index: indexer.Config{Shards: shards}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,28 +82,20 @@ func newRouteFixture(b *testing.B) *routeFixture {
 		q, err := svc.Query(context.Background(), api.QueryRequest{TokenIDs: prompts[len(prompts)-1], ModelName: "m"})
 		return err == nil && len(q.Scores) > 0, fmt.Sprint(q, err)
 	})
-	return &routeFixture{svc: svc, url: srv.URL, prompts: prompts}
+	return &routeFixture{svc: svc, url: srv.URL, prompts: prompts, engines: engines}
 }
 
 // BenchmarkRoute measures /route latency (p50/p99) with the trace's prompts
-// against an index of ~2,000 prompts on 4 workers: in process (the service
-// call: hashing, index actor, route actor) and over HTTP (one keep-alive
-// client, JSON both ways). Requests are freed as they go, so load stays low.
+// against an index of ~2,000 prompts on 4 workers, scored with the
+// default cost: in process (the service call: hashing, index shard, route
+// actor) and over HTTP (one keep-alive client, JSON both ways). Requests
+// are freed as they go, so load stays low. goroutines/op counts the
+// goroutines started per route and free: each is a hand-off to an actor
+// whose mailbox was idle (protoactor's default dispatcher starts one per
+// mailbox run).
 func BenchmarkRoute(b *testing.B) {
 	f := newRouteFixture(b)
-	b.Run("in-process", func(b *testing.B) {
-		lat := make([]time.Duration, 0, b.N)
-		for i := 0; b.Loop(); i++ {
-			p := f.prompts[i%len(f.prompts)]
-			t0 := time.Now()
-			if _, err := f.svc.Route(context.Background(), api.RouteRequest{TokenIDs: p, ModelName: "m", RequestID: fmt.Sprint("a", i)}); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(t0))
-			_ = f.svc.Free(context.Background(), fmt.Sprint("a", i))
-		}
-		reportLatency(b, lat)
-	})
+	b.Run("in-process", func(b *testing.B) { benchRouteInProcess(b, f) })
 	b.Run("http", func(b *testing.B) {
 		client := &http.Client{}
 		lat := make([]time.Duration, 0, b.N)
@@ -111,6 +113,37 @@ func BenchmarkRoute(b *testing.B) {
 		}
 		reportLatency(b, lat)
 	})
+}
+
+// BenchmarkRouteShards is BenchmarkRoute/in-process with the index in 1,
+// 2 and 4 shard actors.
+func BenchmarkRouteShards(b *testing.B) {
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) { benchRouteInProcess(b, newShardedRouteFixture(b, n)) })
+	}
+}
+
+func benchRouteInProcess(b *testing.B, f *routeFixture) {
+	lat := make([]time.Duration, 0, b.N)
+	created := goroutinesCreated()
+	for i := 0; b.Loop(); i++ {
+		p := f.prompts[i%len(f.prompts)]
+		t0 := time.Now()
+		if _, err := f.svc.Route(context.Background(), api.RouteRequest{TokenIDs: p, ModelName: "m", RequestID: fmt.Sprint("a", i)}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+		_ = f.svc.Free(context.Background(), fmt.Sprint("a", i))
+	}
+	b.ReportMetric(float64(goroutinesCreated()-created)/float64(len(lat)), "goroutines/op")
+	reportLatency(b, lat)
+}
+
+// goroutinesCreated is the process's count of goroutines ever started.
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 func reportLatency(b *testing.B, lat []time.Duration) {

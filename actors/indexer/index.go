@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
+	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
@@ -56,18 +57,43 @@ func (x *Index) Shards() int { return len(x.shards) }
 
 // Query asks every shard, concurrently, and merges their answers. It goes
 // straight to the shards (the route hot path), so it is not ordered after
-// batches still queued in the front; Dump, Stats and Snapshot are.
+// batches still queued in the front; Dump, Stats and Snapshot are. The
+// shards answer into one channel the request carries (package reply), not
+// through futures: one message and one goroutine hand-off per shard, one
+// timer per query.
 func (x *Index) Query(q *QueryRequest, timeout time.Duration) (*QueryResult, error) {
-	parts, err := gather[*QueryResult](x, q, false, timeout)
-	if err != nil {
-		return nil, err
+	m := *q
+	m.reply = reply.Make[shardAnswer](len(x.shards))
+	for _, pid := range x.shards {
+		x.root.Send(pid, &m)
+	}
+	parts := make([]*QueryResult, len(x.shards))
+	var d reply.Deadline
+	defer d.Stop()
+	for range x.shards {
+		a, err := m.reply.Until(&d, timeout)
+		if err != nil {
+			return nil, fmt.Errorf("index shards %v: %w", silent(parts), err)
+		}
+		parts[a.shard] = a.res
 	}
 	return mergeQuery(parts), nil
 }
 
+// silent lists the shards whose part is missing.
+func silent(parts []*QueryResult) []int {
+	var out []int
+	for i, p := range parts {
+		if p == nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // Dump returns replayable events rebuilding the index.
 func (x *Index) Dump(timeout time.Duration) (*DumpResult, error) {
-	parts, err := gather[*DumpResult](x, &DumpRequest{}, true, timeout)
+	parts, err := gather[*DumpResult](x, &DumpRequest{}, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +102,7 @@ func (x *Index) Dump(timeout time.Duration) (*DumpResult, error) {
 
 // Stats returns the counters and sizes over all shards.
 func (x *Index) Stats(timeout time.Duration) (*Stats, error) {
-	parts, err := gather[*Stats](x, &StatsRequest{}, true, timeout)
+	parts, err := gather[*Stats](x, &StatsRequest{}, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +111,7 @@ func (x *Index) Stats(timeout time.Duration) (*Stats, error) {
 
 // Snapshot returns every stream's blocks.
 func (x *Index) Snapshot(timeout time.Duration) (*Snapshot, error) {
-	parts, err := gather[*Snapshot](x, &SnapshotRequest{}, true, timeout)
+	parts, err := gather[*Snapshot](x, &SnapshotRequest{}, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -106,17 +132,13 @@ func (x *Index) Stop() {
 	}
 }
 
-// gather sends msg to every shard at once — through the front when
-// ordered, so each shard answers after the batches sent before — and waits
-// for all the answers, each within timeout of the send.
-func gather[T any](x *Index, msg any, ordered bool, timeout time.Duration) ([]T, error) {
+// gather sends msg to every shard at once through the front, so each
+// shard answers after the batches sent before, and waits for all the
+// answers, each within timeout of the send.
+func gather[T any](x *Index, msg any, timeout time.Duration) ([]T, error) {
 	futures := make([]*actor.Future, len(x.shards))
-	for i, pid := range x.shards {
-		if ordered {
-			futures[i] = x.root.RequestFuture(x.front, &viaFront{shard: i, msg: msg}, timeout)
-		} else {
-			futures[i] = x.root.RequestFuture(pid, msg, timeout)
-		}
+	for i := range x.shards {
+		futures[i] = x.root.RequestFuture(x.front, &viaFront{shard: i, msg: msg}, timeout)
 	}
 	out := make([]T, len(futures))
 	for i, f := range futures {

@@ -2,17 +2,25 @@ package indexer
 
 import (
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
+	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
-// QueryRequest asks for the overlap of a query's local block hashes
-// (answered with *QueryResult). Trace is the route request's span: each
-// shard that answers records its lookup as a child of it (zero: not
-// traced).
+// QueryRequest asks for the overlap of a query's local block hashes.
+// Trace is the route request's span: each shard that answers records its
+// lookup as a child of it (zero: not traced). Index.Query sends one copy
+// to every shard, each answering into the copy's reply channel.
 type QueryRequest struct {
 	Hashes  []messages.LocalHash
 	Options radix.MatchOptions
 	Trace   messages.TraceContext
+	reply   reply.Chan[shardAnswer]
+}
+
+// shardAnswer is one shard's answer to a QueryRequest.
+type shardAnswer struct {
+	shard int
+	res   *QueryResult
 }
 
 // QueryResult is a query's answer: scores deepest first, frequencies when

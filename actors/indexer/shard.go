@@ -49,7 +49,7 @@ func (a *shardActor) Receive(ctx actor.Context) {
 	case *messages.RouterEventBatch:
 		ApplyTraced(a.shard, a.n, m)
 	case *QueryRequest:
-		ctx.Respond(QueryTraced(a.shard, a.n, m))
+		m.reply.Send(shardAnswer{a.n, QueryTraced(a.shard, a.n, m)})
 	case *RemoveWorker:
 		a.shard.RemoveWorker(m.Worker)
 	case *orderedRead:

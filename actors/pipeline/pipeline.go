@@ -16,6 +16,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/normalizer"
 	"github.com/kvrouter/kvrouter/actors/publisher"
+	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/sessions"
 	"github.com/kvrouter/kvrouter/messages"
@@ -155,8 +156,9 @@ func (p *Pipeline) ForgetSession(id string, timeout time.Duration) (found bool, 
 // SessionCredit returns a route request's session credit among cands
 // (sessions.Index.Credit); sessions.Combine adds it to the overlaps.
 func (p *Pipeline) SessionCredit(id string, weight float64, cands []routing.Candidate, timeout time.Duration) ([]sessions.Bonus, error) {
-	r, err := request[*sessions.CreditReply](p.system, p.sessions,
-		&sessions.CreditRequest{ID: id, Weight: weight, Candidates: cands}, timeout)
+	c := reply.Make[*sessions.CreditReply](1)
+	p.system.Root.Send(p.sessions, &sessions.CreditRequest{ID: id, Weight: weight, Candidates: cands, Reply: c})
+	r, err := c.Wait(timeout)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
+	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel/attribute"
@@ -22,12 +23,17 @@ type SetCandidates struct{ Candidates []Candidate }
 type DropWorker struct{ Worker messages.WorkerID }
 
 // RouteRequest asks for a decision and books the request (answered with
-// *RouteReply). Trace is the route request's span: the decision is
-// recorded as its child (zero: not traced).
+// *RouteReply: into Reply when set, else to the sender). Trace is the
+// route request's span: the decision is recorded as its child (zero: not
+// traced).
 type RouteRequest struct {
 	Request  Request
 	Overlaps []Overlap
 	Trace    messages.TraceContext
+	// Reply, set by a local asker, takes the answer instead of a future
+	// (package reply: no registry entry, no timer when the actor answers
+	// on the asker's goroutine).
+	Reply reply.Chan[*RouteReply]
 }
 
 // SpanDecide is the route actor's span of one decision.
@@ -51,10 +57,12 @@ type RouteReply struct {
 }
 
 // Bookkeeping marks a routed request's prefill done (Free false) or frees it
-// (answered with *BookkeepingReply).
+// (answered with *BookkeepingReply: into Reply when set, else to the
+// sender).
 type Bookkeeping struct {
-	ID   string
-	Free bool
+	ID    string
+	Free  bool
+	Reply reply.Chan[*BookkeepingReply]
 }
 
 // BookkeepingReply carries the result (ErrUnknownRequest and friends) and
@@ -139,7 +147,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			}
 		}
 		sp.End()
-		ctx.Respond(&RouteReply{Decision: d, Err: err})
+		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err})
 	case *LoadRequest:
 		ctx.Respond(&LoadReply{Ranks: a.router.Load().AppendRanks(nil)})
 	case *Bookkeeping:
@@ -155,7 +163,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		if err != nil {
 			held = RankLoad{}
 		}
-		ctx.Respond(&BookkeepingReply{Err: err, Released: held})
+		reply.Respond(ctx, m.Reply, &BookkeepingReply{Err: err, Released: held})
 	case *Move:
 		load := a.router.Load()
 		held, _ := load.Held(m.ID)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/reply"
 )
 
 // spawnRouteActor starts a route actor with the default configuration,
@@ -68,5 +69,24 @@ func TestActorRemoteUpdate(t *testing.T) {
 		if r.Blocks != 4 {
 			t.Errorf("rank %v booked %d blocks, want 4 (one 64-token request)", r.Key, r.Blocks)
 		}
+	}
+}
+
+// A request carrying a reply channel is answered into it, not to a
+// future: a route and its free, as the service sends them.
+func TestActorAnswersIntoReplyChannel(t *testing.T) {
+	system, pid := spawnRouteActor(t)
+	A := wk(1, 0)
+	system.Root.Send(pid, &SetCandidates{Candidates: []Candidate{{Key: A}}})
+	rr := &RouteRequest{Request: Request{ID: "r1", ISL: 64, BlockSize: 16}, Reply: reply.Make[*RouteReply](1)}
+	system.Root.Send(pid, rr)
+	got, err := rr.Reply.Wait(time.Second)
+	if err != nil || got.Err != nil || got.Decision.Worker != A {
+		t.Fatalf("route answered %+v, %v; want A", got, err)
+	}
+	bk := &Bookkeeping{ID: "r1", Free: true, Reply: reply.Make[*BookkeepingReply](1)}
+	system.Root.Send(pid, bk)
+	if r, err := bk.Reply.Wait(time.Second); err != nil || r.Err != nil || r.Released != (RankLoad{Key: A, PrefillTokens: 64, Blocks: 4}) {
+		t.Errorf("free answered %+v, %v", r, err)
 	}
 }

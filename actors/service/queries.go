@@ -14,6 +14,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
+	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/telemetry"
 	"github.com/kvrouter/kvrouter/cluster/registry"
@@ -33,7 +34,7 @@ func (s *Service) lookup(model, tenant string) (*namespace, error) {
 // localHashes hashes a prompt's tokens as the namespace's blocks are hashed.
 func localHashes(tokens []uint32, blockSize int, lora, salt string) []messages.LocalHash {
 	var h blockhash.Hasher
-	raw := h.Hash(nil, tokens, blockSize, blockhash.Options{Seed: blockhash.NamespaceSeed(lora, salt)})
+	raw := h.Hash(make([]uint64, 0, len(tokens)/blockSize), tokens, blockSize, blockhash.Options{Seed: blockhash.NamespaceSeed(lora, salt)})
 	out := make([]messages.LocalHash, len(raw))
 	for i, v := range raw {
 		out[i] = messages.LocalHash(v)
@@ -149,22 +150,24 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 	if n := len(hashes); n > 0 {
 		hash = uint64(hashes[n-1]) // identical prompts tie to the same worker
 	}
-	reply, err := request[*routing.RouteReply](s, ns.route, &routing.RouteRequest{
+	rr := &routing.RouteRequest{
 		Request:  routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores},
 		Overlaps: scored,
 		Trace:    tc,
-	})
+		Reply:    reply.Make[*routing.RouteReply](1),
+	}
+	rep, err := ask(s, ns.route, rr, rr.Reply)
 	if err != nil {
 		return api.RouteResult{}, 0, err
 	}
-	if reply.Err != nil {
-		return api.RouteResult{}, 0, decisionError(reply.Err, req.RequestID)
+	if rep.Err != nil {
+		return api.RouteResult{}, 0, decisionError(rep.Err, req.RequestID)
 	}
 	if c := s.cfg.Cluster; c != nil {
-		d := reply.Decision
+		d := rep.Decision
 		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks})
 	}
-	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, reply.Decision)
+	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, rep.Decision)
 	s.fillServing(&out)
 	if cov.Partial() {
 		out.Recovering, out.Partial = s.recovering(ns, cov), true
@@ -290,7 +293,8 @@ func (s *Service) bookkeeping(id string, free bool) error {
 // found false when none tracks the request.
 func (s *Service) localBookkeeping(id string, free bool) (found bool, err error) {
 	for _, ns := range s.sortedSpaces() {
-		r, err := request[*routing.BookkeepingReply](s, ns.route, &routing.Bookkeeping{ID: id, Free: free})
+		bk := &routing.Bookkeeping{ID: id, Free: free, Reply: reply.Make[*routing.BookkeepingReply](1)}
+		r, err := ask(s, ns.route, bk, bk.Reply)
 		if err != nil {
 			return false, err
 		}
@@ -382,6 +386,17 @@ func (s *Service) rankInfo(k messages.WorkerKey, w *worker) api.RankInfo {
 		ri.Blocks = uint64(is.TreeSizes[k])
 	}
 	return ri
+}
+
+// ask sends msg, which carries the reply channel c, to a local actor and
+// waits at most the service timeout for the answer in c.
+func ask[T any](s *Service, pid *actor.PID, msg any, c reply.Chan[T]) (T, error) {
+	s.system.Root.Send(pid, msg)
+	v, err := c.Wait(s.cfg.Timeout)
+	if err != nil {
+		return v, s.errTimeout("route actor", err)
+	}
+	return v, nil
 }
 
 // request sends msg to an actor and waits at most the service timeout.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
+	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/messages"
 )
@@ -50,12 +51,14 @@ type ForgetRequest struct{ ID string }
 type ForgetReply struct{ Found bool }
 
 // CreditRequest asks for a route request's session credit (answered with
-// *CreditReply): Index.Credit with the request's session id, the weight and
-// the namespace's candidates.
+// *CreditReply, into Reply when set, else to the sender): Index.Credit
+// with the request's session id, the weight and the namespace's
+// candidates.
 type CreditRequest struct {
 	ID         string
 	Weight     float64
 	Candidates []routing.Candidate
+	Reply      reply.Chan[*CreditReply]
 }
 
 // CreditReply carries the bonuses (none: route as without a session).
@@ -101,7 +104,7 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 			a.index.Apply(ev, now)
 		}
 	case *CreditRequest:
-		ctx.Respond(&CreditReply{Bonus: a.index.Credit(m.ID, m.Weight, m.Candidates, nil)})
+		reply.Respond(ctx, m.Reply, &CreditReply{Bonus: a.index.Credit(m.ID, m.Weight, m.Candidates, nil)})
 	case *GetRequest:
 		s, ok := a.index.Get(m.ID)
 		if !m.Chain {
