@@ -1,7 +1,10 @@
 package pinned
 
 import (
+	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -21,7 +24,7 @@ type generator struct {
 // offer sends rate requests/s to url for warmup+d (open loop: each
 // request is due at its scheduled time whatever the answers do), the
 // bodies round robin, and measures the requests due after the warm-up.
-func (g *generator) offer(url string, rate float64, warmup, d time.Duration) Stats {
+func (g *generator) offer(ctx context.Context, url string, rate float64, warmup, d time.Duration) Stats {
 	plan := newSchedule(rate, warmup+d)
 	// A client of its own per point: the point opens its connections in
 	// its warm-up and closes them at its end.
@@ -36,10 +39,30 @@ func (g *generator) offer(url string, rate float64, warmup, d time.Duration) Sta
 		t.Body = g.bodies[(next.Add(1)-1)%uint64(len(g.bodies))]
 		return nil
 	}
+	stop := context.AfterFunc(ctx, func() { atk.Stop() })
+	defer stop()
 	samples := make([]sample, 0, plan.count)
 	for res := range atk.Attack(targeter, plan, 0, "") {
 		samples = append(samples, sample{Seq: res.Seq, Began: res.Timestamp, Ended: res.Timestamp.Add(res.Latency),
-			OK: res.Code == http.StatusOK && res.Error == "", Err: res.Error})
+			OK: res.Code == http.StatusOK && res.Error == "", Err: errorClass(res.Code, res.Error)})
 	}
 	return summarize(plan, samples, warmup)
+}
+
+// errorClass names why a request failed, in a few classes (a client
+// error's text carries the URL and the ports).
+func errorClass(code uint16, err string) string {
+	switch {
+	case code != 0 && code != http.StatusOK:
+		return "status " + strconv.Itoa(int(code))
+	case strings.Contains(err, "Client.Timeout") || strings.Contains(err, "deadline exceeded"):
+		return "timeout"
+	case strings.Contains(err, "connection reset"):
+		return "connection reset"
+	case strings.Contains(err, "connection refused"):
+		return "connection refused"
+	case strings.Contains(err, "EOF"):
+		return "connection closed"
+	}
+	return "other"
 }

@@ -22,6 +22,11 @@ type Config struct {
 	// Engines is the number of simulated engine processes; each offers
 	// Ingest/Engines blocks/s and starts at its own slice of the trace.
 	Engines int
+	// EngineNice is the engines' nice value (nice -n): they share the
+	// generator's core and take what the generator leaves, so an
+	// overloaded core shows as ingest below the offered rate, not as a
+	// late generator.
+	EngineNice int
 	// Capacity is each engine's cache, in blocks.
 	Capacity int
 	// Warmup is offered at each point's rate before Duration; its requests
@@ -56,18 +61,18 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Rates: []float64{1000, 5000, 10000, 20000}, Ingest: []float64{100_000, 500_000},
-		Engines: 8, Capacity: 65536, Warmup: time.Second, Duration: 5 * time.Second,
+		Engines: 4, EngineNice: 19, Capacity: 65536, Warmup: time.Second, Duration: 5 * time.Second,
 		Fill: 0.9, FillTimeout: 30 * time.Second,
 		Trace: "builtin:conversation", TokensPerBlock: 16, Seed: 1, Shards: 1,
 		RouterCPU: 0, LoadCPU: 1, Pin: true, MaxConns: 4096, Timeout: 5 * time.Second,
 	}
 }
 
-// QuickConfig is a smoke run: 1k and 5k req/s at 100k blocks/s, 4
+// QuickConfig is a smoke run: 1k and 5k req/s at 100k blocks/s, 2
 // engines, 2 s points.
 func QuickConfig() Config {
 	c := DefaultConfig()
-	c.Rates, c.Ingest, c.Engines = []float64{1000, 5000}, []float64{100_000}, 4
+	c.Rates, c.Ingest, c.Engines = []float64{1000, 5000}, []float64{100_000}, 2
 	c.Warmup, c.Duration, c.FillTimeout = 500*time.Millisecond, 2*time.Second, 15*time.Second
 	return c
 }
@@ -81,6 +86,8 @@ func (c Config) Validate() error {
 		return errors.New("pinned: no floor server command")
 	case len(c.Rates) == 0 || len(c.Ingest) == 0:
 		return errors.New("pinned: rates and ingest rates must not be empty")
+	case c.EngineNice < 0 || c.EngineNice > 19:
+		return fmt.Errorf("pinned: engine nice %d: want 0..19", c.EngineNice)
 	case c.Engines <= 0 || c.Capacity <= 0 || c.TokensPerBlock <= 0 || c.Shards <= 0 || c.MaxConns <= 0:
 		return errors.New("pinned: engines, capacity, tokens per block, shards and max connections must be positive")
 	case c.Duration <= 0 || c.Warmup < 0 || c.Timeout <= 0 || c.FillTimeout < 0 || c.Fill < 0 || c.Fill > 1:

@@ -11,7 +11,10 @@
 // paced by stored blocks (--block-rate: Ingest/Engines each) and looped,
 // engine i starting i/Engines into the trace so the engines hold different
 // slices; they publish real KV events over ZeroMQ, and serve subscribes to
-// all of them (--worker). The generator is this process, pinned to LoadCPU
+// all of them (--worker). The engines run at nice 19 (EngineNice): they
+// take what the generator leaves of the core, so a core too small for both
+// shows as ingest below the offered rate (the table's engines blocks/s),
+// not as a late generator. The generator is this process, pinned to LoadCPU
 // with `taskset -a -p` (every thread, and the ones started later). Without
 // taskset everything runs unpinned and the table's header says so.
 //

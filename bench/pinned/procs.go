@@ -70,6 +70,8 @@ type proc struct {
 // startProc starts argv; onLine, when set, sees each stderr line.
 func startProc(name string, argv []string, onLine func(string)) (*proc, error) {
 	p := &proc{name: name, cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
+	// A harness that dies takes its children with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

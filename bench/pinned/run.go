@@ -86,6 +86,7 @@ func (r *runner) progress(format string, a ...any) {
 type engines struct {
 	procs  []*proc
 	stored []atomic.Uint64
+	up     atomic.Int32 // engines that have reported a status line
 	pubs   []string
 	replay []string
 }
@@ -96,6 +97,25 @@ func (e *engines) total() uint64 {
 		n += e.stored[i].Load()
 	}
 	return n
+}
+
+// waitUp waits until every engine has loaded its trace and reported a
+// status line (its pacing clock runs from then).
+func (e *engines) waitUp(ctx context.Context) error {
+	err := waitFor(ctx, e.procs[0], time.Minute, "every engine's status line", func() (bool, string) {
+		for _, p := range e.procs {
+			if p.exited() {
+				return true, ""
+			}
+		}
+		return int(e.up.Load()) == len(e.procs), fmt.Sprintf("%d of %d engines up", e.up.Load(), len(e.procs))
+	})
+	for _, p := range e.procs {
+		if p.exited() {
+			return fmt.Errorf("%s exited:\n%s", p.name, p.lastLines())
+		}
+	}
+	return err
 }
 
 func (e *engines) stop() {
@@ -115,15 +135,19 @@ func (r *runner) startEngines(ingest float64) (*engines, error) {
 	for i := range r.cfg.Engines {
 		pub, rep := "tcp://"+addrs[2*i], "tcp://"+addrs[2*i+1]
 		tpb := strconv.Itoa(r.cfg.TokensPerBlock)
-		argv := r.pin.argv(r.cfg.LoadCPU, []string{r.cfg.KVRouter, "sim", "--driver", "trace", "--trace", r.cfg.Trace,
+		argv := r.pin.argv(r.cfg.LoadCPU, []string{"nice", "-n", strconv.Itoa(r.cfg.EngineNice), r.cfg.KVRouter, "sim", "--driver", "trace", "--trace", r.cfg.Trace,
 			"--tokens-per-block", tpb, "--block-size", tpb, "--seed", strconv.FormatUint(r.cfg.Seed, 10),
 			"--capacity", strconv.Itoa(r.cfg.Capacity), "--block-rate", strconv.FormatFloat(ingest/float64(r.cfg.Engines), 'f', -1, 64),
 			"--loop", "--skip", strconv.Itoa(i * r.prompts / r.cfg.Engines),
 			"--endpoint", pub, "--replay-endpoint", rep, "--status", "200ms"})
-		counter := &e.stored[i]
+		counter, seen := &e.stored[i], false
 		p, err := startProc(fmt.Sprintf("engine %d", i+1), argv, func(line string) {
 			if v, ok := storedField(line); ok {
 				counter.Store(v)
+				if !seen {
+					seen = true
+					e.up.Add(1)
+				}
 			}
 		})
 		if err != nil {
@@ -153,6 +177,9 @@ func (r *runner) ingestRate(ctx context.Context, ingest float64) error {
 		return err
 	}
 	defer eng.stop()
+	if err := eng.waitUp(ctx); err != nil {
+		return err
+	}
 	points := make([]Point, len(r.cfg.Rates))
 	for i, rate := range r.cfg.Rates {
 		points[i] = Point{Ingest: ingest, Rate: rate}
@@ -169,9 +196,9 @@ func (r *runner) ingestRate(ctx context.Context, ingest float64) error {
 
 // measure offers one point to base while the engines run; it returns the
 // point's stats and the engines' stored blocks/s meanwhile.
-func (r *runner) measure(eng *engines, base string, rate float64) (Stats, float64) {
+func (r *runner) measure(ctx context.Context, eng *engines, base string, rate float64) (Stats, float64) {
 	s0, t0 := eng.total(), time.Now()
-	st := r.gen.offer(base+"/route", rate, r.cfg.Warmup, r.cfg.Duration)
+	st := r.gen.offer(ctx, base+"/route", rate, r.cfg.Warmup, r.cfg.Duration)
 	return st, float64(eng.total()-s0) / time.Since(t0).Seconds()
 }
 
@@ -193,7 +220,10 @@ func (r *runner) floorPhase(ctx context.Context, eng *engines, points []Point) e
 		return err
 	}
 	for i := range points {
-		points[i].Floor, points[i].FloorIngest = r.measure(eng, base, points[i].Rate)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		points[i].Floor, points[i].FloorIngest = r.measure(ctx, eng, base, points[i].Rate)
 		r.progress("floor    %6s req/s: %s", human(points[i].Rate), points[i].Floor.brief())
 	}
 	return nil
@@ -225,8 +255,11 @@ func (r *runner) routerPhase(ctx context.Context, eng *engines, points []Point) 
 	r.rep.Fill = append(r.rep.Fill, fill)
 	r.progress("router: smallest rank at %.0f%% of its engine's capacity", 100*fill)
 	for i := range points {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		rp0, rs0 := r.fellBehind(base)
-		points[i].Router, points[i].RouterIngest = r.measure(eng, base, points[i].Rate)
+		points[i].Router, points[i].RouterIngest = r.measure(ctx, eng, base, points[i].Rate)
 		rp1, rs1 := r.fellBehind(base)
 		points[i].Replays, points[i].Resyncs = rp1-rp0, rs1-rs0
 		r.progress("kvrouter %6s req/s: %s, engines %s blocks/s, replays %.0f resyncs %.0f", human(points[i].Rate),

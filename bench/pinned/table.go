@@ -18,12 +18,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		place = r.Pinning
 	}
 	fmt.Fprintf(w, "pinned /route load: open loop, latency from each request's scheduled send time; %s\n", place)
-	fmt.Fprintf(w, "%d cpus, load average %s → %s; %v per point after %v warm-up; bodies: %s at %d tokens per block; engine caches %d blocks; index fill at start %s\n",
-		r.CPUs, r.LoadBefore, r.LoadAfter, c.Duration, c.Warmup, c.Trace, c.TokensPerBlock, c.Capacity, fills(r.Fill))
+	fmt.Fprintf(w, "engines at nice %d; %d cpus, load average %s → %s; %v per point after %v warm-up; bodies: %s at %d tokens per block; engine caches %d blocks; index fill at start %s\n",
+		c.EngineNice, r.CPUs, r.LoadBefore, r.LoadAfter, c.Duration, c.Warmup, c.Trace, c.TokensPerBlock, c.Capacity, fills(r.Fill))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "ingest\trate\tfloor p50\tp99\tp99.9\tkvrouter p50\tp99\tp99.9\t×p50\t×p99\t×p99.9\tkvrouter ok/s\terrors f/k\tsend lag p99 f/k\tengines blocks/s\treplays+resyncs\t")
 	for _, p := range r.Points {
-		f, k := p.Floor.Latency, p.Router.Latency
+		f, k := p.Floor.Latency, p.Router.Latency // N = 0: nothing answered, shown as -
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%.0f\t\n",
 			human(p.Ingest), human(p.Rate), dur(f.P50), dur(f.P99), dur(f.P999), dur(k.P50), dur(k.P99), dur(k.P999),
 			ratio(k.P50, f.P50), ratio(k.P99, f.P99), ratio(k.P999, f.P999), human(p.Router.Throughput),
@@ -50,9 +50,12 @@ func fills(fs []float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// dur formats microseconds: 85µs, 1.25ms, 2.3s.
+// dur formats microseconds: 85µs, 1.25ms, 2.3s; "-" for 0 (a point with
+// no answer).
 func dur(us float64) string {
 	switch {
+	case us == 0:
+		return "-"
 	case us < 1000:
 		return fmt.Sprintf("%.0fµs", us)
 	case us < 1e6:
@@ -64,7 +67,7 @@ func dur(us float64) string {
 // ratio is a/b: 1.4×, 37× ("-" without a floor).
 func ratio(a, b float64) string {
 	switch {
-	case b <= 0:
+	case a <= 0 || b <= 0:
 		return "-"
 	case a/b < 10:
 		return fmt.Sprintf("%.1f×", a/b)

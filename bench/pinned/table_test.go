@@ -20,7 +20,7 @@ func TestWriteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"router (and floor) on cpu 0; generator and 4 engines on cpu 1 (taskset)", "load average 1.5 → 2.0",
+	for _, want := range []string{"router (and floor) on cpu 0; generator and 2 engines on cpu 1 (taskset)", "engines at nice 19", "load average 1.5 → 2.0",
 		"index fill at start 93%", "100k", "10k", "100µs", "3.00ms", "25.00ms", "1.5×", "15×", "62×", "0/1", "98.7k", "9.99k"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

@@ -21,7 +21,7 @@
 //     hooks (dropped seqs, restarts) for listener tests.
 //   - Drivers (driver.go, trace.go) produce prompts: RandomDriver from a
 //     seeded pool of shared prefixes, TraceDriver from Mooncake JSONL traces;
-//     Loop replays a driver's prompts from memory once it ends. Engine.Run
+//     Loop reads a driver into memory and replays its prompts in a loop. Engine.Run
 //     (run.go) paces a driver against an engine, by requests/s, by the
 //     trace's timestamps or by stored blocks/s (a steady ingest).
 //

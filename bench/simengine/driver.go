@@ -108,45 +108,35 @@ func (d *RandomDriver) tokens(n int) []uint32 {
 	return t
 }
 
-// Loop is a Driver that replays d's prompts from the first whenever d
-// ends: the first pass reads d and keeps its prompts (token slices are
-// shared, never modified), later passes replay them from memory, so a
-// looped trace costs its parsing once. An empty d ends the loop with
-// io.EOF; an error of d is returned as is.
-func Loop(d Driver) Driver { return &loopDriver{src: d} }
+// Loop reads d to its end now and returns a Driver that replays its
+// prompts from the first, over and over (token slices are shared, never
+// modified): a looped trace costs its parsing once, before the run's clock
+// starts. An empty d gives a driver that returns io.EOF; an error of d is
+// returned.
+func Loop(d Driver) (Driver, error) {
+	l := &loopDriver{}
+	for {
+		p, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			return l, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		l.kept = append(l.kept, p)
+	}
+}
 
 type loopDriver struct {
-	src  Driver // nil once it ended
 	kept []Prompt
 	next int
 }
 
 func (l *loopDriver) Next() (Prompt, error) {
-	if l.src != nil {
-		p, err := l.src.Next()
-		if err == nil {
-			l.kept = append(l.kept, p)
-			return p, nil
-		}
-		if !errors.Is(err, io.EOF) {
-			return Prompt{}, err
-		}
-		l.Close()
-	}
 	if len(l.kept) == 0 {
 		return Prompt{}, io.EOF
 	}
 	p := l.kept[l.next]
 	l.next = (l.next + 1) % len(l.kept)
 	return p, nil
-}
-
-// Close closes the source when it is an io.Closer and has not ended.
-func (l *loopDriver) Close() error {
-	var err error
-	if c, ok := l.src.(io.Closer); ok {
-		err = c.Close()
-	}
-	l.src = nil
-	return err
 }

@@ -32,7 +32,10 @@ func (failing) Next() (Prompt, error) { return Prompt{}, errors.New("no trace") 
 // Loop replays the trace from its start at each end; an empty source ends
 // it instead of spinning, and an error of the source is returned.
 func TestLoopReplaysTheTrace(t *testing.T) {
-	d := Loop(twoLines(t))
+	d, err := Loop(twoLines(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var firsts []uint32
 	for range 5 {
 		p, err := d.Next()
@@ -45,12 +48,14 @@ func TestLoopReplaysTheTrace(t *testing.T) {
 		t.Errorf("first tokens of 5 looped prompts: %v, want a, b, a, b, a", firsts)
 	}
 	none, _ := NewTraceDriver(strings.NewReader(""), TraceConfig{})
-	empty := Loop(none)
+	empty, err := Loop(none)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := empty.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("looped empty trace: %v, want io.EOF", err)
 	}
-	broken := Loop(failing{})
-	if _, err := broken.Next(); err == nil || err.Error() != "no trace" {
+	if _, err := Loop(failing{}); err == nil || err.Error() != "no trace" {
 		t.Errorf("looped failing open: %v", err)
 	}
 }
@@ -62,7 +67,11 @@ func TestRunPacesByStoredBlocks(t *testing.T) {
 	e := newTestEngine(t, Options{BlockSize: 16}, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx, RunConfig{Driver: Loop(twoLines(t)), BlockRate: 1}) }()
+	d, err := Loop(twoLines(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- e.Run(ctx, RunConfig{Driver: d, BlockRate: 1}) }()
 	eventually.True(t, "the first request is served", func() (bool, string) {
 		s := e.Stats().Cache
 		return s.Requests >= 1, fmt.Sprintf("requests %d", s.Requests)
@@ -74,7 +83,7 @@ func TestRunPacesByStoredBlocks(t *testing.T) {
 	if s := e.Stats().Cache; s.Requests != 1 || s.StoredBlocks != 2 {
 		t.Errorf("requests %d, stored %d; want 1 and 2", s.Requests, s.StoredBlocks)
 	}
-	if err := e.Run(context.Background(), RunConfig{Driver: Loop(twoLines(t)), BlockRate: -1}); err == nil {
+	if err := e.Run(context.Background(), RunConfig{Driver: d, BlockRate: -1}); err == nil {
 		t.Error("a negative block rate was accepted")
 	}
 }

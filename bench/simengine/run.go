@@ -17,7 +17,9 @@ type RunConfig struct {
 	// BlockRate, when positive, paces by stored blocks instead of requests
 	// (it overrides Rate): a request is due once the blocks this run has
 	// stored so far are due at BlockRate per second from the start, so the
-	// engine offers a steady ingest whatever each prompt's hit rate.
+	// engine offers a steady ingest whatever each prompt's hit rate. An
+	// engine that falls more than maxBacklog behind (its core busy) drops
+	// the rest of its backlog instead of bursting to catch up.
 	BlockRate float64
 	// Requests stops after this many; 0 runs until the driver ends or the
 	// context is done.
@@ -71,6 +73,9 @@ func (e *Engine) Run(ctx context.Context, cfg RunConfig) error {
 		case cfg.BlockRate > 0:
 			stored := e.Stats().Cache.StoredBlocks - stored0
 			due = start.Add(time.Duration(float64(stored) / cfg.BlockRate * float64(time.Second)))
+			if late := time.Since(due); late > maxBacklog {
+				start, due = start.Add(late-maxBacklog), due.Add(late-maxBacklog)
+			}
 		case cfg.Rate > 0:
 			due = start.Add(time.Duration(float64(served) / cfg.Rate * float64(time.Second)))
 		}
@@ -83,6 +88,10 @@ func (e *Engine) Run(ctx context.Context, cfg RunConfig) error {
 	}
 	return nil
 }
+
+// maxBacklog is how far behind its block rate an engine may run before it
+// gives up the difference.
+const maxBacklog = 100 * time.Millisecond
 
 // pacer waits for a request's due time while serving status and heartbeat
 // ticks.

@@ -68,7 +68,7 @@ func TestPinnedHelpAndBadFlags(t *testing.T) {
 	if code := run([]string{"pinned", "--help"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, f := range []string{"-quick", "-kvrouter", "-json", "-quiet", "-rates", "-ingest", "-engines", "-capacity", "-shards",
+	for _, f := range []string{"-quick", "-kvrouter", "-json", "-quiet", "-rates", "-ingest", "-engines", "-engine-nice", "-capacity", "-shards",
 		"-router-cpu", "-load-cpu", "-max-conns", "-duration", "-warmup", "-fill-timeout", "-timeout", "-pin"} {
 		if !strings.Contains(out.String(), "  "+f) {
 			t.Errorf("pinned --help does not explain %s", f)

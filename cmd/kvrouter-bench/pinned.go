@@ -21,8 +21,9 @@ const pinnedHelp = `Usage: kvrouter-bench pinned [flags]
 The pinned, out-of-process /route load (method in bench/pinned's package
 doc; figures in bench/README.md). The router under test runs as its own
 kvrouter serve process pinned to --router-cpu with taskset; --engines
-kvrouter sim processes (Mooncake trace prompts, LRU caches, real KV events)
-and the load generator (this process, vegeta as a library) on --load-cpu.
+kvrouter sim processes (Mooncake trace prompts, LRU caches, real KV events;
+at --engine-nice) and the load generator (this process, vegeta as a
+library) on --load-cpu.
 The generator offers /route at a constant rate, open loop, and measures
 each request from its scheduled send time (no coordinated omission). The
 floor — a plain net/http server (kvrouter-bench floor-server) that decodes
@@ -40,7 +41,7 @@ Flags:
 // runPinned is the pinned subcommand.
 func runPinned(args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlags("kvrouter-bench pinned", pinnedHelp, stderr)
-	quick := fs.Bool("quick", false, "smoke preset: 1k and 5k req/s at 100k blocks/s, 4 engines, 2 s points (default: 1k,5k,10k,20k req/s at 100k,500k blocks/s, 8 engines, 5 s points)")
+	quick := fs.Bool("quick", false, "smoke preset: 1k and 5k req/s at 100k blocks/s, 2 engines, 2 s points (default: 1k,5k,10k,20k req/s at 100k,500k blocks/s, 4 engines, 5 s points)")
 	kvrouter := fs.String("kvrouter", "", "the kvrouter `binary` (default: kvrouter beside this binary)")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this `file`")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -61,6 +62,7 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 	list("rates", "comma-separated offered /route `rates`, requests/s (default 1000,5000,10000,20000)", func(c *pinned.Config) *[]float64 { return &c.Rates })
 	list("ingest", "comma-separated engine ingest `rates`, stored blocks/s in all (default 100000,500000)", func(c *pinned.Config) *[]float64 { return &c.Ingest })
 	num("engines", "simulated engine processes", func(c *pinned.Config) *int { return &c.Engines })
+	num("engine-nice", "nice value of the engines (0..19): they take what the generator leaves of its core", func(c *pinned.Config) *int { return &c.EngineNice })
 	num("capacity", "cache capacity of each engine, in blocks", func(c *pinned.Config) *int { return &c.Capacity })
 	num("shards", "the router's --shards", func(c *pinned.Config) *int { return &c.Shards })
 	num("router-cpu", "core of the router under test and the floor", func(c *pinned.Config) *int { return &c.RouterCPU })

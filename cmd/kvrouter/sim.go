@@ -68,7 +68,7 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rate := fs.Float64("rate", 10, "requests per second (0: trace timestamps, or flat out for random)")
 	blockRate := fs.Float64("block-rate", 0, "stored blocks per second: pace by the blocks each prompt stores (overrides --rate; 0: off)")
 	skip := fs.Int("skip", 0, "--driver trace: start this many prompts into the trace (with --loop they come back in the next pass), so engines on one trace hold different slices")
-	loop := fs.Bool("loop", false, "--driver trace: replay the trace from its start at its end (same tokens, kept in memory), until --requests or interrupted")
+	loop := fs.Bool("loop", false, "--driver trace: read the trace into memory first, then replay it in a loop (same tokens) until --requests or interrupted")
 	requests := fs.Int("requests", 0, "stop after this many requests (0: until interrupted or the trace ends)")
 	seed := fs.Uint64("seed", 1, "seed for generated prompts and trace tokens")
 	sessions := fs.Bool("sessions", false, "random driver: report a session_id per shared prefix")
@@ -109,7 +109,9 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "trace":
 		drv, err = openTrace(*tracePath, stdin, simengine.TraceConfig{TokensPerBlock: *tokensPerBlock, Limit: *requests, Seed: *seed})
 		if *loop && err == nil {
-			drv = simengine.Loop(drv)
+			src := drv.(*simengine.TraceDriver)
+			drv, err = simengine.Loop(src)
+			src.Close()
 		}
 		for i := 0; i < *skip && err == nil; i++ {
 			_, err = drv.Next()
