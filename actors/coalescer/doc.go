@@ -83,4 +83,22 @@
 // (Stats.Untracked) and their removes pass through, which can only drop a
 // block the engine still holds in a duplicate (a lost hit), never keep one
 // it evicted.
+//
+// # Why the counts are here and not in the index
+//
+// The index tree keeps its own engine hash → block map per stream, so the
+// table duplicates a set the tree holds. Counting duplicates in the tree
+// instead (a side count only for hashes stored twice) would save the
+// table, but the counts' answers are needed before any shard applies the
+// batch: the index's front hands each batch to its shard and, at the same
+// time, to the followers — the session index, which prunes a lineage on a
+// remove, and the router-event publisher, whose consumers apply removes
+// as they come — and, in a cluster, the shard is a grain on another host
+// while the followers stay on this one. A remove filtered only in the tree
+// would reach the followers unfiltered (a lineage and a consumer's index
+// losing a block the engine still holds), and the unknown-parent check
+// that marks a stream degraded would need an answer back from the shard.
+// Moving the counts would mean feeding followers from the shards and
+// answering the stream actor from them; until then the table stays, made
+// small (above).
 package coalescer
