@@ -27,7 +27,7 @@ var families = []struct {
 }{
 	{"vllm", simengine.Options{Encoding: simengine.EncodingVLLMMap}, "", "map-encoded events"},
 	{"sglang", simengine.Options{Encoding: simengine.EncodingSGLang, LegacyReplay: true}, "conv-1", "an SGLang metadata map"},
-	{"trtllm", simengine.Options{Encoding: simengine.EncodingVLLMMap, SeqStart: uint64(time.Now().UnixNano())}, "", "is a nanosecond timestamp"},
+	{"trtllm", simengine.Options{Encoding: simengine.EncodingVLLMMap, SeqStart: uint64(time.Now().UnixNano())}, "", "nanosecond-timestamp seqs (first "},
 }
 
 // startFamily starts family i's simulated engine and registers it as
@@ -159,7 +159,7 @@ func TestServeWarnsWhenAStreamContradictsItsEngine(t *testing.T) {
 		}
 		trt := ws[1].Ranks[0]
 		return len(ws[0].Ranks[0].Warnings) == 0 && trt.Engine == "vllm" && trt.EngineDetected == "trtllm" &&
-			hasWarning(ws[1], "registered as engine vllm, but the stream shows seq ")
+			hasWarning(ws[1], "registered as engine vllm, but the stream shows nanosecond-timestamp seqs")
 	})
 	n, ok := metricstest.Sample(h.scrape(), "kvrouter_engine_contradictions_total", map[string]string{"worker": "3", "engine": "vllm"})
 	if !ok || n < 1 {

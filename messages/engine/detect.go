@@ -27,7 +27,7 @@ const (
 )
 
 var evidenceText = [...]string{
-	"seq %d is a nanosecond timestamp", "seqs count from 0", "map-encoded events", "positional events",
+	"nanosecond-timestamp seqs (first %d)", "seqs counted from 0", "map-encoded events", "positional events",
 	"an SGLang metadata map",
 }
 
@@ -162,10 +162,10 @@ func (d Detection) Warning() string {
 	if d.Contradicted == 0 {
 		return ""
 	}
-	looks := d.Detected
-	if looks == "" {
-		looks = "another engine"
+	looks := d.Detected + "'s"
+	if d.Detected == "" {
+		looks = "another engine's"
 	}
-	return fmt.Sprintf("registered as engine %s, but the stream shows %s (%s): %d batches decoded as %s regardless",
+	return fmt.Sprintf("registered as engine %s, but the stream shows %s, as %s does: %d batches decoded as %s regardless",
 		d.Choice, d.Conflict, looks, d.Contradicted, d.Choice)
 }

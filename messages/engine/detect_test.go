@@ -28,8 +28,8 @@ func TestDetectorAuto(t *testing.T) {
 		{"nothing yet", nil, "", ""},
 		{"vLLM map events", []batch{{0, wire.LayoutMap}, {1, wire.LayoutMap}}, "vllm", "map-encoded events"},
 		{"SGLang metadata at 7", []batch{{0, wire.LayoutPositional | wire.LayoutMetadata}}, "sglang", "an SGLang metadata map"},
-		{"SGLang map events with metadata", []batch{{3, wire.LayoutMap}, {4, wire.LayoutMap | wire.LayoutMetadata}}, "sglang", "seqs count from 0"},
-		{"TensorRT-LLM timestamps", []batch{{trtStart, 0}, {trtStart + 1, wire.LayoutMap}}, "trtllm", "seq 1796083200000000000 is a nanosecond timestamp"},
+		{"SGLang map events with metadata", []batch{{3, wire.LayoutMap}, {4, wire.LayoutMap | wire.LayoutMetadata}}, "sglang", "seqs counted from 0"},
+		{"TensorRT-LLM timestamps", []batch{{trtStart, 0}, {trtStart + 1, wire.LayoutMap}}, "trtllm", "nanosecond-timestamp seqs (first 1796083200000000000)"},
 		{"positional without metadata: vLLM ≤ 0.25 or SGLang", []batch{{0, wire.LayoutPositional}}, "", "positional events"},
 	} {
 		d := NewDetector("")
@@ -60,10 +60,10 @@ func TestDetectorContradiction(t *testing.T) {
 		t.Fatal("a contradiction is reported once per stream")
 	}
 	got := d.Detection()
-	if d.Engine() != "vllm" || got.Contradicted != 2 || got.Detected != "trtllm" || !strings.Contains(got.Conflict, "nanosecond timestamp") {
+	if d.Engine() != "vllm" || got.Contradicted != 2 || got.Detected != "trtllm" || !strings.Contains(got.Conflict, "nanosecond-timestamp seqs") {
 		t.Fatalf("%+v (engine %s)", got, d.Engine())
 	}
-	if w := got.Warning(); !strings.Contains(w, "registered as engine vllm") || !strings.Contains(w, "trtllm") {
+	if w := got.Warning(); !strings.Contains(w, "registered as engine vllm, but the stream shows nanosecond-timestamp seqs") || !strings.Contains(w, "as trtllm's does") {
 		t.Errorf("warning %q", w)
 	}
 	for _, c := range []struct {

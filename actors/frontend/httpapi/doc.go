@@ -96,7 +96,7 @@
 // engine; engine_detected, the engine its batches show (absent before its
 // first batch, or while they fit several engines: positional events
 // without SGLang's metadata map are vLLM ≤ 0.25's or SGLang's);
-// engine_evidence, what they showed ("seqs count from 0, map-encoded
+// engine_evidence, what they showed ("seqs counted from 0, map-encoded
 // events"). A stream that shows what its explicit engine never sends (a
 // nanosecond-timestamp seq registered as vllm, SGLang's metadata map
 // registered as trtllm, …) is still decoded as registered, with a warning
