@@ -90,9 +90,9 @@ func newShardedRouteFixture(b *testing.B, shards int) *routeFixture {
 // default cost: in process (the service call: hashing, index shard, route
 // actor) and over HTTP (one keep-alive client, JSON both ways). Requests
 // are freed as they go, so load stays low. goroutines/op counts the
-// goroutines started per route and free: each is a hand-off to an actor
-// whose mailbox was idle (protoactor's default dispatcher starts one per
-// mailbox run).
+// goroutines started per route and free: protoactor's default dispatcher
+// starts one per mailbox run of an idle actor; the index shards' parked
+// workers start none.
 func BenchmarkRoute(b *testing.B) {
 	f := newRouteFixture(b)
 	b.Run("in-process", func(b *testing.B) { benchRouteInProcess(b, f) })

@@ -25,9 +25,10 @@ type Config struct {
 // to and the shard actors behind it. Its methods may be called from many
 // goroutines.
 type Index struct {
-	root   *actor.RootContext
-	front  *actor.PID
-	shards []*actor.PID
+	root    *actor.RootContext
+	front   *actor.PID
+	shards  []*actor.PID
+	workers *workers // the shards' dispatcher
 }
 
 // Spawn starts the shard actors and the front. Each applied batch is also
@@ -35,9 +36,9 @@ type Index struct {
 // session index); nil followers are skipped.
 func Spawn(root *actor.RootContext, cfg Config, followers ...*actor.PID) *Index {
 	n := max(cfg.Shards, 1)
-	x := &Index{root: root, shards: make([]*actor.PID, n)}
+	x := &Index{root: root, shards: make([]*actor.PID, n), workers: newWorkers(shardThroughput)}
 	for i := range x.shards {
-		x.shards[i] = root.Spawn(shardProps(i, n, cfg.Listeners))
+		x.shards[i] = root.Spawn(shardProps(i, n, cfg.Listeners, x.workers))
 	}
 	front := &frontActor{shards: x.shards}
 	for _, f := range followers {
@@ -130,6 +131,7 @@ func (x *Index) Stop() {
 	for _, pid := range x.shards {
 		_ = x.root.StopFuture(pid).Wait()
 	}
+	x.workers.stop()
 }
 
 // gather sends msg to every shard at once through the front, so each

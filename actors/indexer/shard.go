@@ -36,10 +36,14 @@ type shardActor struct {
 	listeners func() map[messages.StreamID]*actor.PID
 }
 
-func shardProps(n, shards int, listeners func() map[messages.StreamID]*actor.PID) *actor.Props {
+// shardThroughput is how many messages one run of a shard's mailbox
+// handles before it yields (protoactor's default).
+const shardThroughput = 300
+
+func shardProps(n, shards int, listeners func() map[messages.StreamID]*actor.PID, d *workers) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &shardActor{shard: NewShard(), n: n, shards: shards, listeners: listeners}
-	}, mailbox.CountedPriority(mailbox.Index))
+	}, mailbox.CountedPriority(mailbox.Index), actor.WithDispatcher(d))
 }
 
 func (a *shardActor) Receive(ctx actor.Context) {
