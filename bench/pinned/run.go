@@ -23,7 +23,8 @@ type Point struct {
 	FloorIngest, RouterIngest float64
 	// Replays and Resyncs counted by the router during its point: > 0 means
 	// it fell behind the engines (a PUB dropped, the gap was repaired or
-	// the stream's state dropped).
+	// the stream's state dropped); -1 when the router's /metrics did not
+	// answer (within 2 s) at the point's start or end.
 	Replays, Resyncs float64
 }
 
@@ -258,10 +259,13 @@ func (r *runner) routerPhase(ctx context.Context, eng *engines, points []Point) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rp0, rs0 := r.fellBehind(base)
+		rp0, rs0, ok0 := r.fellBehind(base)
 		points[i].Router, points[i].RouterIngest = r.measure(ctx, eng, base, points[i].Rate)
-		rp1, rs1 := r.fellBehind(base)
+		rp1, rs1, ok1 := r.fellBehind(base)
 		points[i].Replays, points[i].Resyncs = rp1-rp0, rs1-rs0
+		if !ok0 || !ok1 {
+			points[i].Replays, points[i].Resyncs = -1, -1 // the router did not answer /metrics
+		}
 		r.progress("kvrouter %6s req/s: %s, engines %s blocks/s, replays %.0f resyncs %.0f", human(points[i].Rate),
 			points[i].Router.brief(), human(points[i].RouterIngest), points[i].Replays, points[i].Resyncs)
 	}
@@ -288,11 +292,12 @@ func (r *runner) waitFill(ctx context.Context, p *proc, base string) float64 {
 	return low
 }
 
-// fellBehind reads the router's replay and resync counters.
-func (r *runner) fellBehind(base string) (replays, resyncs float64) {
-	replays, _ = counterSum(base, "kvrouter_replays_total")
-	resyncs, _ = counterSum(base, "kvrouter_resyncs_total")
-	return replays, resyncs
+// fellBehind reads the router's replay and resync counters; ok is false
+// when /metrics did not answer.
+func (r *runner) fellBehind(base string) (replays, resyncs float64, ok bool) {
+	replays, err1 := counterSum(base, "kvrouter_replays_total")
+	resyncs, err2 := counterSum(base, "kvrouter_resyncs_total")
+	return replays, resyncs, err1 == nil && err2 == nil
 }
 
 // loadAverage is /proc/loadavg's 1-minute figure ("?" where absent).

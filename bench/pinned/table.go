@@ -21,13 +21,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "engines at nice %d; %d cpus, load average %s → %s; %v per point after %v warm-up; bodies: %s at %d tokens per block; engine caches %d blocks; index fill at start %s\n",
 		c.EngineNice, r.CPUs, r.LoadBefore, r.LoadAfter, c.Duration, c.Warmup, c.Trace, c.TokensPerBlock, c.Capacity, fills(r.Fill))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ingest\trate\tfloor p50\tp99\tp99.9\tkvrouter p50\tp99\tp99.9\t×p50\t×p99\t×p99.9\tkvrouter ok/s\terrors f/k\tsend lag p99 f/k\tengines blocks/s\treplays+resyncs\t")
+	fmt.Fprintln(tw, "ingest\trate\tfloor p50\tp99\tp99.9\tkvrouter p50\tp99\tp99.9\t×p50\t×p99\t×p99.9\tkvrouter ok/s\terrors f/k\tsend lag p99 f/k\tengines blocks/s\treplays+resyncs\tsaturated\t")
 	for _, p := range r.Points {
 		f, k := p.Floor.Latency, p.Router.Latency // N = 0: nothing answered, shown as -
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%.0f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%s\t%s\t\n",
 			human(p.Ingest), human(p.Rate), dur(f.P50), dur(f.P99), dur(f.P999), dur(k.P50), dur(k.P99), dur(k.P999),
 			ratio(k.P50, f.P50), ratio(k.P99, f.P99), ratio(k.P999, f.P999), human(p.Router.Throughput),
-			p.Floor.Errors, p.Router.Errors, dur(p.Floor.SendLag.P99), dur(p.Router.SendLag.P99), human(p.RouterIngest), p.Replays+p.Resyncs)
+			p.Floor.Errors, p.Router.Errors, dur(p.Floor.SendLag.P99), dur(p.Router.SendLag.P99), human(p.RouterIngest), behind(p), saturated(p))
 	}
 	return tw.Flush()
 }
@@ -85,4 +85,30 @@ func human(x float64) string {
 		return g(x/1e3) + "k"
 	}
 	return g(float64(int(x)))
+}
+
+// behind is the replays+resyncs column: "?" when /metrics did not answer.
+func behind(p Point) string {
+	if p.Replays < 0 || p.Resyncs < 0 {
+		return "?"
+	}
+	return strconv.FormatFloat(p.Replays+p.Resyncs, 'f', 0, 64)
+}
+
+// saturated names which side could not keep up at a point (more than 1 %
+// of its requests failed, or it answered under 90 % of the offered rate):
+// there the latency is a queue's and the ratio says little.
+func saturated(p Point) string {
+	sat := func(s Stats) bool {
+		return s.Scheduled == 0 || float64(s.Errors) > 0.01*float64(s.Scheduled) || s.Throughput < 0.9*p.Rate
+	}
+	switch f, k := sat(p.Floor), sat(p.Router); {
+	case f && k:
+		return "both"
+	case f:
+		return "floor"
+	case k:
+		return "kvrouter"
+	}
+	return "no"
 }

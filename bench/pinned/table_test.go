@@ -13,7 +13,7 @@ import (
 func TestWriteTable(t *testing.T) {
 	r := &Report{Config: QuickConfig(), CPUs: 2, LoadBefore: "1.5", LoadAfter: "2.0", Fill: []float64{0.93},
 		Points: []Point{{Ingest: 100_000, Rate: 10_000, RouterIngest: 98_700,
-			Floor:  Stats{Scheduled: 10, OK: 10, Latency: lat(100, 200, 400)},
+			Floor:  Stats{Scheduled: 10, OK: 10, Latency: lat(100, 200, 400), Throughput: 10_000},
 			Router: Stats{Scheduled: 10, OK: 9, Errors: 1, Latency: lat(150, 3000, 25000), Throughput: 9_990}}}}
 	var b bytes.Buffer
 	if err := r.WriteTable(&b); err != nil {
@@ -25,6 +25,10 @@ func TestWriteTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if row := strings.TrimSpace(lines[len(lines)-1]); !strings.HasSuffix(row, " kvrouter") {
+		t.Errorf("the point with 1 failure in 10 is not marked saturated on kvrouter's side: %q", row)
 	}
 	r.Pinning = "UNPINNED: taskset (util-linux) not found"
 	b.Reset()
