@@ -108,15 +108,23 @@ func beatUntil(t *testing.T, engines []*simengine.Engine, what string, cond func
 	})
 }
 
-// subscribed waits until svc's listener of worker id delivered a batch of
-// eng (heartbeats), so that nothing eng serves next is lost to a late
-// subscription.
+// subscribed waits until svc's listener of worker id has caught up with
+// eng (heartbeats): subscribed, no replay running, at eng's next seq, the
+// stream exact. Only then is nothing eng serves next lost to a late
+// subscription or raced against a start-up replay that a small replay
+// buffer would outrun.
 func subscribed(t *testing.T, svc *Service, eng *simengine.Engine, id int) {
 	t.Helper()
 	ns, _ := svc.lookup("llama", api.DefaultTenant)
 	beatUntil(t, []*simengine.Engine{eng}, "subscribed", func() (bool, string) {
 		ls, err := ns.pipe.ListenerStats(messages.StreamID{Worker: messages.WorkerID(id)}, time.Second)
-		return err == nil && ls.Received > 0, fmt.Sprint(err)
+		if err != nil {
+			return false, err.Error()
+		}
+		st, _ := streamState(t, svc, id)
+		return ls.Received > 0 && !ls.Recovering() && ls.NextSeq == eng.Stats().NextSeq && st == api.StateExact,
+			fmt.Sprintf("received %d, recovering %v, next seq %d (engine %d), state %s",
+				ls.Received, ls.Recovering(), ls.NextSeq, eng.Stats().NextSeq, st)
 	})
 }
 

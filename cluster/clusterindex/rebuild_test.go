@@ -17,6 +17,7 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/blockhash"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // engine is one simulated engine, its prompts, and the member whose
@@ -190,6 +191,22 @@ func TestHostLossRebuildsSlices(t *testing.T) {
 	// members' random ports). Worker ids are picked so that a survivor
 	// listens to a stream placed on it (to be rebuilt) and it listens to
 	// one placed elsewhere (to be orphaned).
+	// Each index learns the topology a moment after its member does: wait
+	// until the three agree on every shard's owner and more than one
+	// member owns shards.
+	eventually.True(t, "indexes agree on a spread placement", func() (bool, string) {
+		seen := map[string]bool{}
+		for shard := range cfg.Shards {
+			o := nodes[0].regs[0].index.Owner(shard)
+			seen[o] = true
+			for i, n := range nodes[1:] {
+				if other := n.regs[0].index.Owner(shard); other != o {
+					return false, fmt.Sprintf("shard %d: member 0 says %s, member %d says %s", shard, o, i+1, other)
+				}
+			}
+		}
+		return len(seen) > 1, fmt.Sprintf("owners %v", seen)
+	})
 	owners := map[string]int{}
 	for shard := range cfg.Shards {
 		owners[nodes[0].regs[0].index.Owner(shard)]++
