@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -85,6 +86,7 @@ func detect(seen Evidence) string {
 type Detector struct {
 	choice       string
 	seen         Evidence
+	detected     string // detect(seen), kept as seen grows (not per batch)
 	ts           uint64 // the first timestamp seq seen
 	conflict     Evidence
 	contradicted uint64
@@ -110,7 +112,10 @@ func (d *Detector) Observe(seq uint64, l wire.Layout) bool {
 	if e&EvidenceTimestampSeq != 0 && d.seen&EvidenceTimestampSeq == 0 {
 		d.ts = seq
 	}
-	d.seen |= e
+	if e&^d.seen != 0 {
+		d.seen |= e
+		d.detected = detect(d.seen)
+	}
 	a, ok := registry[d.choice]
 	if !ok {
 		return false // Auto, or a name the decoder refuses (counted there)
@@ -130,10 +135,7 @@ func (d *Detector) Engine() string {
 	if d.choice != Auto {
 		return d.choice
 	}
-	if e := detect(d.seen); e != "" {
-		return e
-	}
-	return Auto
+	return cmp.Or(d.detected, Auto)
 }
 
 // Detection is a stream's engine as /workers shows it.
@@ -153,7 +155,7 @@ type Detection struct {
 
 // Detection returns what the detector knows.
 func (d *Detector) Detection() Detection {
-	return Detection{Choice: d.choice, Detected: detect(d.seen), Evidence: d.seen.describe(d.ts),
+	return Detection{Choice: d.choice, Detected: d.detected, Evidence: d.seen.describe(d.ts),
 		Contradicted: d.contradicted, Conflict: d.conflict.describe(d.ts)}
 }
 
