@@ -1,6 +1,7 @@
 package radix
 
 import (
+	"github.com/kvrouter/kvrouter/actors/internal/hashtab"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
@@ -14,7 +15,7 @@ type stream struct {
 	// not know its descendants' engine hashes, so it leaves their entries
 	// behind; resolve drops such stale entries when it meets them and sweep
 	// drops them all once they are half the table.
-	lookup map[messages.ExternalHash]uint64
+	lookup hashtab.Map[messages.ExternalHash, uint64]
 	size   int // tree blocks held
 	stale  int // lookup entries left behind by cascades (an upper bound)
 	det    *detached
@@ -24,14 +25,14 @@ func pack(x, gen uint32) uint64 { return uint64(gen)<<32 | uint64(x) }
 
 // resolve returns the tree block the stream holds under engine hash e.
 func (t *Tree) resolve(s *stream, e messages.ExternalHash) (uint32, bool) {
-	v, ok := s.lookup[e]
+	v, ok := s.lookup.Get(e)
 	if !ok {
 		return 0, false
 	}
 	if t.valid(s, v) {
 		return uint32(v), true
 	}
-	delete(s.lookup, e)
+	s.lookup.Delete(e)
 	if s.stale > 0 {
 		s.stale--
 	}
@@ -44,11 +45,7 @@ func (t *Tree) valid(s *stream, v uint64) bool {
 }
 
 func (t *Tree) sweep(s *stream) {
-	for e, v := range s.lookup {
-		if !t.valid(s, v) {
-			delete(s.lookup, e)
-		}
-	}
+	s.lookup.DeleteFunc(func(_ messages.ExternalHash, v uint64) bool { return !t.valid(s, v) })
 	s.stale = 0
 }
 
@@ -117,7 +114,7 @@ func (t *Tree) newStream(key messages.WorkerKey) *stream {
 		t.keys = append(t.keys, key)
 	}
 	t.keys[id] = key
-	s := &stream{key: key, id: id, lookup: map[messages.ExternalHash]uint64{}}
+	s := &stream{key: key, id: id}
 	t.byID[id] = s
 	t.streams[key] = s
 	return s
@@ -142,6 +139,11 @@ func (t *Tree) store(s *stream, ev *messages.KvCacheEvent, bit uint8, o *Outcome
 			}
 		}
 	}
+	var touched messages.ExternalHash
+	for _, b := range ev.Blocks {
+		touched ^= s.lookup.Touch(b.BlockHash)
+	}
+	t.touched ^= touched
 	for _, b := range ev.Blocks {
 		e := b.BlockHash
 		if x, ok := t.resolve(s, e); ok {
@@ -183,7 +185,7 @@ func (t *Tree) hold(s *stream, c uint32, e messages.ExternalHash, bits uint8, o 
 		s.size++
 	}
 	t.put(c, s.id, old|bits)
-	s.lookup[e] = pack(c, t.node(c).gen)
+	s.lookup.Put(e, pack(c, t.node(c).gen))
 }
 
 // remove drops each hash's tier; a block left on no tier is dropped with
@@ -198,7 +200,7 @@ func (t *Tree) remove(s *stream, hashes []messages.ExternalHash, bit uint8, o *O
 			case b != bit:
 				t.put(x, s.id, b&^bit)
 			default:
-				delete(s.lookup, e)
+				s.lookup.Delete(e)
 				t.note(o, ReasonCascaded, t.dropSubtree(s, x)-1)
 			}
 			continue
@@ -247,7 +249,7 @@ func (t *Tree) dropSubtree(s *stream, x uint32) int {
 	t.stack, t.visited = stack[:0], visited[:0]
 	s.size -= n
 	s.stale += n - 1
-	if s.stale > 64 && 2*s.stale > len(s.lookup) {
+	if s.stale > 64 && 2*s.stale > s.lookup.Len() {
 		t.sweep(s)
 	}
 	return n
@@ -256,7 +258,7 @@ func (t *Tree) dropSubtree(s *stream, x uint32) int {
 // clearStream drops every block of the stream; its id position stays.
 func (t *Tree) clearStream(s *stream) {
 	visited := t.visited[:0]
-	for _, v := range s.lookup {
+	for _, v := range s.lookup.All() {
 		if x := uint32(v); x < t.n && t.node(x).gen == uint32(v>>32) && t.del(x, s.id) {
 			visited = append(visited, x)
 		}
@@ -265,7 +267,7 @@ func (t *Tree) clearStream(s *stream) {
 		t.tryFree(x)
 	}
 	t.visited = visited[:0]
-	s.lookup = map[messages.ExternalHash]uint64{}
+	s.lookup = hashtab.Map[messages.ExternalHash, uint64]{}
 	s.size, s.stale, s.det = 0, 0, nil
 }
 

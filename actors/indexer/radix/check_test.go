@@ -102,7 +102,7 @@ func (t *Tree) check() error {
 			return fmt.Errorf("stream %v: size %d, holds %d", k, s.size, held[s.id])
 		}
 		nodes := map[uint32]bool{}
-		for _, v := range s.lookup {
+		for _, v := range s.lookup.All() {
 			if t.valid(s, v) {
 				nodes[uint32(v)] = true
 			}
@@ -116,7 +116,7 @@ func (t *Tree) check() error {
 			}
 			n := 0
 			for p, kids := range d.kids {
-				if v, ok := s.lookup[p]; ok && t.valid(s, v) {
+				if v, ok := s.lookup.Get(p); ok && t.valid(s, v) {
 					return fmt.Errorf("stream %v: detached under tree block %x", k, p)
 				}
 				for _, c := range kids {
@@ -140,7 +140,7 @@ func (t *Tree) snapshot() map[messages.WorkerKey]map[messages.ExternalHash]strin
 	out := map[messages.WorkerKey]map[messages.ExternalHash]string{}
 	for k, s := range t.streams {
 		m := map[messages.ExternalHash]string{}
-		for e, v := range s.lookup {
+		for e, v := range s.lookup.All() {
 			if !t.valid(s, v) {
 				continue
 			}

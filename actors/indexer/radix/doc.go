@@ -71,7 +71,10 @@
 // FindMatches scores each stream at the deepest matched block holding it,
 // processing bitsets a word at a time.
 //
-// Each stream's lookup maps engine hash → node and the node's generation.
+// Each stream's lookup maps engine hash → node and the node's generation
+// (an actors/internal/hashtab.Map: one probe, one cache line; store touches
+// an event's slots before resolving its blocks, so their cache misses
+// overlap).
 // A cascade does not know the engine hashes of the descendants it drops, so
 // their entries go stale; a lookup validates (generation, membership) and
 // deletes what it finds stale, and a sweep runs when stale entries could

@@ -27,7 +27,7 @@ func (t *Tree) Blocks(key messages.WorkerKey) []messages.ExternalHash {
 		return nil
 	}
 	out := make([]messages.ExternalHash, 0, s.size+s.det.size())
-	for e, v := range s.lookup {
+	for e, v := range s.lookup.All() {
 		if t.valid(s, v) {
 			out = append(out, e)
 		}
@@ -121,7 +121,7 @@ func (d *dumper) chain() *messages.RouterEvent {
 func (t *Tree) dumpStream(out []messages.RouterEvent, s *stream) []messages.RouterEvent {
 	d := &dumper{key: s.key, out: out, cur: -1}
 	rev := map[uint32][]messages.ExternalHash{}
-	for e, v := range s.lookup {
+	for e, v := range s.lookup.All() {
 		if t.valid(s, v) {
 			rev[uint32(v)] = append(rev[uint32(v)], e)
 		}

@@ -441,8 +441,8 @@ func TestSweepDropsStaleLookups(t *testing.T) {
 	if o := tr.Apply(rm(w1, 3, dev, 1000)); !o.Has(ReasonCascaded) || tr.Stats().Counts[ReasonCascaded] != 199 {
 		t.Fatalf("outcome %v, counts %v", o.Reasons.List(), tr.Stats().Counts)
 	}
-	if s := tr.streams[w1]; len(s.lookup) != 1 || s.stale != 0 {
-		t.Errorf("lookup %d entries, stale %d: want 1, 0", len(s.lookup), s.stale)
+	if s := tr.streams[w1]; s.lookup.Len() != 1 || s.stale != 0 {
+		t.Errorf("lookup %d entries, stale %d: want 1, 0", s.lookup.Len(), s.stale)
 	}
 	if sz := tr.Size(); sz != (Size{Blocks: 1, Entries: 1, Streams: 1}) {
 		t.Errorf("size %+v", sz)

@@ -62,7 +62,8 @@ type Tree struct {
 
 	entries int // (block, stream) pairs in the tree
 	stats   Stats
-	stack   []uint32 // scratch for walks
+	touched messages.ExternalHash // keeps store's warming loads (hashtab.Map.Touch)
+	stack   []uint32              // scratch for walks
 	visited []uint32
 }
 

@@ -1,0 +1,209 @@
+// Package hashtab is the hash table the ingest path keeps per stream for
+// engine hashes: the coalescer's set of hashes stored once and the index's
+// engine hash → block lookup.
+//
+// A Map is open addressing with linear probing in one slice of slots (key
+// and value side by side: a lookup is one cache line, and a miss followed by
+// an insert of the same key finds that line warm), at most 3/4 full. A Go
+// map of uint64 keys costs control bytes, groups and a table directory on
+// top of its slots, and its probe is a call; on the ingest path every stored
+// block misses in it once and is then inserted. Key 0 marks an empty slot,
+// so a key 0 is kept aside. Engine hashes are untrusted, so slots are
+// chosen by a keyed mix: an engine cannot aim its hashes at one run of
+// slots without knowing the table's random key.
+package hashtab
+
+import (
+	"iter"
+	"math/bits"
+	"math/rand/v2"
+)
+
+// minSlots is the size of a Map's first slot array.
+const minSlots = 8
+
+// Map maps uint64-like keys to values. The zero value is an empty map; it is
+// not safe for concurrent use.
+type Map[K ~uint64, V any] struct {
+	slots []slot[K, V]
+	n     int    // keys in slots
+	seed  uint64 // the mix's key
+	zero  bool   // key 0 is in the map, with value zeroV
+	zeroV V
+}
+
+// slot puts the value first, so a set's zero-size value adds no padding.
+type slot[K ~uint64, V any] struct {
+	v V
+	k K
+}
+
+// Len returns the number of keys.
+func (m *Map[K, V]) Len() int {
+	if m.zero {
+		return m.n + 1
+	}
+	return m.n
+}
+
+// home is k's first slot.
+func (m *Map[K, V]) home(k K) int {
+	hi, lo := bits.Mul64(uint64(k)^m.seed, 0x9e3779b97f4a7c15)
+	return int((hi ^ lo) & uint64(len(m.slots)-1))
+}
+
+// Get returns k's value and whether k is in the map.
+func (m *Map[K, V]) Get(k K) (V, bool) {
+	if k == 0 {
+		return m.zeroV, m.zero
+	}
+	if m.n == 0 {
+		var v V
+		return v, false
+	}
+	mask := len(m.slots) - 1
+	for i := m.home(k); ; i = (i + 1) & mask {
+		switch s := &m.slots[i]; s.k {
+		case k:
+			return s.v, true
+		case 0:
+			var v V
+			return v, false
+		}
+	}
+}
+
+// Has reports whether k is in the map.
+func (m *Map[K, V]) Has(k K) bool {
+	_, ok := m.Get(k)
+	return ok
+}
+
+// Touch loads k's first slot and returns its key. A lookup's cost is its
+// cache miss: touching the keys of a run before looking them up starts
+// their misses together (the CPU overlaps independent loads) instead of one
+// after the other. The caller keeps the result (in a field) so the load is
+// not dropped.
+func (m *Map[K, V]) Touch(k K) K {
+	if len(m.slots) == 0 {
+		return 0
+	}
+	return m.slots[m.home(k)].k
+}
+
+// Put sets k's value and reports whether k was not in the map.
+func (m *Map[K, V]) Put(k K, v V) bool {
+	if k == 0 {
+		added := !m.zero
+		m.zero, m.zeroV = true, v
+		return added
+	}
+	if 4*(m.n+1) > 3*len(m.slots) {
+		m.grow()
+	}
+	mask := len(m.slots) - 1
+	for i := m.home(k); ; i = (i + 1) & mask {
+		switch s := &m.slots[i]; s.k {
+		case k:
+			s.v = v
+			return false
+		case 0:
+			s.k, s.v = k, v
+			m.n++
+			return true
+		}
+	}
+}
+
+// Delete removes k (a no-op when absent), shifting back the keys of its run
+// that would no longer be found past the emptied slot.
+func (m *Map[K, V]) Delete(k K) {
+	var none V
+	if k == 0 {
+		m.zero, m.zeroV = false, none
+		return
+	}
+	if m.n == 0 {
+		return
+	}
+	mask := len(m.slots) - 1
+	i := m.home(k)
+	for ; m.slots[i].k != k; i = (i + 1) & mask {
+		if m.slots[i].k == 0 {
+			return
+		}
+	}
+	for j := (i + 1) & mask; m.slots[j].k != 0; j = (j + 1) & mask {
+		// The key at j may fill the hole at i if its home is not in (i, j].
+		if h := m.home(m.slots[j].k); (j-h)&mask >= (j-i)&mask {
+			m.slots[i] = m.slots[j]
+			i = j
+		}
+	}
+	m.slots[i] = slot[K, V]{k: 0, v: none}
+	m.n--
+}
+
+// All yields every key and value, in no particular order. The map must not
+// change during the iteration (DeleteFunc deletes while walking).
+func (m *Map[K, V]) All() iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		if m.zero && !yield(0, m.zeroV) {
+			return
+		}
+		for _, s := range m.slots {
+			if s.k != 0 && !yield(s.k, s.v) {
+				return
+			}
+		}
+	}
+}
+
+// DeleteFunc deletes every key for which del returns true, rebuilding the
+// slots at the size the remaining keys need.
+func (m *Map[K, V]) DeleteFunc(del func(K, V) bool) {
+	var none V
+	if m.zero && del(0, m.zeroV) {
+		m.zero, m.zeroV = false, none
+	}
+	old := m.slots
+	m.slots, m.n = nil, 0
+	kept := old[:0]
+	for _, s := range old {
+		if s.k != 0 && !del(s.k, s.v) {
+			kept = append(kept, s) // in place: kept never passes the slot read
+		}
+	}
+	if len(kept) == 0 {
+		return
+	}
+	size := minSlots
+	for 4*len(kept) > 3*size {
+		size *= 2
+	}
+	m.resize(size, kept)
+}
+
+func (m *Map[K, V]) grow() {
+	m.resize(max(2*len(m.slots), minSlots), m.slots)
+}
+
+// resize moves the keys of from into a new slot array of size slots.
+func (m *Map[K, V]) resize(size int, from []slot[K, V]) {
+	if m.seed == 0 {
+		m.seed = rand.Uint64() | 1
+	}
+	m.slots, m.n = make([]slot[K, V], size), 0
+	mask := size - 1
+	for _, s := range from {
+		if s.k == 0 {
+			continue
+		}
+		i := m.home(s.k)
+		for m.slots[i].k != 0 {
+			i = (i + 1) & mask
+		}
+		m.slots[i] = s
+		m.n++
+	}
+}
