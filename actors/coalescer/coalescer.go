@@ -56,6 +56,7 @@ type Stream struct {
 	refs    refTable
 	scratch []messages.ExternalHash
 	stats   Stats
+	touched messages.ExternalHash // keeps Push's warming loads (hashtab.Map.Touch)
 }
 
 // event is one event's header and data: an input being added, a piece of a
@@ -138,6 +139,11 @@ func (s *Stream) Push(ev messages.PlacementEvent, out []messages.RouterEvent) []
 		if ev.Event.HasParent && !s.refs.holds(ev.Event.ParentHash) && s.stats.Untracked == 0 {
 			s.stats.UnknownParents++
 		}
+		var touched messages.ExternalHash
+		for _, b := range ev.Event.Blocks {
+			touched ^= s.refs.once.Touch(b.BlockHash)
+		}
+		s.touched ^= touched
 		for _, b := range ev.Event.Blocks {
 			s.ref(in.tier, b.BlockHash)
 		}

@@ -1,6 +1,9 @@
 package coalescer
 
-import "github.com/kvrouter/kvrouter/messages"
+import (
+	"github.com/kvrouter/kvrouter/actors/internal/hashtab"
+	"github.com/kvrouter/kvrouter/messages"
+)
 
 // Reference counts are kept per (tier, engine hash): a block offloaded to
 // host memory is stored twice (device and host) under one engine hash, and
@@ -30,7 +33,7 @@ const (
 
 // refTable is a Stream's reference counts.
 type refTable struct {
-	once hashSet
+	once hashtab.Map[messages.ExternalHash, struct{}]
 	refs map[messages.ExternalHash]uint64
 }
 
@@ -38,12 +41,12 @@ func newRefTable() refTable {
 	return refTable{refs: make(map[messages.ExternalHash]uint64)}
 }
 
-func (t *refTable) len() int { return t.once.len() + len(t.refs) }
+func (t *refTable) len() int { return t.once.Len() + len(t.refs) }
 
 // holds reports whether h has a live store on some tier.
 func (t *refTable) holds(h messages.ExternalHash) bool {
 	_, ok := t.refs[h]
-	return ok || t.once.has(h)
+	return ok || t.once.Has(h)
 }
 
 // counts returns h's counts word (0: not counted).
@@ -51,7 +54,7 @@ func (t *refTable) counts(h messages.ExternalHash) uint64 {
 	if c, ok := t.refs[h]; ok {
 		return c
 	}
-	if t.once.has(h) {
+	if t.once.Has(h) {
 		return onceCounts
 	}
 	return 0
@@ -61,13 +64,13 @@ func (t *refTable) counts(h messages.ExternalHash) uint64 {
 func (t *refTable) set(h messages.ExternalHash, c uint64) {
 	switch c {
 	case 0:
-		t.once.remove(h)
+		t.once.Delete(h)
 		delete(t.refs, h)
 	case onceCounts:
 		delete(t.refs, h)
-		t.once.insert(h)
+		t.once.Put(h, struct{}{})
 	default:
-		t.once.remove(h)
+		t.once.Delete(h)
 		t.refs[h] = c
 	}
 }
@@ -83,7 +86,7 @@ func (s *Stream) ref(tier messages.StorageTier, h messages.ExternalHash) {
 		// The common case in one insert (refs is nearly always empty): a
 		// new hash joins once; one already there goes on to be counted
 		// twice.
-		if t.once.insert(h) {
+		if t.once.Put(h, struct{}{}) {
 			return
 		}
 	}
