@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -232,6 +233,20 @@ func (x *Decoder) events() error {
 func (x *Decoder) mapKey() (string, error) {
 	b, err := x.mapKeyBytes()
 	return keyString(b), err
+}
+
+// keyField reads an event's map key as the field it names (fIgnore for keys
+// kvrouter does not read and non-string keys). A fixstr key, what engines
+// send, is looked up in place.
+func (x *Decoder) keyField() (field, error) {
+	if p := x.rest(); len(p) > 0 && p[0]&0xe0 == 0xa0 {
+		if n := int(p[0] & 0x1f); n < len(p) && n <= x.lim.MaxStringBytes {
+			_, _ = x.r.Seek(int64(1+n), io.SeekCurrent) // within the payload: cannot fail
+			return keyFields[string(p[1:1+n])], nil
+		}
+	}
+	b, err := x.mapKeyBytes()
+	return keyFields[string(b)], err
 }
 
 // mapKeyBytes reads a map key's bytes (valid until the next read); a

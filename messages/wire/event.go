@@ -167,11 +167,10 @@ func (x *Decoder) mapEvent(st *eventState) error {
 	}
 	sawType := false
 	for i := 0; i < n; i++ {
-		key, err := x.mapKey()
+		f, err := x.keyField()
 		if err != nil {
 			return err
 		}
-		f := keyFields[key]
 		sawType = sawType || f == fType
 		if err := st.fail(x.setField(st, f)); err != nil {
 			return err

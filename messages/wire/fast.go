@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"math"
+	"slices"
 )
 
 // The two arrays that make up almost every byte of a batch — token ids and
@@ -47,17 +48,34 @@ func intAt(p []byte) (v uint64, n int) {
 }
 
 // fastTokens appends up to n token ids (integers in [0, 2^32)) and returns
-// how many it consumed.
+// how many it consumed. n is within MaxTokens (the caller checks), so the
+// room for all of them is made at once; the encodings tokenizers' ids take
+// (fixint, uint16, uint32) are read inline, others by intAt.
 func (x *Decoder) fastTokens(n int) int {
 	p, off, i := x.rest(), 0, 0
-	for ; i < n; i++ {
-		v, size := intAt(p[off:])
-		if size == 0 || v > math.MaxUint32 { // negative ints are huge here
-			break
+	start := len(x.tokens)
+	x.tokens = slices.Grow(x.tokens, n)[:start+n]
+	out := x.tokens[start:]
+loop:
+	for ; i < len(out) && off < len(p); i++ {
+		var v uint64
+		switch c := p[off]; {
+		case c <= 0x7f:
+			v, off = uint64(c), off+1
+		case c == 0xcd && off+3 <= len(p):
+			v, off = uint64(binary.BigEndian.Uint16(p[off+1:])), off+3
+		case c == 0xce && off+5 <= len(p):
+			v, off = uint64(binary.BigEndian.Uint32(p[off+1:])), off+5
+		default:
+			w, size := intAt(p[off:])
+			if size == 0 || w > math.MaxUint32 { // negative ints are huge here
+				break loop
+			}
+			v, off = w, off+size
 		}
-		x.tokens = append(x.tokens, uint32(v))
-		off += size
+		out[i] = uint32(v)
 	}
+	x.tokens = x.tokens[:start+i]
 	_, _ = x.r.Seek(int64(off), io.SeekCurrent) // within the payload: cannot fail
 	return i
 }

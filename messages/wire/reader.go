@@ -102,9 +102,18 @@ func classify(c byte) class {
 	return classInvalid
 }
 
+// peekCode returns the next byte without consuming it, straight from the
+// payload (the library's PeekCode reads and unreads it through the reader).
+func (x *Decoder) peekCode() (byte, error) {
+	if x.r.Len() == 0 {
+		return 0, io.EOF
+	}
+	return x.payload[len(x.payload)-x.r.Len()], nil
+}
+
 // peek returns the class of the next value without consuming it.
 func (x *Decoder) peek() (class, error) {
-	c, err := x.d.PeekCode()
+	c, err := x.peekCode()
 	if err != nil {
 		return classInvalid, truncated("reading value", err)
 	}
@@ -174,7 +183,7 @@ func (x *Decoder) rawBytes() ([]byte, error) {
 // many payload bytes follow (for ext, including its type byte). The length is
 // checked against what remains, so nothing is allocated for a lie.
 func (x *Decoder) bytesHeader() (int, error) {
-	c, err := x.d.PeekCode()
+	c, err := x.peekCode()
 	if err != nil {
 		return 0, truncated("reading string", err)
 	}
