@@ -327,15 +327,25 @@ func (r *rankState) forget(h uint64) {
 // its parent.
 func selfReference(hashes []uint64, parent wire.Opt[uint64]) (uint64, bool) {
 	if len(hashes) <= 64 {
+		// A 1,024-bit filter of the hashes seen: only a hash whose bit is
+		// already set is compared with the earlier ones (a few per event;
+		// hashes made to collide cost the comparisons of every pair, no
+		// more).
+		var seen [16]uint64
 		for i, h := range hashes {
 			if parent.Ok && h == parent.V {
 				return h, true
 			}
-			for _, g := range hashes[:i] {
-				if g == h {
-					return h, true
+			b := (h * 0x9e3779b97f4a7c15) >> 54
+			w, bit := b>>6, uint64(1)<<(b&63)
+			if seen[w]&bit != 0 {
+				for _, g := range hashes[:i] {
+					if g == h {
+						return h, true
+					}
 				}
 			}
+			seen[w] |= bit
 		}
 		return 0, false
 	}

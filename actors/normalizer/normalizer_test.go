@@ -1,6 +1,8 @@
 package normalizer
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/kvrouter/kvrouter/messages"
@@ -400,5 +402,41 @@ func TestPromptEmbedsAreBlockIdentity(t *testing.T) {
 	}
 	if ta := local(typed(digest(1))); ta != a {
 		t.Errorf("typed embeds A hashes %x, raw %x: want equal", ta, a)
+	}
+}
+
+// TestSelfReferenceModel checks selfReference against the plain definition
+// (some hash repeats, or equals the parent) on random chains of both sizes
+// it handles differently, with and without repeats.
+func TestSelfReferenceModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 0))
+	for range 20000 {
+		n := rng.IntN(100)
+		space := uint64(1 + rng.IntN(4*n+1))
+		if rng.IntN(2) == 0 {
+			space = 1 << 62 // repeats all but impossible: the filter's false positives
+		}
+		hashes := make([]uint64, n)
+		for i := range hashes {
+			hashes[i] = rng.Uint64N(space)
+		}
+		parent := wire.Opt[uint64]{V: rng.Uint64N(space), Ok: rng.IntN(2) == 0}
+		want := false
+		for i, h := range hashes {
+			want = want || (parent.Ok && h == parent.V) || slices.Contains(hashes[:i], h)
+		}
+		h, got := selfReference(hashes, parent)
+		if got != want {
+			t.Fatalf("selfReference(%v, %v) = %v, want %v", hashes, parent, got, want)
+		}
+		seen := 0
+		for _, g := range hashes {
+			if g == h {
+				seen++
+			}
+		}
+		if got && seen < 2 && !(parent.Ok && h == parent.V && seen == 1) {
+			t.Fatalf("selfReference(%v, %v) names %d, which does not repeat", hashes, parent, h)
+		}
 	}
 }
