@@ -40,8 +40,16 @@ type Config struct {
 	// Cost is the cost function (doc.go, Cost): CostKVRouter (the default)
 	// or CostDynamo (the reference's).
 	Cost Cost
-	// OverlapWeight multiplies prefill_blocks in the logit (doc.go, Cost; default 1).
+	// OverlapWeight multiplies the uncached blocks in the logit (doc.go,
+	// Cost; DefaultOverlapWeight, the reference's 1 with CostDynamo).
 	OverlapWeight float64
+	// CacheFalloff is how fast a busy candidate's cache credit falls with
+	// CostKVRouter (doc.go, Cost): a candidate tracking more requests than
+	// the candidates' mean has its cached blocks credited at
+	// OverlapWeight / (1 + CacheFalloff × (r − 1)²), r = (requests + 1) /
+	// (mean + 1). 0: every cached block earns the full weight. CostDynamo
+	// ignores it.
+	CacheFalloff float64
 	// Temperature 0 picks the argmin deterministically; > 0 samples (doc.go).
 	Temperature float64
 	// Rand drives sampling at Temperature > 0 (one Uint64 per decision).
@@ -51,14 +59,20 @@ type Config struct {
 	Load LoadConfig
 }
 
-// DefaultOverlapWeight is kvrouter's default weight of the request's own
-// uncached prefill blocks (doc.go, "Why this default").
-const DefaultOverlapWeight = 8
+// kvrouter's cost at its defaults (doc.go, "Why this default").
+const (
+	// DefaultOverlapWeight is the weight of the request's own uncached
+	// prefill blocks.
+	DefaultOverlapWeight = 16
+	// DefaultCacheFalloff is Config.CacheFalloff's default.
+	DefaultCacheFalloff = 1
+)
 
 // DefaultConfig returns the router's defaults: kvrouter's cost, overlap
-// weight DefaultOverlapWeight, temperature 0.
+// weight DefaultOverlapWeight, cache falloff DefaultCacheFalloff,
+// temperature 0.
 func DefaultConfig() Config {
-	return Config{Cost: CostKVRouter, OverlapWeight: DefaultOverlapWeight}
+	return Config{Cost: CostKVRouter, OverlapWeight: DefaultOverlapWeight, CacheFalloff: DefaultCacheFalloff}
 }
 
 // DynamoConfig returns the reference router's (Dynamo's KV router) cost at
@@ -72,8 +86,9 @@ type Cost int
 
 // The cost functions.
 const (
-	// CostKVRouter: logit = overlap_weight × new_prefill_blocks +
-	// queued_prefill_blocks + decode_blocks.
+	// CostKVRouter: logit = overlap_weight × (new_prefill_blocks +
+	// busy × cached_blocks) + queued_prefill_blocks + decode_blocks, busy
+	// the share of its cache credit a busy candidate loses (doc.go, Cost).
 	CostKVRouter Cost = iota
 	// CostDynamo: logit = overlap_weight × (queued + new prefill blocks) +
 	// decode_blocks, the reference's.
@@ -118,8 +133,9 @@ type Candidate struct {
 }
 
 // RemoteLoad is load booked elsewhere: the cost's active prefill tokens and
-// decode blocks.
-type RemoteLoad struct{ PrefillTokens, Blocks int64 }
+// decode blocks, and the requests they belong to (the cache falloff's
+// count; 0 when the caller does not know it).
+type RemoteLoad struct{ PrefillTokens, Blocks, Requests int64 }
 
 // Score is one candidate's evaluation.
 type Score struct {
@@ -127,12 +143,14 @@ type Score struct {
 	OverlapBlocks uint32
 	// CachedTokens is min(OverlapBlocks × block size, ISL).
 	CachedTokens int64
-	// ActivePrefillTokens and DecodeBlocks are the rank's load.
+	// ActivePrefillTokens, DecodeBlocks and Requests (tracked, in either
+	// phase) are the rank's load.
 	ActivePrefillTokens int64
 	DecodeBlocks        int64
+	Requests            int64
 	// PrefillBlocks is (ActivePrefillTokens + ISL − CachedTokens) / block size.
 	PrefillBlocks float64
-	// Logit is OverlapWeight × PrefillBlocks + DecodeBlocks; lower is better.
+	// Logit is the cost (doc.go, Cost); lower is better.
 	Logit float64
 	// Probability is the candidate's chance at Temperature > 0 (0 at
 	// Temperature 0).
@@ -204,6 +222,7 @@ type row struct {
 	logit   float64
 	blocks  int64
 	prefill int64
+	reqs    int64
 	ov      uint32
 }
 
@@ -211,6 +230,9 @@ type row struct {
 func New(cfg Config) (*Router, error) {
 	if !finiteNonNeg(cfg.OverlapWeight) {
 		return nil, fmt.Errorf("routing: overlap weight %v: %w", cfg.OverlapWeight, ErrInvalidConfig)
+	}
+	if !finiteNonNeg(cfg.CacheFalloff) {
+		return nil, fmt.Errorf("routing: cache falloff %v: %w", cfg.CacheFalloff, ErrInvalidConfig)
 	}
 	if !finiteNonNeg(cfg.Temperature) {
 		return nil, fmt.Errorf("routing: temperature %v: %w", cfg.Temperature, ErrInvalidConfig)
@@ -284,33 +306,34 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 	slots := r.load.slots
 
 	bs, isl := int64(req.BlockSize), int64(req.ISL)
-	fbs := float64(bs)
-	w := r.cfg.OverlapWeight
 	degraded := 0
-	best, tied := 0, 0
-	var reqHash uint64
-	hashed := false
+	var reqSum int64
 	for i := range cands {
 		c := &cands[i]
 		var o uint32
 		if ov != nil {
 			o = ov[i]
 		}
-		p, b := c.Remote.PrefillTokens, c.Remote.Blocks
+		p, b, q := c.Remote.PrefillTokens, c.Remote.Blocks, c.Remote.Requests
 		if h := hints[i].slot; h >= 0 {
-			p, b = p+slots[h].PrefillTokens, b+slots[h].Blocks
+			s := &slots[h]
+			p, b, q = p+s.PrefillTokens, b+s.Blocks, q+int64(s.PrefillRequests+s.DecodeRequests)
 		}
-		cached := min(int64(o)*bs, isl)
-		var logit float64
-		if r.cfg.Cost == CostDynamo {
-			logit = w*(float64(p+isl-cached)/fbs) + float64(b)
-		} else {
-			logit = w*(float64(isl-cached)/fbs) + float64(p)/fbs + float64(b)
-		}
-		rows[i] = row{logit: logit, blocks: b, prefill: p, ov: o}
+		rows[i] = row{blocks: b, prefill: p, reqs: q, ov: o}
+		reqSum += q
 		if c.Degraded {
 			degraded++
 		}
+	}
+	cost := costTerms{cost: r.cfg.Cost, weight: r.cfg.OverlapWeight, falloff: r.cfg.CacheFalloff,
+		meanReqs: float64(reqSum) / float64(n), bs: bs, isl: isl}
+	best, tied := 0, 0
+	var reqHash uint64
+	hashed := false
+	for i := range cands {
+		c := &cands[i]
+		rows[i].logit = cost.logit(&rows[i])
+		logit, b, p := rows[i].logit, rows[i].blocks, rows[i].prefill
 		if i == 0 {
 			tied = 1
 			continue
@@ -381,6 +404,7 @@ func (r *Router) fillScores(req Request, rows []row, cands []Candidate) []Score 
 			CachedTokens:        cached,
 			ActivePrefillTokens: rw.prefill,
 			DecodeBlocks:        rw.blocks,
+			Requests:            rw.reqs,
 			PrefillBlocks:       float64(rw.prefill+isl-cached) / float64(bs),
 			Logit:               rw.logit,
 			Degraded:            cands[i].Degraded,

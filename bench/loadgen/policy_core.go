@@ -14,7 +14,7 @@ const NameDynamo = "dynamo"
 // Core runs kvrouter's decision core (actors/routing) offline: the index
 // is exact (it follows every engine's KV events, as kvrouter's does once
 // they are visible) and the load is the engine model's booked prefill and
-// running blocks, passed as each candidate's load. With routing's Dynamo
+// running blocks and requests, passed as each candidate's load. With routing's Dynamo
 // cost at its defaults (weight 1, temperature 0) it is Dynamo's KV router
 // default: logit = overlap_weight × prefill blocks + decode blocks, the
 // lowest wins, ties among equal logits spread by a hash of the request
@@ -57,7 +57,7 @@ func (c *Core) Pick(q Query) int {
 	}
 	for w := range c.cands {
 		l := q.Fleet.Load(w)
-		c.cands[w].Remote = routing.RemoteLoad{PrefillTokens: l.PrefillTokens, Blocks: l.Blocks}
+		c.cands[w].Remote = routing.RemoteLoad{PrefillTokens: l.PrefillTokens, Blocks: l.Blocks, Requests: int64(l.Running)}
 	}
 	d, err := c.r.Decide(routing.Request{ID: "q" + strconv.Itoa(c.n), ISL: q.Tokens, BlockSize: q.BlockSize}, c.ovs, c.cands)
 	c.n++

@@ -217,7 +217,8 @@ func (r *runner) clusterConfig(workers int, l layout, weight float64) clusterCon
 	// A source of its own, seeded: sampling (temperature > 0) repeats,
 	// and a weight of 0 is taken as given (service.New reads a config
 	// without weight, temperature and source as "unset").
-	rc := routing.Config{OverlapWeight: weight, Temperature: r.cfg.Temperature, Rand: rand.NewPCG(r.cfg.Seed, uint64(workers))}
+	rc := routing.DefaultConfig()
+	rc.OverlapWeight, rc.Temperature, rc.Rand = weight, r.cfg.Temperature, rand.NewPCG(r.cfg.Seed, uint64(workers))
 	return clusterConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity, Shards: l.shards, Hosts: l.hosts,
 		Routing: rc, SessionCredit: r.cfg.SessionCredit, Logger: r.cfg.Logger}
 }
