@@ -11,53 +11,99 @@
 // # Cost
 //
 // For each candidate (worker, dp_rank), with its overlap o (matched blocks
-// from block 0; 0 when the index reports none), block size bs and the
-// request's input length isl in tokens:
+// from block 0; 0 when the index reports none), block size bs, the
+// request's input length isl in tokens, and n the requests the rank
+// tracks (in prefill or decode, plus Candidate.Remote.Requests):
 //
 //	cached_tokens  = min(o × bs, isl)
-//	new_blocks     = (isl − cached_tokens) / bs                (float)
+//	cached_blocks  = cached_tokens / bs                         (float)
+//	new_blocks     = (isl − cached_tokens) / bs                 (float)
 //	queued_blocks  = active_prefill_tokens / bs                 (float)
 //	prefill_blocks = queued_blocks + new_blocks
+//	r              = (n + 1) / (mean n over the candidates + 1)
+//	busy           = k / (1 + k), k = cache_falloff × (r − 1)²  (0 when r ≤ 1)
 //
-//	CostKVRouter (the default):  logit = overlap_weight × new_blocks + queued_blocks + decode_blocks
+//	CostKVRouter (the default):  logit = overlap_weight × (new_blocks + busy × cached_blocks)
+//	                                     + queued_blocks + decode_blocks
 //	CostDynamo (the reference):  logit = overlap_weight × prefill_blocks + decode_blocks
 //
-// Lower is better. The cap at isl only matters for an overlap longer than the
-// request (bad input); otherwise CostDynamo is the reference's formula
-// exactly. Defaults: CostKVRouter, weight 8 (DefaultOverlapWeight),
-// temperature 0; DynamoConfig is the reference's, weight 1. `kvrouter
-// serve --cost dynamo` selects it. Degraded candidates are scored the same
-// way with the overlap the index reports; the Decision says whether the
-// chosen one is degraded and how many candidates were.
+// Lower is better. A candidate's cached blocks save it overlap_weight
+// each, times 1 − busy = 1 / (1 + cache_falloff × (r − 1)²): the full
+// saving up to the candidates' mean request count, half of it at
+// r = 2 (falloff 1), a tenth at r = 4. The cap at isl only matters for an
+// overlap longer than the request (bad input); otherwise CostDynamo is the
+// reference's formula exactly (it ignores the falloff). Defaults:
+// CostKVRouter, weight 16 (DefaultOverlapWeight), cache falloff 1
+// (DefaultCacheFalloff), temperature 0; DynamoConfig is the reference's,
+// weight 1, no falloff. `kvrouter serve --cost dynamo` selects it,
+// `--cache-falloff 0` turns the falloff off. On a cluster each host counts
+// the requests it routed itself (Remote.Requests is 0 unless the caller
+// fills it), so r is the host's own spread. Degraded candidates are scored
+// the same way with the overlap the index reports; the Decision says
+// whether the chosen one is degraded and how many candidates were.
 //
 // # Why this default
 //
 // Measured with kvrouter-bench's engine model (bench/README.md, "Peers'
-// policies"): prefill is booked on a worker until its engine reports it
-// done, so the queued prefill is real, often large, load. The reference's
-// cost multiplies it by the overlap weight together with the request's own
-// uncached blocks: at weight 1 a worker with the conversation cached but a
-// prefill queued loses to an empty one (63–74 % of the clairvoyant hit rate
-// on the Mooncake traces at 4–64 workers, first 2,000 requests); raising
-// the weight raises the queue's weight as well, and the hit rate stays at
-// 79–89 %. Weighting only what the choice changes — the uncached blocks
-// this request would have to prefill there — and counting queued prefill
-// and decode blocks once as load keeps a conversation on its worker unless
-// that worker is really busier: weight 8 reached 94–99 % of the bound at
-// request CoV 0.03–0.14 on both traces at 4–64 workers, the same weight
-// for every trace and fleet size. The alternatives measured: the
-// reference's cost at weights 1–1000 (above); a pure time estimate (queued
-// plus uncached tokens over the prefill rate, the reference's cost at a
-// very large weight): 79–89 % and request CoV up to 0.6 at 64 workers.
+// policies and the default"): prefill is booked on a worker until its
+// engine reports it done, so the queued prefill is real, often large,
+// load. The reference's cost multiplies it by the overlap weight together
+// with the request's own uncached blocks: at weight 1 a worker with the
+// conversation cached but a prefill queued loses to an empty one (56–76 %
+// of the clairvoyant hit rate on the Mooncake traces at 4–64 workers);
+// raising the weight raises the queue's weight as well (79–89 %).
+// Weighting only what the choice changes — the uncached blocks this
+// request would prefill there — and counting queued prefill and decode
+// blocks once as load keeps a conversation on its worker unless that
+// worker is really busier.
 //
-// On the full traces (bench/README.md, "Peers' policies and the default")
-// the default reaches 94.4–94.7 % of the bound on the conversation trace
-// and 98.4–98.6 % on the synthetic one at 4–64 workers, request CoV
-// 0.01–0.125; on the generated agentic workload, which it was not chosen
-// on, 98–99 % but request CoV 0.17–0.50 at 16–64 workers: Zipf-popular
-// tenants make whole workers hot, and weight 8 keeps their sessions there.
-// No fixed weight met both targets on all three workloads; an adaptive
-// weight was not tried.
+// How strongly to keep it is where the workloads disagree. The Mooncake
+// conversations gain from a higher weight (on their first 2,000 requests
+// at 16 workers, a fixed weight 8: 94 % of the bound, 16: 98 %, 32: 99 %,
+// all at request CoV ≤ 0.06); on the generated agentic workload
+// a higher weight keeps every session of a Zipf-popular tenant on the few
+// workers holding its system prompt (request CoV 0.24 at weight 8, 0.39
+// at 16, 0.54 at 32, the same subset), and a lower one (4) balances it but
+// costs the conversations 7 points. The falloff separates the two: a
+// worker only loses its cache's pull once it runs well above the
+// candidates' mean request count — which the conversations, spread by
+// nature, rarely reach and a hot tenant's workers do — so the weight can
+// be high for the common case. Weight 16 with falloff 1, on the full
+// traces through the real route path (bench/README.md) at 4–64 workers:
+// 97.2–97.7 % of the bound on the conversations at request CoV ≤ 0.05
+// (weight 8 alone: 94.4–94.7 %), 98.3–99.4 % on the synthetic trace at
+// CoV 0.03–0.10 (weight 8: up to 0.125), 95.9–99.1 % on agentic at CoV
+// 0.06, 0.17, 0.39 (weight 8: 98.1–99.3 % at 0.07, 0.17, 0.50). It costs
+// agentic 4.8 ms of TTFT estimate and 2.2 points at 64 workers, and at
+// 1,000 workers (not a target) 6 points on agentic and 2 on synthetic.
+//
+// Alternatives measured and dropped, on the offline replay of this core
+// (bench/loadgen Core: the same caches and engine model, within a point
+// of the route path), 4–64 workers:
+//
+//   - a fleet-wide weight that falls with the spread of the request counts
+//     (weight / (1 + K × their CoV), K 2–8; first 2,000 requests, 16 and 64
+//     workers): the spread of about 2 running requests a worker is noisy,
+//     so the weight falls for the conversations too — where agentic's CoV
+//     nears 0.1 at 16 workers, the conversations drop to 90–93 %;
+//   - a penalty on requests above the mean (same subset): where it
+//     balances agentic to CoV 0.05–0.12 it moves sessions mid-way, 86–92 %
+//     on both;
+//   - the falloff on decode blocks instead of requests: long prompts count
+//     as busy, 94.6–96.4 % on the conversations;
+//   - a steeper falloff (2): agentic CoV 0.05, 0.12, 0.28 but 94.3 % of the
+//     bound at 64 workers;
+//   - a larger queue weight or a smaller decode weight: a TTFT estimate
+//     1–2.4 ms lower on the conversations, but agentic CoV 0.4–1.3 at
+//     16–64 workers;
+//   - the pure time estimate (queued plus uncached tokens over the prefill
+//     rate; first 2,000 requests): 79–89 %, CoV up to 0.6.
+//
+// A per-worker prefill rate learned from prefill-done timings could not
+// show in the engine model, whose workers are equally fast. What no
+// setting tried reaches: agentic request CoV ≤ 0.1 at 16 and 64 workers
+// with ≥ 95 % of the bound, and a TTFT estimate below SGLang's and
+// llm-d's, which never move a session (request CoV up to 1.9).
 //
 // # Temperature 0: deterministic tie-break
 //

@@ -108,6 +108,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tenant := fs.String("tenant", api.DefaultTenant, "tenant of --worker workers")
 	costName := fs.String("cost", routing.CostKVRouter.String(), "routing cost: kvrouter (weight × the request's uncached blocks + queued prefill blocks + decode blocks) or dynamo (the reference's: weight × (queued + uncached) prefill blocks + decode blocks)")
 	weight := fs.Float64("overlap-weight", routing.DefaultOverlapWeight, "weight of the request's uncached prefill blocks in the routing cost (0: load only; default 16 with --cost kvrouter, 1 with --cost dynamo)")
+	falloff := fs.Float64("cache-falloff", routing.DefaultCacheFalloff, "with --cost kvrouter: how fast a busy worker's cache credit falls (a worker tracking r× the mean requests keeps 1/(1 + falloff × (r − 1)²) of it; 0: off)")
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: deterministic argmin)")
 	timeout := fs.Duration("timeout", 50*time.Millisecond, "deadline of one actor request on the route path (an index query gets 1µs more per block of its prompt)")
 	maxPrompt := fs.Int("max-prompt-tokens", httpapi.DefaultMaxPromptTokens, "largest token_ids of one /route or /query request (413 too_many_tokens past it); the request body cap follows from it (12 bytes a token + 64 KiB: 12.1 MiB at the default)")
@@ -151,6 +152,9 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rc := routing.CostConfig(cost)
 	if cli.FlagSet(fs, "overlap-weight") {
 		rc.OverlapWeight = *weight
+	}
+	if cli.FlagSet(fs, "cache-falloff") {
+		rc.CacheFalloff = *falloff
 	}
 	rc.Temperature = *temperature
 	if *maxSessions <= 0 || *sessionIdle <= 0 {
