@@ -96,6 +96,11 @@
 //   - a larger queue weight or a smaller decode weight: a TTFT estimate
 //     1–2.4 ms lower on the conversations, but agentic CoV 0.4–1.3 at
 //     16–64 workers;
+//   - a queue weight 4 with a steeper falloff (weight 32, falloff 6):
+//     agentic CoV 0.04 and 0.10 at 4 and 16 workers and the conversations'
+//     TTFT estimate 1.5–2.3 ms lower, but agentic 92.9 % of the bound at 64
+//     workers (CoV 0.28) and its TTFT 2–4 ms higher — one target traded
+//     for another;
 //   - the pure time estimate (queued plus uncached tokens over the prefill
 //     rate; first 2,000 requests): 79–89 %, CoV up to 0.6.
 //
