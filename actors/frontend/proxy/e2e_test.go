@@ -19,6 +19,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
+	"github.com/kvrouter/kvrouter/actors/telemetry"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
@@ -252,9 +253,15 @@ func TestProxyEngineDeathEndsTheStreamAndFrees(t *testing.T) {
 }
 
 // A worker whose serving endpoint refuses connections is passed over for
-// the next best; the booking follows the worker that served.
+// the next best; the booking follows the worker that served, and each
+// failed connection is counted against the worker that failed.
 func TestProxyRetriesTheNextBestWorker(t *testing.T) {
-	f := newFleet(t, 2, nil, Options{})
+	m, err := telemetry.NewMetrics(telemetry.Pipelines(nil), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	f := newFleet(t, 2, nil, Options{Meter: m.Meter("github.com/kvrouter/kvrouter/actors/frontend/proxy")})
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -280,10 +287,15 @@ func TestProxyRetriesTheNextBestWorker(t *testing.T) {
 			t.Fatalf("request %d: %d from %q: %s", i, resp.StatusCode, resp.Header.Get(WorkerHeader), body)
 		}
 	}
-	if n := f.path.Metrics().Count("bookkeeping", "rebook", requestpath.ResultOK); n == 0 {
+	n := f.path.Metrics().Count("bookkeeping", "rebook", requestpath.ResultOK)
+	if n == 0 {
 		t.Errorf("no request was routed to the dead worker first (rebooked %d): the test proves nothing", n)
 	}
 	f.idle()
+	waitFor(t, "one connect failure of worker 1 per rebooked request on /metrics", func() (bool, any) {
+		text := scrape(t, m)
+		return series(text, "kvrouter_proxy_errors_total", `worker="1"`, `dp_rank="0"`, `reason="connect_failed"`) == float64(n), text
+	})
 }
 
 // Models, auth, refusals: what the proxy answers itself.

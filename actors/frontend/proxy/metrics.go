@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/messages"
-	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -58,10 +57,15 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 }
 
 func workerAttrs(k messages.WorkerKey, more ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributes(append([]attribute.KeyValue{tracectx.Worker.Int64(int64(k.Worker)), tracectx.DpRank.Int64(int64(k.DpRank))}, more...)...)
+	return metric.WithAttributes(append([]attribute.KeyValue{workerKey.Int64(int64(k.Worker)), dpRankKey.Int64(int64(k.DpRank))}, more...)...)
 }
 
+// The metrics' labels: worker and dp_rank as every other per-rank series
+// on /metrics names them (actors/telemetry), not the spans' attribute
+// names (tracectx.Worker would be exported as kvrouter_worker_id).
 var (
+	workerKey = attribute.Key("worker")
+	dpRankKey = attribute.Key("dp_rank")
 	reasonKey = attribute.Key("reason")
 	statusKey = attribute.Key("status")
 )
