@@ -28,9 +28,9 @@ worker; a pod that loses readiness or is deleted is unregistered (its
 blocks leave the index); a pod whose IP changes is registered again. Each
 pod says how to reach it with container port names or annotations (the
 defaults match vLLM):
-  KV events   port named kv-events, annotation kvrouter.io/kv-events-port, else --discover-kv-events-port
-  replay      port named kv-replay, annotation kvrouter.io/replay-port, else --discover-replay-port
-  serving     annotation kvrouter.io/serving-port, else the pool's target port, else the port named http, else 8000
+  KV events   annotation kvrouter.io/kv-events-port (a number or a port name), else the port named kv-events, else --discover-kv-events-port
+  replay      annotation kvrouter.io/replay-port, else the port named kv-replay, else --discover-replay-port
+  serving     annotation kvrouter.io/serving-port, else the pool's target port, else the port named http, else --discover-serving-port
   model, tenant, block size, dp size: kvrouter.io/model, /tenant, /block-size, /dp-size (annotation or label;
   dp size N: ranks 0..N-1 on consecutive ports); engine: label kvrouter.io/engine, else --engine.
 The router needs get/list/watch on pods (and inferencepools) in the namespace.

@@ -9,7 +9,7 @@ import (
 // --help prints a command's usage once, to stdout; a bad flag prints the
 // flag package's reason and the usage once, to stderr, and exits 2.
 func TestHelpOnceOnStdout(t *testing.T) {
-	for _, cmd := range []string{"serve", "demo", "tap", "sim", "decode"} {
+	for _, cmd := range []string{"serve", "demo", "tap", "sim", "decode", "tokenize"} {
 		var out, errb bytes.Buffer
 		if code := run([]string{cmd, "--help"}, nil, &out, &errb); code != 0 {
 			t.Fatalf("%s --help: exit %d", cmd, code)
