@@ -116,9 +116,10 @@ test-chart: $(HELM)
 	cd deploy/charttest && KVROUTER_CHART_RENDERED=$(CHART_OUT) $(GO) test -count=1 ./...
 
 # The container image's binary (deploy/Dockerfile builds it the same way):
-# static (file, ldd), and every base image of the Dockerfile pinned (an
-# exact version tag or a digest; scratch needs none). No container engine
-# runs here, so the image itself is not built.
+# static (file, ldd), every base image of the Dockerfile pinned (an exact
+# version tag or a digest; scratch needs none), and every file its build
+# stage copies from the repository present. No container engine runs here,
+# so the image itself is not built.
 .PHONY: check-static
 check-static:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kvrouter-static ./cmd/kvrouter
@@ -126,4 +127,6 @@ check-static:
 	@if ldd bin/kvrouter-static >/dev/null 2>&1; then ldd bin/kvrouter-static; echo "check-static: ldd finds dynamic libraries"; exit 1; fi
 	@awk '$$1 == "FROM" {print $$2}' deploy/Dockerfile | while read -r img; do \
 		case "$$img" in scratch|*@sha256:*|*:[0-9]*) ;; *) echo "check-static: base image $$img is not pinned"; exit 1;; esac; done
-	@echo "check-static: bin/kvrouter-static is static; deploy/Dockerfile's bases are pinned"
+	@awk '$$1 == "COPY" && $$2 !~ /^--from=/ {for (i = 2; i < NF; i++) if ($$i !~ /^--/) print $$i}' deploy/Dockerfile | while read -r src; do \
+		[ -e "$$src" ] || { echo "check-static: deploy/Dockerfile copies $$src, which the repository does not have"; exit 1; }; done
+	@echo "check-static: bin/kvrouter-static is static; deploy/Dockerfile's bases are pinned and its sources present"
