@@ -72,6 +72,10 @@ func TestChatRenderedByEngineAndCached(t *testing.T) {
 	if n := fake.Calls("/v1/chat/completions/render"); n != 1 {
 		t.Fatalf("render calls %d, want 1 (the second answer is cached)", n)
 	}
+	// A hit allocates nothing (bench/README.md: BenchmarkEngineCacheHit).
+	if n := testing.AllocsPerRun(100, func() { r.Chat(ctx, "qwen3", c) }); n != 0 {
+		t.Errorf("a cache hit allocates %v times, want 0", n)
+	}
 	// Tools and template arguments change the prompt, so they are part of
 	// the key and reach the engine.
 	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{}}}]`

@@ -165,9 +165,12 @@ func (r *Resolver) completionText(ctx context.Context, model string, p Completio
 		special[0] = 1
 	}
 	key := hashKey([]byte("completion"), []byte(model), []byte(p.Text), special)
-	res := r.fromEngine(ctx, model, key, func(ctx context.Context, e *Engine) ([]uint32, error) {
-		return e.TokenizeText(ctx, model, p.Text, p.AddSpecialTokens)
-	})
+	res, hit := r.cached(key)
+	if !hit {
+		res = r.fromEngine(ctx, model, key, func(ctx context.Context, e *Engine) ([]uint32, error) {
+			return e.TokenizeText(ctx, model, p.Text, p.AddSpecialTokens)
+		})
+	}
 	if res.Source == FromNone && res.Reason == ReasonNoEngine {
 		res.Reason = ReasonNoTokenizer
 	}
@@ -180,21 +183,28 @@ func (r *Resolver) Chat(ctx context.Context, model string, c Chat) Result {
 	ctx, end := traced(ctx, SpanChat, model)
 	key := hashKey([]byte("chat"), []byte(model), c.Messages, c.Tools, c.ChatTemplateKwargs,
 		optString(c.ChatTemplate), flags(c.AddGenerationPrompt, c.ContinueFinalMessage, c.AddSpecialTokens))
-	res := r.done(r.fromEngine(ctx, model, key, func(ctx context.Context, e *Engine) ([]uint32, error) {
-		return e.RenderChat(ctx, model, c)
-	}))
+	res, hit := r.cached(key)
+	if !hit { // the closure (it escapes) is made on a miss only: a hit allocates nothing
+		res = r.fromEngine(ctx, model, key, func(ctx context.Context, e *Engine) ([]uint32, error) {
+			return e.RenderChat(ctx, model, c)
+		})
+	}
+	res = r.done(res)
 	end(res)
 	return res
 }
 
-// fromEngine answers from the cache, else asks the model's engines in turn
-// until one answers or the deadline passes. Concurrent misses on one key
-// share one round trip (a burst of the same prompt asks the engine once);
-// each caller still waits no longer than its own deadline.
+// cached answers from the cache of engine answers.
+func (r *Resolver) cached(key cacheKey) (Result, bool) {
+	ids, ok := r.cache.get(key)
+	return Result{IDs: ids, Source: FromEngine, Cached: true}, ok
+}
+
+// fromEngine asks the model's engines in turn (after a cache miss) until
+// one answers or the deadline passes. Concurrent misses on one key share
+// one round trip (a burst of the same prompt asks the engine once); each
+// caller still waits no longer than its own deadline.
 func (r *Resolver) fromEngine(ctx context.Context, model string, key cacheKey, ask func(context.Context, *Engine) ([]uint32, error)) Result {
-	if ids, ok := r.cache.get(key); ok {
-		return Result{IDs: ids, Source: FromEngine, Cached: true}
-	}
 	engines := r.enginesFor(model)
 	if len(engines) == 0 {
 		return Result{Source: FromNone, Reason: ReasonNoEngine}
