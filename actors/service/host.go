@@ -72,6 +72,9 @@ func StartHost(system *actor.ActorSystem, cfg HostConfig) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Service.Logger == nil {
+		cfg.Service.Logger = cfg.Logger
+	}
 	if c := cfg.Cluster; c != nil {
 		node := clusterindex.NewNode(c.Index)
 		if _, err := node.Join(system, c.Member); err != nil {

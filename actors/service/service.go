@@ -59,6 +59,14 @@ type Config struct {
 	// SilentAfter is how long a registered worker may send nothing before
 	// /workers warns about it (default 30 s).
 	SilentAfter time.Duration
+	// SyncGrace bounds how long Synced waits for a registered worker's
+	// first sync (synced.go) before it stops holding readiness back for it
+	// (default 30 s): an engine that is down at start must not keep every
+	// other worker's traffic away.
+	SyncGrace time.Duration
+	// Logger logs what the service notices outside a request (a worker
+	// that did not sync in time); nil discards. StartHost passes its own.
+	Logger *slog.Logger
 	// Cluster, when set (kvrouter serve --cluster), is this member's replica
 	// of the cluster's worker registry: registrations made on any host are
 	// every host's, and each stream is listened to by its owner only
@@ -118,6 +126,9 @@ type worker struct {
 	// follows the stream (owns it and runs its listener).
 	version   registry.Version
 	listening bool
+	// synced: its listener was once subscribed with no replay running, or
+	// SyncGrace passed first (synced.go); under Service.mu.
+	synced bool
 }
 
 // New returns a service whose actors live in system.
@@ -130,6 +141,12 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	}
 	if cfg.SilentAfter <= 0 {
 		cfg.SilentAfter = 30 * time.Second
+	}
+	if cfg.SyncGrace <= 0 {
+		cfg.SyncGrace = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Engine == "" {
 		cfg.Engine = engine.Auto

@@ -65,7 +65,12 @@ func (f *eppFlags) build(svc *service.Service, model string, bodyCap int, tk pic
 		Logger: logger, Metrics: &requestpath.Metrics{Front: "epp"}})
 	s = picker.New(picker.FromPath(path), picker.Config{
 		Stream:    picker.StreamConfig{Modes: modes, MaxBody: f.maxBody, MaxEndpoints: f.fallbacks + 1, DefaultModel: model},
-		Tokenizer: tk, Ready: svc.Ready, Logger: logger,
+		Tokenizer: tk, Ready: func(ctx context.Context) error {
+			if err := svc.Ready(ctx); err != nil {
+				return err
+			}
+			return svc.Synced(ctx)
+		}, Logger: logger,
 	})
 	return s, []func(io.Writer) error{s.WriteMetrics, path.WriteMetrics}, nil
 }

@@ -31,7 +31,8 @@
 //     bookkeeping endpoints.
 //   - Health (gRPC health checking protocol): "liveness" is always
 //     serving; "readiness" and "envoy.service.ext_proc.v3.ExternalProcessor"
-//     follow Config.Ready (the service's readiness).
+//     follow Config.Ready (kvrouter serve: the service answers and its
+//     index has synced the registered workers, service.Service.Synced).
 //   - One trace per request (span kvrouter.epp.request), continuing the
 //     traceparent header Envoy forwards; Prometheus counters per outcome,
 //     per load-only reason, per bookkeeping event (WriteMetrics).
