@@ -61,10 +61,15 @@ func (x *Index) Shards() int { return len(x.shards) }
 // batches still queued in the front; Dump, Stats and Snapshot are. The
 // shards answer into one channel the request carries (package reply), not
 // through futures: one message and one goroutine hand-off per shard, one
-// timer per query.
+// timer per query. The query's deadline is the sooner of q.Deadline and
+// timeout from now: a shard that takes it later skips the lookup and
+// answers expiry.ErrExpired, which Query returns at once.
 func (x *Index) Query(q *QueryRequest, timeout time.Duration) (*QueryResult, error) {
 	m := *q
 	m.reply = reply.Make[shardAnswer](len(x.shards))
+	if due := time.Now().Add(timeout); m.Deadline.IsZero() || due.Before(m.Deadline) {
+		m.Deadline = due
+	}
 	for _, pid := range x.shards {
 		x.root.Send(pid, &m)
 	}
@@ -75,6 +80,9 @@ func (x *Index) Query(q *QueryRequest, timeout time.Duration) (*QueryResult, err
 		a, err := m.reply.Until(&d, timeout)
 		if err != nil {
 			return nil, fmt.Errorf("index shards %v: %w", silent(parts), err)
+		}
+		if a.err != nil {
+			return nil, fmt.Errorf("index shard %d: %w", a.shard, a.err)
 		}
 		parts[a.shard] = a.res
 	}

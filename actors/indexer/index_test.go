@@ -12,6 +12,10 @@ import (
 	"github.com/kvrouter/kvrouter/messages"
 )
 
+// wait bounds each answer the tests ask the index for: a loaded machine
+// under -race takes seconds for what takes microseconds alone.
+const wait = time.Minute
+
 // workload generates random, valid event streams for a few workers over a
 // small tree of token paths, so workers share prefixes: a block's local
 // hash depends on its path only, its engine hash on the worker too.
@@ -129,7 +133,7 @@ func TestShardCountInvariance(t *testing.T) {
 				}
 			}
 			for _, x := range idx {
-				if _, err := x.Stats(time.Second); err != nil { // a barrier: the batches are applied
+				if _, err := x.Stats(wait); err != nil { // a barrier: the batches are applied
 					t.Fatal(err)
 				}
 			}
@@ -139,7 +143,7 @@ func TestShardCountInvariance(t *testing.T) {
 				plain.FindMatches(q, opt, &want)
 				wantRes := &QueryResult{Scores: want.Scores, Frequencies: want.Frequencies}
 				for i, x := range idx {
-					got, err := x.Query(&QueryRequest{Hashes: q, Options: opt}, time.Second)
+					got, err := x.Query(&QueryRequest{Hashes: q, Options: opt}, wait)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -151,14 +155,14 @@ func TestShardCountInvariance(t *testing.T) {
 		}
 		want := plain.Size()
 		for i, x := range idx {
-			st, err := x.Stats(time.Second)
+			st, err := x.Stats(wait)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if st.Size.Entries != want.Entries || st.Size.Streams != want.Streams || len(st.Shards) != counts[i] {
 				t.Fatalf("seed %d, %d shards: size %+v, want entries/streams of %+v", seed, counts[i], st.Size, want)
 			}
-			snap, err := x.Snapshot(time.Second)
+			snap, err := x.Snapshot(wait)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +187,7 @@ func TestDumpReplaysIntoAnyShardCount(t *testing.T) {
 	for range 400 {
 		system.Root.Send(src.PID(), &messages.RouterEventBatch{Events: []messages.RouterEvent{g.next(6)}})
 	}
-	dump, err := src.Dump(time.Second)
+	dump, err := src.Dump(wait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +197,8 @@ func TestDumpReplaysIntoAnyShardCount(t *testing.T) {
 	for _, ev := range dump.Events {
 		system.Root.Send(dst.PID(), &messages.RouterEventBatch{Events: []messages.RouterEvent{ev}})
 	}
-	a, _ := src.Snapshot(time.Second)
-	b, err := dst.Snapshot(time.Second)
+	a, _ := src.Snapshot(wait)
+	b, err := dst.Snapshot(wait)
 	if err != nil {
 		t.Fatal(err)
 	}

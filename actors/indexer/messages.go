@@ -1,6 +1,8 @@
 package indexer
 
 import (
+	"time"
+
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/messages"
@@ -9,18 +11,24 @@ import (
 // QueryRequest asks for the overlap of a query's local block hashes.
 // Trace is the route request's span: each shard that answers records its
 // lookup as a child of it (zero: not traced). Index.Query sends one copy
-// to every shard, each answering into the copy's reply channel.
+// to every shard, each answering into the copy's reply channel. Deadline,
+// when set, is when the asker stops waiting: a shard that takes the query
+// later answers expiry.ErrExpired without looking it up (Index.Query sets
+// it from its timeout when that is sooner).
 type QueryRequest struct {
-	Hashes  []messages.LocalHash
-	Options radix.MatchOptions
-	Trace   messages.TraceContext
-	reply   reply.Chan[shardAnswer]
+	Hashes   []messages.LocalHash
+	Options  radix.MatchOptions
+	Trace    messages.TraceContext
+	Deadline time.Time
+	reply    reply.Chan[shardAnswer]
 }
 
-// shardAnswer is one shard's answer to a QueryRequest.
+// shardAnswer is one shard's answer to a QueryRequest: its part, or why
+// there is none (expiry.ErrExpired).
 type shardAnswer struct {
 	shard int
 	res   *QueryResult
+	err   error
 }
 
 // QueryResult is a query's answer: scores deepest first, frequencies when

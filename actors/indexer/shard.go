@@ -2,8 +2,10 @@ package indexer
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
@@ -53,7 +55,12 @@ func (a *shardActor) Receive(ctx actor.Context) {
 	case *messages.RouterEventBatch:
 		ApplyTraced(a.shard, a.n, m)
 	case *QueryRequest:
-		m.reply.Send(shardAnswer{a.n, QueryTraced(a.shard, a.n, m)})
+		if expiry.Passed(m.Deadline, time.Now()) { // nobody waits for the lookup any more
+			expiry.Count(expiry.Shard)
+			m.reply.Send(shardAnswer{shard: a.n, err: expiry.ErrExpired})
+			return
+		}
+		m.reply.Send(shardAnswer{shard: a.n, res: QueryTraced(a.shard, a.n, m)})
 	case *RemoveWorker:
 		a.shard.RemoveWorker(m.Worker)
 	case *orderedRead:

@@ -1,10 +1,12 @@
 package indexer
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
@@ -65,5 +67,42 @@ func TestLookupSpanPerShard(t *testing.T) {
 		if s.Parent.TraceID() != pc.TraceID || s.Parent.SpanID() != pc.SpanID {
 			t.Errorf("lookup span's parent %v, want the query's span", s.Parent)
 		}
+	}
+}
+
+// TestExpiredQuerySkipsTheLookup checks that a query taken past its
+// deadline is answered expiry.ErrExpired by every shard, counted once per
+// shard, and looked up by none (no lookup span), while the same query
+// before its deadline is looked up by all. The deadlines are fixed
+// instants, not the clock's.
+func TestExpiredQuerySkipsTheLookup(t *testing.T) {
+	exp := spantest.Install(t, nil)
+	system := actor.NewActorSystem()
+	x := Spawn(system.Root, Config{Shards: 3})
+	defer x.Stop()
+	parent := tracectx.NewTracer("test").Root("POST /route")
+	defer parent.End()
+	before := expiry.Counts()[expiry.Shard].N
+	q := &QueryRequest{Hashes: []messages.LocalHash{1, 2}, Trace: parent.Context(), Deadline: time.Unix(1, 0)}
+	if _, err := x.Query(q, time.Minute); !errors.Is(err, expiry.ErrExpired) {
+		t.Fatalf("query long past its deadline: %v, want ErrExpired", err)
+	}
+	// Query returns at the first expired answer; an ordered read, sent
+	// after, is handled after the query on every shard.
+	if _, err := x.Stats(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(spantest.ByName(exp, SpanLookup)); n != 0 {
+		t.Fatalf("the expired query was looked up %d times", n)
+	}
+	q.Deadline = time.Now().Add(time.Hour)
+	if _, err := x.Query(q, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(spantest.ByName(exp, SpanLookup)); n != 3 {
+		t.Fatalf("a query before its deadline was looked up %d times, want once per shard (3)", n)
+	}
+	if n := expiry.Counts()[expiry.Shard].N - before; n != 3 {
+		t.Errorf("expired counted %d times, want 3", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/messages"
@@ -25,11 +26,14 @@ type DropWorker struct{ Worker messages.WorkerID }
 // RouteRequest asks for a decision and books the request (answered with
 // *RouteReply: into Reply when set, else to the sender). Trace is the
 // route request's span: the decision is recorded as its child (zero: not
-// traced).
+// traced). Deadline, when set, is when the asker stops waiting: taken
+// later, the request is answered expiry.ErrExpired, neither scored nor
+// booked.
 type RouteRequest struct {
 	Request  Request
 	Overlaps []Overlap
 	Trace    messages.TraceContext
+	Deadline time.Time
 	// Reply, set by a local asker, takes the answer instead of a future
 	// (package reply: no registry entry, no timer when the actor answers
 	// on the asker's goroutine).
@@ -135,8 +139,14 @@ func (a *routeActor) Receive(ctx actor.Context) {
 	case *DropWorker:
 		a.router.Load().DropWorker(m.Worker)
 	case *RouteRequest:
+		now := time.Now()
+		if expiry.Passed(m.Deadline, now) { // nobody waits for the decision any more
+			expiry.Count(expiry.Route)
+			reply.Respond(ctx, m.Reply, &RouteReply{Err: expiry.ErrExpired})
+			return
+		}
 		sp := tracer.Child(m.Trace, SpanDecide)
-		d, err := a.router.Route(m.Request, m.Overlaps, a.cands, time.Now())
+		d, err := a.router.Route(m.Request, m.Overlaps, a.cands, now)
 		d.Scores = slices.Clone(d.Scores) // the Router's buffer is reused
 		if sp.Recording() {
 			sp.SetAttributes(candidatesKey.Int(len(a.cands)))

@@ -1,10 +1,12 @@
 package routing
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/reply"
 )
 
@@ -88,5 +90,53 @@ func TestActorAnswersIntoReplyChannel(t *testing.T) {
 	system.Root.Send(pid, bk)
 	if r, err := bk.Reply.Wait(time.Second); err != nil || r.Err != nil || r.Released != (RankLoad{Key: A, PrefillTokens: 64, Blocks: 4}) {
 		t.Errorf("free answered %+v, %v", r, err)
+	}
+}
+
+// A request taken past its deadline is answered ErrExpired and counted,
+// neither scored nor booked; one without a deadline, or before it, is
+// routed as ever. The deadlines are fixed instants, not the clock's.
+func TestActorShedsExpiredRequests(t *testing.T) {
+	system, pid := spawnRouteActor(t)
+	A := wk(1, 0)
+	system.Root.Send(pid, &SetCandidates{Candidates: []Candidate{{Key: A}}})
+	route := func(id string, deadline time.Time) *RouteReply {
+		t.Helper()
+		rr := &RouteRequest{Request: Request{ID: id, ISL: 64, BlockSize: 16}, Deadline: deadline, Reply: reply.Make[*RouteReply](1)}
+		system.Root.Send(pid, rr)
+		got, err := rr.Reply.Wait(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	before := expiry.Counts()[expiry.Route].N
+	for _, id := range []string{"late1", "late2", "late3"} {
+		if r := route(id, time.Unix(1, 0)); !errors.Is(r.Err, expiry.ErrExpired) || r.Decision.Worker != (wk(0, 0)) {
+			t.Errorf("%s, long past its deadline: %+v, want ErrExpired and no decision", id, r)
+		}
+	}
+	if n := expiry.Counts()[expiry.Route].N - before; n != 3 {
+		t.Errorf("expired counted %d times, want 3", n)
+	}
+	ranks := func() []RankLoad {
+		t.Helper()
+		res, err := system.Root.RequestFuture(pid, &LoadRequest{}, time.Minute).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*LoadReply).Ranks
+	}
+	if got := ranks(); len(got) != 0 {
+		t.Errorf("expired requests booked load: %+v", got)
+	}
+	if r := route("late1", time.Time{}); r.Err != nil || r.Decision.Worker != A {
+		t.Errorf("no deadline (an expired request's id, never booked): %+v", r)
+	}
+	if r := route("due", time.Now().Add(time.Hour)); r.Err != nil || r.Decision.Worker != A {
+		t.Errorf("an hour before its deadline: %+v", r)
+	}
+	if got := ranks(); len(got) != 1 || got[0].Blocks != 8 {
+		t.Errorf("booked %+v, want the two routed requests' 8 blocks on A", got)
 	}
 }

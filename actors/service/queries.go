@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
@@ -154,6 +155,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 		Request:  routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores},
 		Overlaps: scored,
 		Trace:    tc,
+		Deadline: time.Now().Add(s.cfg.Timeout), // when ask stops waiting
 		Reply:    reply.Make[*routing.RouteReply](1),
 	}
 	rep, err := ask(s, ns.route, rr, rr.Reply)
@@ -230,6 +232,8 @@ func decisionError(err error, requestID string) error {
 		return api.Errorf(api.ErrInvalid, "invalid_request", "%v", err)
 	case errors.Is(err, routing.ErrFull):
 		return api.Errorf(api.ErrUnavailable, "too_many_requests", "%v", err)
+	case errors.Is(err, expiry.ErrExpired):
+		return api.Errorf(api.ErrUnavailable, "timeout", "route actor: %v", err)
 	}
 	return err
 }

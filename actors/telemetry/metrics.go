@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -46,6 +47,7 @@ var ratioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 //	kvrouter_dropped_messages_total{worker,dp_rank,reason}     messages a listener dropped before sequencing
 //	kvrouter_engine_contradictions_total{worker,dp_rank,engine} batches showing what the registered engine never sends
 //	kvrouter_mailbox_depth{actor}                              messages queued per actor kind (actors/mailbox)
+//	kvrouter_route_expired_total{stage}                        route requests shed past their deadline (actors/expiry)
 //	kvrouter_stream_lag_seconds{worker,dp_rank}                listener → coalescer, last batch
 //	kvrouter_worker_state{worker,dp_rank,state}                1 for the current state, else 0
 //	kvrouter_index_blocks{shard}                               tree blocks per index shard
@@ -131,10 +133,10 @@ func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdo
 
 // observed are the asynchronous instruments fed by one read of the Source.
 type observed struct {
-	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, readErrors, contradictions metric.Int64ObservableCounter
-	sessionReasons                                                                                        [unitCount]metric.Int64ObservableCounter
-	state, blocks, sessions, lineages, sessionBlocks, mailboxes                                           metric.Int64ObservableGauge
-	lag                                                                                                   metric.Float64ObservableGauge
+	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, readErrors, contradictions, expired metric.Int64ObservableCounter
+	sessionReasons                                                                                                 [unitCount]metric.Int64ObservableCounter
+	state, blocks, sessions, lineages, sessionBlocks, mailboxes                                                    metric.Int64ObservableGauge
+	lag                                                                                                            metric.Float64ObservableGauge
 }
 
 func (m *Metrics) instruments(meter metric.Meter) error {
@@ -171,6 +173,9 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	keep()
 	o.mailboxes, err = meter.Int64ObservableGauge("kvrouter.mailbox_depth",
 		metric.WithDescription("Messages posted to an actor kind's mailboxes and not yet handled."))
+	keep()
+	o.expired, err = meter.Int64ObservableCounter("kvrouter.route.expired",
+		metric.WithDescription("Route requests a stage of the route path took past their deadline and answered expired without working on them, by stage (shard, route)."))
 	keep()
 	o.lost, err = meter.Int64ObservableCounter("kvrouter.history_lost_batches",
 		metric.WithDescription("Batches the pipeline could not apply whole: the stream's state was dropped and flagged degraded."))
@@ -215,7 +220,7 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	_, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		m.observe(obs, &o)
 		return nil
-	}, o.events, o.hints, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.contradictions, o.mailboxes, o.readErrors, o.state, o.blocks, o.lag,
+	}, o.events, o.hints, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.contradictions, o.expired, o.mailboxes, o.readErrors, o.state, o.blocks, o.lag,
 		o.sessionReasons[unitEvents], o.sessionReasons[unitSessions], o.sessionReasons[unitLineages],
 		o.sessionReasons[unitBlocks], o.sessions, o.lineages, o.sessionBlocks)
 	keep()
@@ -246,6 +251,9 @@ func (m *Metrics) observe(obs metric.Observer, o *observed) {
 	ints(o.contradictions, r.contradictions)
 	for _, d := range mailbox.Depths() {
 		obs.ObserveInt64(o.mailboxes, d.Len, metric.WithAttributes(labelActor.String(d.Kind)))
+	}
+	for _, e := range expiry.Counts() {
+		obs.ObserveInt64(o.expired, int64(e.N), metric.WithAttributes(labelStage.String(e.Stage.String())))
 	}
 	for u, s := range r.sessions.reasons {
 		ints(o.sessionReasons[u], s)

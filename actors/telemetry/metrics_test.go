@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/coalescer"
+	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/indexer/radix"
 	"github.com/kvrouter/kvrouter/actors/listener"
@@ -148,6 +149,7 @@ func TestMetricNames(t *testing.T) {
 		"kvrouter_history_lost_batches_total":     dto.MetricType_COUNTER,
 		"kvrouter_dropped_messages_total":         dto.MetricType_COUNTER,
 		"kvrouter_mailbox_depth":                  dto.MetricType_GAUGE,
+		"kvrouter_route_expired_total":            dto.MetricType_COUNTER,
 		"kvrouter_session_events_total":           dto.MetricType_COUNTER,
 		"kvrouter_sessions_dropped_total":         dto.MetricType_COUNTER,
 		"kvrouter_session_lineages_dropped_total": dto.MetricType_COUNTER,
@@ -351,5 +353,24 @@ func TestHandlerServesExtraText(t *testing.T) {
 		if got := value(t, fams, "kvrouter_batches_total", map[string]string{"worker": "7"}); got != 5 {
 			t.Errorf("batches = %v, want 5", got)
 		}
+	}
+}
+
+// TestRouteExpiredByStage checks that the route path's expired requests
+// are served per stage, from actors/expiry's counters.
+func TestRouteExpiredByStage(t *testing.T) {
+	m := newMetrics(t, newFake())
+	shard, route := map[string]string{"stage": "shard"}, map[string]string{"stage": "route"}
+	fams := scrape(t, m)
+	s0, r0 := value(t, fams, "kvrouter_route_expired_total", shard), value(t, fams, "kvrouter_route_expired_total", route)
+	expiry.Count(expiry.Shard)
+	expiry.Count(expiry.Shard)
+	expiry.Count(expiry.Route)
+	fams = scrape(t, m)
+	if d := value(t, fams, "kvrouter_route_expired_total", shard) - s0; d != 2 {
+		t.Errorf("shard: +%v, want +2", d)
+	}
+	if d := value(t, fams, "kvrouter_route_expired_total", route) - r0; d != 1 {
+		t.Errorf("route: +%v, want +1", d)
 	}
 }

@@ -27,6 +27,7 @@ const (
 	labelActor   = attribute.Key("actor")
 	labelShard   = attribute.Key("shard")
 	labelEngine  = attribute.Key("engine")
+	labelStage   = attribute.Key("stage")
 )
 
 // Worker states as reported by the state gauge (as /workers reports them).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -50,11 +51,22 @@ type Config struct {
 	Pin                bool
 	// MaxConns caps the generator's concurrent requests; Timeout one
 	// request (a timed-out request is an error, not a latency).
+	// DefaultMaxConns is gentler than vegeta's 4,096: a stalled server
+	// otherwise gets thousands of connections piled on it, each a
+	// goroutine it schedules, and the point measures the pile.
 	MaxConns int
 	Timeout  time.Duration
+	// RouterProfile, when set, is where a CPU profile of the router
+	// process is written: taken over the measured part of the first point
+	// at ProfileRate (serve --pprof-listen on loopback).
+	RouterProfile string
+	ProfileRate   float64
 	// Progress, when set, gets a line per step.
 	Progress io.Writer
 }
+
+// DefaultMaxConns is the generator's default cap on concurrent requests.
+const DefaultMaxConns = 512
 
 // DefaultConfig is the full table: 1k, 5k, 10k and 20k req/s at 100k and
 // 500k blocks/s of ingest, 5 s per point after 1 s of warm-up.
@@ -64,7 +76,7 @@ func DefaultConfig() Config {
 		Engines: 4, EngineNice: 19, Capacity: 65536, Warmup: time.Second, Duration: 5 * time.Second,
 		Fill: 0.9, FillTimeout: 30 * time.Second,
 		Trace: "builtin:conversation", TokensPerBlock: 16, Seed: 1, Shards: 1,
-		RouterCPU: 0, LoadCPU: 1, Pin: true, MaxConns: 4096, Timeout: 5 * time.Second,
+		RouterCPU: 0, LoadCPU: 1, Pin: true, MaxConns: DefaultMaxConns, Timeout: 5 * time.Second,
 	}
 }
 
@@ -99,6 +111,9 @@ func (c Config) Validate() error {
 		if r <= 0 || r*c.Duration.Seconds() < 1 {
 			return fmt.Errorf("pinned: rate %v must offer at least one request per point", r)
 		}
+	}
+	if c.RouterProfile != "" && !slices.Contains(c.Rates, c.ProfileRate) {
+		return fmt.Errorf("pinned: profile rate %v is none of the rates %v", c.ProfileRate, c.Rates)
 	}
 	for _, r := range c.Ingest {
 		if r <= 0 {

@@ -34,7 +34,9 @@
 // The generator is vegeta's attacker (github.com/tsenart/vegeta/v12, as a
 // library) driven by schedule, a constant-rate pacer: request n is due at
 // start + n/rate, whatever the answers do (open loop; vegeta starts more
-// workers when all are busy, up to MaxConns). Latency is measured from the
+// workers when all are busy, up to MaxConns: DefaultMaxConns, not
+// vegeta's 4,096, which piles thousands of connections onto a stalled
+// server). Latency is measured from the
 // due time, not from when the generator got round to sending: vegeta
 // stamps each result with its sequence number and the time it began, the
 // harness computes the due time from the sequence number and the end time
@@ -63,7 +65,13 @@
 // past its high-water mark and the gap was repaired, or the state was
 // dropped).
 //
+// # Profile
+//
+// Config.RouterProfile takes a CPU profile of the router process over the
+// measured part of one point (serve --pprof-listen on loopback, the
+// profile fetched from it), for `go tool pprof`.
+//
 // Layout: measure.go (the schedule and the statistics, pure), bodies.go,
 // floor.go, table.go (pure); attack.go (vegeta), procs.go (processes,
-// taskset, the router's HTTP), run.go (the sequence).
+// taskset, the router's HTTP), profile.go, run.go (the sequence).
 package pinned

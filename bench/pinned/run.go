@@ -69,11 +69,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 type runner struct {
-	cfg     Config
-	pin     pinning
-	rep     *Report
-	gen     *generator
-	prompts int
+	cfg      Config
+	pin      pinning
+	rep      *Report
+	gen      *generator
+	prompts  int
+	profiled bool // a router run had the profiler (profile.go)
 }
 
 func (r *runner) progress(format string, a ...any) {
@@ -238,6 +239,10 @@ func (r *runner) routerPhase(ctx context.Context, eng *engines, points []Point) 
 	base := "http://" + addrs[0]
 	argv := []string{r.cfg.KVRouter, "serve", "--http", addrs[0], "--block-size", strconv.Itoa(r.cfg.TokensPerBlock),
 		"--shards", strconv.Itoa(r.cfg.Shards)}
+	prof := r.profiler()
+	if prof != nil {
+		argv = append(argv, "--pprof-listen", prof.addr)
+	}
 	for i := range eng.pubs {
 		argv = append(argv, "--worker", fmt.Sprintf("%d=%s,replay=%s", i+1, eng.pubs[i], eng.replay[i]))
 	}
@@ -260,7 +265,15 @@ func (r *runner) routerPhase(ctx context.Context, eng *engines, points []Point) 
 			return err
 		}
 		rp0, rs0, ok0 := r.fellBehind(base)
+		profiled := prof.during(r.cfg, points[i].Rate)
 		points[i].Router, points[i].RouterIngest = r.measure(ctx, eng, base, points[i].Rate)
+		if profiled != nil {
+			if err := profiled(); err != nil {
+				r.progress("router cpu profile: %v", err)
+			} else {
+				r.progress("router cpu profile of the %s req/s point: %s", human(points[i].Rate), r.cfg.RouterProfile)
+			}
+		}
 		rp1, rs1, ok1 := r.fellBehind(base)
 		points[i].Replays, points[i].Resyncs = rp1-rp0, rs1-rs0
 		if !ok0 || !ok1 {

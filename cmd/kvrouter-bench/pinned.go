@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -72,6 +73,8 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 	span("warmup", "unmeasured time per point before --duration, at the point's rate", func(c *pinned.Config) *time.Duration { return &c.Warmup })
 	span("fill-timeout", "wait at most this long for the router's index to fill before its points", func(c *pinned.Config) *time.Duration { return &c.FillTimeout })
 	span("timeout", "one request's timeout (counted as an error)", func(c *pinned.Config) *time.Duration { return &c.Timeout })
+	profile := fs.String("router-cpuprofile", "", "write a CPU profile of the router process over the measured part of one point to this `file` (go tool pprof; serve runs with --pprof-listen on loopback)")
+	profileRate := fs.Float64("profile-rate", 0, "--router-cpuprofile: the offered `rate` of the profiled point, at the first ingest rate (default: the highest of --rates)")
 	pin := fs.Bool("pin", true, "pin with taskset (false: run unpinned)")
 	set["pin"] = func(c *pinned.Config) error { c.Pin = *pin; return nil }
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
@@ -90,6 +93,10 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 	})
 	if err != nil {
 		return fail(err)
+	}
+	cfg.RouterProfile, cfg.ProfileRate = *profile, *profileRate
+	if cfg.ProfileRate == 0 && len(cfg.Rates) > 0 {
+		cfg.ProfileRate = slices.Max(cfg.Rates)
 	}
 	self, err := os.Executable()
 	if err != nil {

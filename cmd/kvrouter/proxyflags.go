@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/frontend/admission"
 	"github.com/kvrouter/kvrouter/actors/frontend/proxy"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/service"
@@ -33,12 +34,12 @@ func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
 }
 
 // path is the request path the front ends share (nil without a front end).
-func (f *proxyFlags) path(svc *service.Service, logger *slog.Logger) *requestpath.Path {
+func (f *proxyFlags) path(svc *service.Service, gate *admission.Gate, logger *slog.Logger) *requestpath.Path {
 	if *f.listen == "" {
 		return nil
 	}
 	return requestpath.New(svc, requestpath.Config{ShedAboveBlocks: *f.shedAbove, MaxCandidates: max(*f.attempts, 1), Logger: logger,
-		Metrics: &requestpath.Metrics{Front: "proxy"}})
+		Admission: gate, Metrics: &requestpath.Metrics{Front: "proxy"}})
 }
 
 // server is the proxy's HTTP server (nil when --proxy-listen is not given).

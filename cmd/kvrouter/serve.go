@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/frontend/admission"
 	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
 	"github.com/kvrouter/kvrouter/actors/frontend/picker"
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
@@ -85,6 +87,13 @@ request from the response (served endpoint, first byte, end or reset), so
 nobody calls prefill_done or free. gRPC health services: liveness,
 readiness, envoy.service.ext_proc.v3.ExternalProcessor.
 
+Overload: at most --max-inflight-routes route requests are worked on at
+once (POST /route, the proxy and the picker together); one more is
+answered at once, 503 overloaded with Retry-After on /route, 429 on the
+proxy and picker. A route request an index shard or the route actor takes
+after its --timeout has passed is answered 503 timeout without the work
+(kvrouter_route_expired_total). Profiles: --pprof-listen 127.0.0.1:PORT.
+
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
@@ -129,6 +138,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	pf := addProxyFlags(fs)
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
+	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (default: what the cores answer in half of --timeout; 0: no cap)")
+	pprofAddr := fs.String("pprof-listen", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on HOST:PORT, a listener of their own without the API token: use loopback (a bare :PORT binds it); off when not given")
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -165,6 +176,14 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: --max-prompt-tokens %d: must be positive\n", *maxPrompt)
 		return 2
 	}
+	if *maxRoutes < 0 {
+		fmt.Fprintf(stderr, "kvrouter serve: --max-inflight-routes %d: want 0 (no cap) or more\n", *maxRoutes)
+		return 2
+	}
+	if !cli.FlagSet(fs, "max-inflight-routes") {
+		*maxRoutes = admission.DefaultMax(*timeout, runtime.GOMAXPROCS(0))
+	}
+	gate := admission.New(*maxRoutes, logger)
 	if *shards < 1 || *shards > 64 {
 		fmt.Fprintf(stderr, "kvrouter serve: --shards %d: want 1 to 64\n", *shards)
 		return 2
@@ -206,7 +225,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	more := pr.metrics()
+	more := append(pr.metrics(), gate.WriteMetrics)
 	if dc != nil {
 		disc, err := startDiscovery(*dc, host.Service, logger)
 		if err != nil {
@@ -219,17 +238,18 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var epps *picker.Server
 	if epp.enabled() {
 		var m []func(io.Writer) error
-		if epps, m, err = epp.build(host.Service, *model, int(httpapi.BodyBytesFor(*maxPrompt, 0)), pr.resolver, logger); err != nil {
+		if epps, m, err = epp.build(host.Service, *model, int(httpapi.BodyBytesFor(*maxPrompt, 0)), pr.resolver, gate, logger); err != nil {
 			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 			return 2
 		}
 		more = append(more, m...)
 	}
-	rp := pf.path(host.Service, logger)
+	rp := pf.path(host.Service, gate, logger)
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
 	}
-	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, MaxTokens: *maxPrompt}, more...)
+	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, MaxTokens: *maxPrompt,
+		Admission: gate}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
@@ -247,6 +267,16 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if psrv != nil {
 		go func() { errc <- psrv.ListenAndServe() }()
 		logger.Info("kvrouter proxy listening", "proxy", psrv.Addr)
+	}
+	if *pprofAddr != "" {
+		ps, ln, err := pprofServer(*pprofAddr, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+			return 2
+		}
+		defer ps.Close()
+		go func() { _ = ps.Serve(ln) }()
+		logger.Info("pprof listening", "pprof", ln.Addr().String())
 	}
 	go pr.run(ctx, host.Service, 2*time.Second, *parityEvery)
 	var eppErr <-chan error

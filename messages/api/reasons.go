@@ -30,6 +30,7 @@ const (
 	ReasonUnavailable      = "unavailable"            // 503
 	ReasonNotReady         = "not_ready"              // 503 from /readyz
 	ReasonTimeout          = "timeout"                // 503: the Backend's deadline passed
+	ReasonOverloaded       = "overloaded"             // 503: more requests in flight than the router admits
 	ReasonCanceled         = "canceled"               // 499: the client went away
 	ReasonInternal         = "internal"               // 500: never for client input
 )

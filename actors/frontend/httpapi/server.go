@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/frontend/admission"
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 )
@@ -49,6 +50,11 @@ type Options struct {
 	// which writes Handler.WriteMetrics (a caller extending the metrics
 	// calls WriteMetrics from its own handler).
 	MetricsHandler http.Handler
+	// Admission, when set, bounds the POST /route requests in flight
+	// (shared with the other front ends of the process): one over its cap
+	// is answered 503 overloaded with Retry-After at once, its body
+	// unread (package admission says why 503). Nil: no bound.
+	Admission *admission.Gate
 	// RankWarnings, when set, gives more warnings for a rank (the
 	// tokenizer parity guard's), appended to its own in GET /workers.
 	RankWarnings func(api.RankInfo) []string
@@ -180,7 +186,7 @@ var endpoints = []endpoint{
 	{"POST", "/query", reads, api.ReasonUnknownNamespace, (*Handler).query},
 	{"POST", "/query_by_hash", reads, api.ReasonUnknownNamespace, (*Handler).queryByHash},
 	{"GET", "/dump", reads, api.ReasonNotFound, (*Handler).dump},
-	{"POST", "/route", mutating, api.ReasonUnknownNamespace, (*Handler).route},
+	{"POST", "/route", mutating, api.ReasonUnknownNamespace, admitted((*Handler).route)},
 	{"POST", "/route/{request_id}/prefill_done", mutating, api.ReasonUnknownRequest, (*Handler).prefillDone},
 	{"POST", "/route/{request_id}/free", mutating, api.ReasonUnknownRequest, (*Handler).free},
 	{"GET", "/sessions/{session_id}", reads, api.ReasonUnknownSession, (*Handler).session},
@@ -192,6 +198,20 @@ var endpoints = []endpoint{
 	{"GET", "/healthz", open, api.ReasonNotFound, (*Handler).healthz},
 	{"GET", "/readyz", open, api.ReasonNotFound, (*Handler).readyz},
 	{"GET", "/metrics", reads, api.ReasonNotFound, (*Handler).serveMetrics},
+}
+
+// admitted serves an endpoint through Options.Admission: a request over
+// its cap is answered at once, before its body is read.
+func admitted(serve func(h *Handler, w *responseWriter, r *http.Request) error) func(h *Handler, w *responseWriter, r *http.Request) error {
+	return func(h *Handler, w *responseWriter, r *http.Request) error {
+		g := h.opts.Admission
+		if !g.Enter() {
+			return &apiError{status: http.StatusServiceUnavailable, reason: api.ReasonOverloaded,
+				msg: "overloaded: " + strconv.Itoa(g.Max()) + " requests in flight; retry later"}
+		}
+		defer g.Leave()
+		return serve(h, w, r)
+	}
 }
 
 // New returns the API handler over backend. Every endpoint answers JSON

@@ -25,7 +25,11 @@
 // blocks of every request routed to the rank and not yet freed. The
 // router's choice is the least costly rank, so while one rank has room the
 // request goes there. Off by default (0). The bookings in flight are
-// bounded too (Config.MaxInFlight); past it requests are shed.
+// bounded too (Config.MaxInFlight); past it requests are shed. The router
+// itself is bounded by Config.Admission (package admission: kvrouter
+// serve shares one gate between this path and the HTTP API's /route):
+// while it has as many route calls in flight as it admits, a request is
+// shed at once, before the router works on it (outcome over_capacity).
 //
 // # Bookkeeping from the response
 //

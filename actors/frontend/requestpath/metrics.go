@@ -10,10 +10,13 @@ import (
 
 // Outcomes of Route (the decisions metric's labels).
 const (
-	OutcomeRouted     = "routed"
-	OutcomeShed       = "shed"        // ErrOverloaded
-	OutcomeNoEndpoint = "no_endpoint" // ErrNoEndpoint
-	OutcomeError      = "error"       // the router refused (bad input, unknown model, timeout)
+	OutcomeRouted = "routed"
+	OutcomeShed   = "shed" // ErrOverloaded: booked load, bookings in flight
+	// OutcomeOverCapacity: ErrOverloaded, the route calls in flight at
+	// Config.Admission's cap.
+	OutcomeOverCapacity = "over_capacity"
+	OutcomeNoEndpoint   = "no_endpoint" // ErrNoEndpoint
+	OutcomeError        = "error"       // the router refused (bad input, unknown model, timeout)
 )
 
 // Results of a bookkeeping call (the bookkeeping metric's labels).
@@ -71,7 +74,7 @@ func (m *Metrics) Count(metric, a, b string) int64 {
 
 // metricHelp names each counter's labels and help.
 var metricHelp = map[string][3]string{
-	"decisions":       {"outcome", "", "Requests the request path routed, by outcome (routed, shed, no_endpoint, error)."},
+	"decisions":       {"outcome", "", "Requests the request path routed, by outcome (routed, shed, over_capacity, no_endpoint, error)."},
 	"skipped_workers": {"reason", "", "Ranks left out of a request's candidates, by reason."},
 	"routed_by_load":  {"reason", "", "Requests routed by load alone (no token ids), by why there were none."},
 	"bookkeeping":     {"action", "result", "Bookkeeping calls from responses (rebook, prefill_done, free), by result."},

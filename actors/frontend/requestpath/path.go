@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/kvrouter/kvrouter/actors/frontend/admission"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
 )
@@ -38,6 +39,11 @@ type Config struct {
 	// MaxInFlight bounds the bookings held at once (default
 	// DefaultMaxInFlight); past it requests are shed (ErrOverloaded).
 	MaxInFlight int
+	// Admission, when set, bounds the route calls in flight (shared with
+	// the process's other front ends: kvrouter serve's /route): a request
+	// over its cap is shed at once (ErrOverloaded). It bounds the route
+	// call only, not the booking that follows. Nil: no bound.
+	Admission *admission.Gate
 	// Logger logs bookkeeping calls that fail; nil discards.
 	Logger *slog.Logger
 	// Metrics receives the counts (nil: a Metrics of its own, see
@@ -151,7 +157,12 @@ func (p *Path) Route(ctx context.Context, r Request) (*Booking, error) {
 		p.metrics.decision(OutcomeShed)
 		return nil, fmt.Errorf("%w: %d requests in flight", ErrOverloaded, p.cfg.MaxInFlight)
 	}
+	if !p.cfg.Admission.Enter() {
+		p.metrics.decision(OutcomeOverCapacity)
+		return nil, fmt.Errorf("%w: %d route requests in flight", ErrOverloaded, p.cfg.Admission.Max())
+	}
 	res, err := p.be.Route(ctx, req)
+	p.cfg.Admission.Leave()
 	if err != nil {
 		p.metrics.decision(OutcomeError)
 		return nil, err

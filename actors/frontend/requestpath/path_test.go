@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvrouter/kvrouter/actors/frontend/admission"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
 )
@@ -208,4 +209,33 @@ func TestInFlightIsBounded(t *testing.T) {
 	} else {
 		b2.Done(ctx)
 	}
+}
+
+// While the gate the path shares with the process's other front ends is
+// full, a request is shed (ErrOverloaded, outcome over_capacity) without
+// reaching the router; once a route call leaves, it is routed, and the
+// gate holds the route call only, not the booking after it.
+func TestAdmissionSheds(t *testing.T) {
+	ctx := context.Background()
+	be := &fakeBackend{answer: threeWorkers()}
+	gate := admission.New(1, nil)
+	p := New(be, Config{Admission: gate})
+	if !gate.Enter() { // another front end's route call holds the only place
+		t.Fatal("an empty gate refused")
+	}
+	if _, err := p.Route(ctx, Request{ID: "r1", Model: "m", Tokens: []uint32{1}}); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("with the gate full: %v, want ErrOverloaded", err)
+	}
+	if n := len(be.routed); n != 0 || p.Metrics().Count("decisions", OutcomeOverCapacity, "") != 1 {
+		t.Fatalf("a shed request reached the router (%d calls) or was not counted", n)
+	}
+	gate.Leave()
+	b, err := p.Route(ctx, Request{ID: "r1", Model: "m", Tokens: []uint32{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gate.InFlight() != 0 || p.InFlight() != 1 {
+		t.Errorf("after the route: gate %d in flight (want 0), bookings %d (want 1)", gate.InFlight(), p.InFlight())
+	}
+	b.Done(ctx)
 }

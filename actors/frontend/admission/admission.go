@@ -1,0 +1,153 @@
+// Package admission bounds the route requests the front ends work on at
+// once: the HTTP API's POST /route and the request path's routes (the
+// OpenAI proxy, the endpoint picker) share one Gate in kvrouter serve.
+//
+// Past saturation an unbounded front end lets every arriving request in:
+// each then waits behind all the others for the cores, the route path's
+// queues outgrow its deadline and every request is answered late — the
+// router works flat out for no answer in time. A Gate admits at most Max
+// requests at once and refuses the rest at once, before their bodies are
+// decoded: the over-capacity answer costs next to nothing, and the
+// admitted requests are served within their deadline.
+//
+// The HTTP API answers a refused /route 503 with Retry-After (reason
+// overloaded): the router itself is over capacity, which is what 503
+// says (RFC 9110 §15.6.4), as its other over-capacity answers (a full
+// booking table, a deadline passed) already do; 429 says that a client
+// sent too many requests, which no single client did. The request path
+// answers it as its other sheds (requestpath.ErrOverloaded): the clients
+// of a proxy or picker see one answer for a request shed.
+package admission
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// routesPerCore is the /route requests one core answers per second over
+// HTTP, rounded down from the pinned load runs (bench/README.md, "Pinned
+// load": 4.35–4.86 k answers/s on the router's one core at 5 k offered).
+const routesPerCore = 4000
+
+// minMax is the smallest default cap: a short deadline or a fraction of a
+// core should not serialize the route path.
+const minMax = 64
+
+// DefaultMax is the in-flight cap at which a full gate's requests drain
+// within half the route deadline on procs cores: procs × routesPerCore ×
+// deadline / 2, at least minMax (kvrouter serve at its 50 ms deadline:
+// 100 a core).
+func DefaultMax(deadline time.Duration, procs int) int {
+	return max(int(float64(procs)*routesPerCore*deadline.Seconds()/2), minMax)
+}
+
+// logEvery spaces the log lines of refused requests.
+const logEvery = 10 * time.Second
+
+// Gate admits at most a fixed number of requests at once. A nil Gate, or
+// one of Max 0, admits everything. Safe for concurrent use.
+type Gate struct {
+	max     int64
+	n       atomic.Int64
+	refused atomic.Uint64
+	logged  atomic.Int64 // refused count at the last log line
+	lastLog atomic.Int64 // its time, Unix nanoseconds
+	logger  *slog.Logger // nil: silent
+}
+
+// New returns a Gate admitting max requests at once (0: every request);
+// refusals are logged to logger at most every logEvery.
+func New(max int, logger *slog.Logger) *Gate {
+	return &Gate{max: int64(max), logger: logger}
+}
+
+// Over reports whether a request arriving while n are in flight is over
+// the cap max (0: none).
+func Over(n, max int64) bool { return max > 0 && n >= max }
+
+// Enter admits a request (true: the caller must Leave when done) or
+// refuses it, counted and logged (false).
+func (g *Gate) Enter() bool {
+	if g == nil {
+		return true
+	}
+	if n := g.n.Add(1); Over(n-1, g.max) {
+		g.n.Add(-1)
+		g.refuse()
+		return false
+	}
+	return true
+}
+
+// Leave ends an admitted request.
+func (g *Gate) Leave() {
+	if g != nil {
+		g.n.Add(-1)
+	}
+}
+
+// refuse counts a refusal and logs the refusals since the last line when
+// logEvery has passed.
+func (g *Gate) refuse() {
+	total := g.refused.Add(1)
+	if g.logger == nil {
+		return
+	}
+	now, last := time.Now().UnixNano(), g.lastLog.Load()
+	if !logDue(last, now) || !g.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	since := total - uint64(g.logged.Swap(int64(total)))
+	g.logger.Warn("route admission: over capacity, answering requests overloaded", "max_in_flight", g.max, "refused", since)
+}
+
+// logDue reports whether a refusal at now (Unix nanoseconds) gets a log
+// line when the last one was at last (0: never).
+func logDue(last, now int64) bool { return last == 0 || now-last >= int64(logEvery) }
+
+// Max is the cap (0: none).
+func (g *Gate) Max() int {
+	if g == nil {
+		return 0
+	}
+	return int(g.max)
+}
+
+// InFlight is the requests admitted and not yet left.
+func (g *Gate) InFlight() int {
+	if g == nil {
+		return 0
+	}
+	return int(g.n.Load())
+}
+
+// Refused is the requests refused so far.
+func (g *Gate) Refused() uint64 {
+	if g == nil {
+		return 0
+	}
+	return g.refused.Load()
+}
+
+// WriteMetrics writes the gate's figures in the Prometheus text format
+// (for telemetry.Metrics.Handler's extra writers):
+//
+//	kvrouter_route_admission_refused_total   requests refused over the cap
+//	kvrouter_route_admission_in_flight       requests admitted, not yet done (gauge)
+//	kvrouter_route_admission_max_in_flight   the cap, 0 for none (gauge)
+func (g *Gate) WriteMetrics(w io.Writer) error {
+	_, err := fmt.Fprintf(w, `# HELP kvrouter_route_admission_refused_total Route requests refused at once because the front ends had the most in flight they admit.
+# TYPE kvrouter_route_admission_refused_total counter
+kvrouter_route_admission_refused_total %d
+# HELP kvrouter_route_admission_in_flight Route requests admitted and not yet answered.
+# TYPE kvrouter_route_admission_in_flight gauge
+kvrouter_route_admission_in_flight %d
+# HELP kvrouter_route_admission_max_in_flight Route requests admitted at once at most (0: no cap).
+# TYPE kvrouter_route_admission_max_in_flight gauge
+kvrouter_route_admission_max_in_flight %d
+`, g.Refused(), g.InFlight(), g.Max())
+	return err
+}
