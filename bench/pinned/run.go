@@ -265,6 +265,7 @@ func (r *runner) routerPhase(ctx context.Context, eng *engines, points []Point) 
 			return err
 		}
 		rp0, rs0, ok0 := r.fellBehind(base)
+		shed0, _ := counterSum(base, shedCounters...)
 		profiled := prof.during(r.cfg, points[i].Rate)
 		points[i].Router, points[i].RouterIngest = r.measure(ctx, eng, base, points[i].Rate)
 		if profiled != nil {
@@ -275,6 +276,10 @@ func (r *runner) routerPhase(ctx context.Context, eng *engines, points []Point) 
 			}
 		}
 		rp1, rs1, ok1 := r.fellBehind(base)
+		if shed1, err := counterSum(base, shedCounters...); err == nil && shed1 > shed0 {
+			r.progress("kvrouter %6s req/s: %.0f requests shed (over the admission cap, or past their deadline in a shard or the route actor)",
+				human(points[i].Rate), shed1-shed0)
+		}
 		points[i].Replays, points[i].Resyncs = rp1-rp0, rs1-rs0
 		if !ok0 || !ok1 {
 			points[i].Replays, points[i].Resyncs = -1, -1 // the router did not answer /metrics
@@ -284,6 +289,10 @@ func (r *runner) routerPhase(ctx context.Context, eng *engines, points []Point) 
 	}
 	return nil
 }
+
+// shedCounters are the router's counters of requests it answered at once
+// without the work: refused over the admission cap, expired in a stage.
+var shedCounters = []string{"kvrouter_route_admission_refused_total", "kvrouter_route_expired_total"}
 
 // waitFill waits until every rank is exact and holds Fill × Capacity
 // blocks, or FillTimeout passes; it returns the smallest rank's fill.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -87,8 +86,8 @@ request from the response (served endpoint, first byte, end or reset), so
 nobody calls prefill_done or free. gRPC health services: liveness,
 readiness, envoy.service.ext_proc.v3.ExternalProcessor.
 
-Overload: at most --max-inflight-routes route requests are worked on at
-once (POST /route, the proxy and the picker together); one more is
+Overload: with --max-inflight-routes N at most N route requests are worked
+on at once (POST /route, the proxy and the picker together); one more is
 answered at once, 503 overloaded with Retry-After on /route, 429 on the
 proxy and picker. A route request an index shard or the route actor takes
 after its --timeout has passed is answered 503 timeout without the work
@@ -138,7 +137,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	pf := addProxyFlags(fs)
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
-	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (default: what the cores answer in half of --timeout; 0: no cap)")
+	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (0, the default: no cap; package admission says why)")
 	pprofAddr := fs.String("pprof-listen", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on HOST:PORT, a listener of their own without the API token: use loopback (a bare :PORT binds it); off when not given")
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -179,9 +178,6 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *maxRoutes < 0 {
 		fmt.Fprintf(stderr, "kvrouter serve: --max-inflight-routes %d: want 0 (no cap) or more\n", *maxRoutes)
 		return 2
-	}
-	if !cli.FlagSet(fs, "max-inflight-routes") {
-		*maxRoutes = admission.DefaultMax(*timeout, runtime.GOMAXPROCS(0))
 	}
 	gate := admission.New(*maxRoutes, logger)
 	if *shards < 1 || *shards > 64 {

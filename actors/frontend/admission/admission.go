@@ -6,9 +6,22 @@
 // each then waits behind all the others for the cores, the route path's
 // queues outgrow its deadline and every request is answered late — the
 // router works flat out for no answer in time. A Gate admits at most Max
-// requests at once and refuses the rest at once, before their bodies are
-// decoded: the over-capacity answer costs next to nothing, and the
-// admitted requests are served within their deadline.
+// requests at once and refuses the rest at once: the over-capacity answer
+// costs a body's decoding, not a lookup and a decision, and the admitted
+// requests are served within their deadline. The HTTP API asks the gate
+// once the body is read and decoded, not before: a request whose client
+// is slow to send its body would otherwise hold a place while the router
+// does nothing for it.
+//
+// kvrouter serve leaves the cap off by default (--max-inflight-routes 0).
+// In the pinned runs (bench/README.md, "Pinned load") no cap tried helped
+// on one core: 100 a core, asked before the body, left half the core idle
+// and refused most of what it could serve; 512, asked after the body,
+// served no more than no cap with 512 connections offered, and with 4,096
+// connections the refusals (each a body read and decoded) took the core
+// from the admitted requests, which then all expired. The route path's
+// own shedding (actors/expiry) is what holds the router up; the cap is
+// for an operator who knows the router's concurrency.
 //
 // The HTTP API answers a refused /route 503 with Retry-After (reason
 // overloaded): the router itself is over capacity, which is what 503
@@ -26,23 +39,6 @@ import (
 	"sync/atomic"
 	"time"
 )
-
-// routesPerCore is the /route requests one core answers per second over
-// HTTP, rounded down from the pinned load runs (bench/README.md, "Pinned
-// load": 4.35–4.86 k answers/s on the router's one core at 5 k offered).
-const routesPerCore = 4000
-
-// minMax is the smallest default cap: a short deadline or a fraction of a
-// core should not serialize the route path.
-const minMax = 64
-
-// DefaultMax is the in-flight cap at which a full gate's requests drain
-// within half the route deadline on procs cores: procs × routesPerCore ×
-// deadline / 2, at least minMax (kvrouter serve at its 50 ms deadline:
-// 100 a core).
-func DefaultMax(deadline time.Duration, procs int) int {
-	return max(int(float64(procs)*routesPerCore*deadline.Seconds()/2), minMax)
-}
 
 // logEvery spaces the log lines of refused requests.
 const logEvery = 10 * time.Second

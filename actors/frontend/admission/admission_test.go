@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 func TestOver(t *testing.T) {
@@ -20,24 +19,6 @@ func TestOver(t *testing.T) {
 	} {
 		if got := Over(c.n, c.max); got != c.want {
 			t.Errorf("Over(%d in flight, max %d) = %v, want %v", c.n, c.max, got, c.want)
-		}
-	}
-}
-
-func TestDefaultMax(t *testing.T) {
-	for _, c := range []struct {
-		deadline time.Duration
-		procs    int
-		want     int
-	}{
-		{50 * time.Millisecond, 1, 100}, // serve's default deadline on one core
-		{50 * time.Millisecond, 8, 800},
-		{200 * time.Millisecond, 2, 800},
-		{time.Millisecond, 1, minMax}, // never below minMax
-		{0, 4, minMax},
-	} {
-		if got := DefaultMax(c.deadline, c.procs); got != c.want {
-			t.Errorf("DefaultMax(%v, %d) = %d, want %d", c.deadline, c.procs, got, c.want)
 		}
 	}
 }

@@ -128,8 +128,8 @@
 // an unknown path → 404. Backend errors map by class (see Backend): 400
 // (e.g. invalid_session_id), 404 (unknown_worker, unknown_request,
 // unknown_namespace, unknown_session), 409, 503; a /route over
-// Options.Admission's cap → 503 overloaded, at once and before its body is
-// read (every 503 carries Retry-After: 1); any
+// Options.Admission's cap → 503 overloaded, once its body is decoded and
+// before the router works on it (every 503 carries Retry-After: 1); any
 // other error is logged and answered 500 "internal" without its text, as is
 // a recovered panic (counted in kvrouter_http_panics_total).
 //

@@ -175,6 +175,11 @@ func (h *Handler) route(w *responseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	g := h.opts.Admission
+	if !g.Enter() {
+		return overloaded(g)
+	}
+	defer g.Leave()
 	if req.RequestID == "" {
 		req.RequestID = h.opts.NewRequestID()
 	}

@@ -50,10 +50,11 @@ type Options struct {
 	// which writes Handler.WriteMetrics (a caller extending the metrics
 	// calls WriteMetrics from its own handler).
 	MetricsHandler http.Handler
-	// Admission, when set, bounds the POST /route requests in flight
-	// (shared with the other front ends of the process): one over its cap
-	// is answered 503 overloaded with Retry-After at once, its body
-	// unread (package admission says why 503). Nil: no bound.
+	// Admission, when set, bounds the POST /route requests the router
+	// works on at once (shared with the other front ends of the process):
+	// one over its cap is answered 503 overloaded with Retry-After as soon
+	// as its body is decoded, before the router works on it (package
+	// admission says why 503, and why after the body). Nil: no bound.
 	Admission *admission.Gate
 	// RankWarnings, when set, gives more warnings for a rank (the
 	// tokenizer parity guard's), appended to its own in GET /workers.
@@ -186,7 +187,7 @@ var endpoints = []endpoint{
 	{"POST", "/query", reads, api.ReasonUnknownNamespace, (*Handler).query},
 	{"POST", "/query_by_hash", reads, api.ReasonUnknownNamespace, (*Handler).queryByHash},
 	{"GET", "/dump", reads, api.ReasonNotFound, (*Handler).dump},
-	{"POST", "/route", mutating, api.ReasonUnknownNamespace, admitted((*Handler).route)},
+	{"POST", "/route", mutating, api.ReasonUnknownNamespace, (*Handler).route},
 	{"POST", "/route/{request_id}/prefill_done", mutating, api.ReasonUnknownRequest, (*Handler).prefillDone},
 	{"POST", "/route/{request_id}/free", mutating, api.ReasonUnknownRequest, (*Handler).free},
 	{"GET", "/sessions/{session_id}", reads, api.ReasonUnknownSession, (*Handler).session},
@@ -200,18 +201,10 @@ var endpoints = []endpoint{
 	{"GET", "/metrics", reads, api.ReasonNotFound, (*Handler).serveMetrics},
 }
 
-// admitted serves an endpoint through Options.Admission: a request over
-// its cap is answered at once, before its body is read.
-func admitted(serve func(h *Handler, w *responseWriter, r *http.Request) error) func(h *Handler, w *responseWriter, r *http.Request) error {
-	return func(h *Handler, w *responseWriter, r *http.Request) error {
-		g := h.opts.Admission
-		if !g.Enter() {
-			return &apiError{status: http.StatusServiceUnavailable, reason: api.ReasonOverloaded,
-				msg: "overloaded: " + strconv.Itoa(g.Max()) + " requests in flight; retry later"}
-		}
-		defer g.Leave()
-		return serve(h, w, r)
-	}
+// overloaded is the answer to a request over Options.Admission's cap.
+func overloaded(g *admission.Gate) *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, reason: api.ReasonOverloaded,
+		msg: "overloaded: " + strconv.Itoa(g.Max()) + " route requests in flight; retry later"}
 }
 
 // New returns the API handler over backend. Every endpoint answers JSON
