@@ -9,8 +9,10 @@
 // stage that takes a request past its deadline answers it ErrExpired at
 // once instead, without doing the work, and counts it by stage
 // (kvrouter_route_expired_total{stage}); its queue then drains at the
-// cost of a clock read per expired request, and the requests behind
-// them are answered in time.
+// cost of a clock read per expired request, leaving the core to the
+// requests behind them. It does not help requests that expire before any
+// stage (on a core scheduling thousands of connections: bench/README.md,
+// "Pinned load").
 //
 // The counters are process-wide, like actors/mailbox's depths: every
 // stage's actors add to its atomic counter, and only the metrics read

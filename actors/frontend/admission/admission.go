@@ -7,8 +7,7 @@
 // queues outgrow its deadline and every request is answered late — the
 // router works flat out for no answer in time. A Gate admits at most Max
 // requests at once and refuses the rest at once: the over-capacity answer
-// costs a body's decoding, not a lookup and a decision, and the admitted
-// requests are served within their deadline. The HTTP API asks the gate
+// costs a body's decoding, not a lookup and a decision. The HTTP API asks the gate
 // once the body is read and decoded, not before: a request whose client
 // is slow to send its body would otherwise hold a place while the router
 // does nothing for it.
