@@ -59,7 +59,10 @@ func (c *cluster) warmRegistry() error {
 			}
 		}))
 		for range registryWarmup {
-			if _, err := root.RequestFuture(pid, struct{}{}, time.Second).Result(); err != nil {
+			// The actor always answers; the timeout only bounds a stuck
+			// system, so it is generous (a second failed one of 200,000
+			// waits under -race on a busy machine).
+			if _, err := root.RequestFuture(pid, struct{}{}, time.Minute).Result(); err != nil {
 				root.Stop(pid)
 				return fmt.Errorf("loadgen: registry warm-up: %w", err)
 			}
