@@ -168,7 +168,9 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			err = load.Free(m.ID)
 		} else {
 			err = load.PrefillDone(m.ID, time.Now())
-			held.Blocks = 0 // prefill_done releases the prefill tokens only
+			// prefill_done releases the prefill tokens only: the request
+			// and its blocks stay on the rank.
+			held.Blocks, held.PrefillRequests, held.DecodeRequests = 0, 0, 0
 		}
 		if err != nil {
 			held = RankLoad{}

@@ -52,11 +52,12 @@ func TestActorRemoteUpdate(t *testing.T) {
 		t.Errorf("after SetCandidates: routed to %v, want A (its overlap)", d.Worker)
 	}
 	// Bookkeeping says what it released: prefill_done the prefill tokens
-	// (64, nothing cached on B), free the blocks (the prefill is gone).
+	// (64, nothing cached on B; the request stays), free the blocks and
+	// the request (now in decode; the prefill is gone).
 	if r := ask(&Bookkeeping{ID: "r1"}).(*BookkeepingReply); r.Err != nil || r.Released != (RankLoad{Key: B, PrefillTokens: 64}) {
 		t.Errorf("prefill_done released %+v (%v)", r.Released, r.Err)
 	}
-	if r := ask(&Bookkeeping{ID: "r1", Free: true}).(*BookkeepingReply); r.Err != nil || r.Released != (RankLoad{Key: B, Blocks: 4}) {
+	if r := ask(&Bookkeeping{ID: "r1", Free: true}).(*BookkeepingReply); r.Err != nil || r.Released != (RankLoad{Key: B, Blocks: 4, DecodeRequests: 1}) {
 		t.Errorf("free released %+v (%v)", r.Released, r.Err)
 	}
 	if r := ask(&Bookkeeping{ID: "r1", Free: true}).(*BookkeepingReply); r.Err == nil || r.Released != (RankLoad{}) {
@@ -88,7 +89,7 @@ func TestActorAnswersIntoReplyChannel(t *testing.T) {
 	}
 	bk := &Bookkeeping{ID: "r1", Free: true, Reply: reply.Make[*BookkeepingReply](1)}
 	system.Root.Send(pid, bk)
-	if r, err := bk.Reply.Wait(time.Second); err != nil || r.Err != nil || r.Released != (RankLoad{Key: A, PrefillTokens: 64, Blocks: 4}) {
+	if r, err := bk.Reply.Wait(time.Second); err != nil || r.Err != nil || r.Released != (RankLoad{Key: A, PrefillTokens: 64, Blocks: 4, PrefillRequests: 1}) {
 		t.Errorf("free answered %+v, %v", r, err)
 	}
 }

@@ -36,9 +36,10 @@
 // CostKVRouter, weight 16 (DefaultOverlapWeight), cache falloff 1
 // (DefaultCacheFalloff), temperature 0; DynamoConfig is the reference's,
 // weight 1, no falloff. `kvrouter serve --cost dynamo` selects it,
-// `--cache-falloff 0` turns the falloff off. On a cluster each host counts
-// the requests it routed itself (Remote.Requests is 0 unless the caller
-// fills it), so r is the host's own spread. Degraded candidates are scored
+// `--cache-falloff 0` turns the falloff off. On a cluster n counts the
+// requests every host routed and still tracks (the others' arrive as
+// Candidate.Remote.Requests with their shared load), so r is the fleet's
+// spread, not one host's. Degraded candidates are scored
 // the same way with the overlap the index reports; the Decision says
 // whether the chosen one is degraded and how many candidates were.
 //

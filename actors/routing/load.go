@@ -184,16 +184,17 @@ func (l *Load) Phase(id string) (key messages.WorkerKey, inPrefill, ok bool) {
 }
 
 // Held returns the load a tracked request holds on its rank: its prefill
-// tokens while in prefill, and its blocks (ok false for an id not tracked).
+// tokens while in prefill, its blocks, and itself as one request of its
+// phase (ok false for an id not tracked).
 func (l *Load) Held(id string) (RankLoad, bool) {
 	i, ok := l.ids[id]
 	if !ok {
 		return RankLoad{}, false
 	}
 	e := &l.entries[i]
-	h := RankLoad{Key: l.slots[e.slot].Key, Blocks: e.blocks}
+	h := RankLoad{Key: l.slots[e.slot].Key, Blocks: e.blocks, DecodeRequests: 1}
 	if e.phase == phasePrefill {
-		h.PrefillTokens = e.prefillTokens
+		h.PrefillTokens, h.PrefillRequests, h.DecodeRequests = e.prefillTokens, 1, 0
 	}
 	return h, true
 }

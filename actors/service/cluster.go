@@ -290,7 +290,8 @@ func (s *Service) localLoads() []registry.RankLoad {
 			continue // a busy route actor: the others see none of its load this round
 		}
 		for _, l := range r.Ranks {
-			out = append(out, registry.RankLoad{Key: l.Key, PrefillTokens: l.PrefillTokens, Blocks: l.Blocks})
+			out = append(out, registry.RankLoad{Key: l.Key, PrefillTokens: l.PrefillTokens, Blocks: l.Blocks,
+				Requests: int64(l.PrefillRequests + l.DecodeRequests)})
 		}
 	}
 	return out
@@ -326,11 +327,24 @@ func (s *Service) remoteLoads() map[messages.WorkerKey]routing.RemoteLoad {
 	for _, a := range answers {
 		for _, l := range a.loads {
 			r := out[l.Key]
-			r.PrefillTokens, r.Blocks = r.PrefillTokens+l.PrefillTokens, r.Blocks+l.Blocks
+			r.PrefillTokens, r.Blocks, r.Requests = r.PrefillTokens+l.PrefillTokens, r.Blocks+l.Blocks, r.Requests+l.Requests
 			out[l.Key] = r
 		}
 	}
 	return out
+}
+
+// released is load a bookkeeping call moved, as the delta pushed to the
+// other members: sign −1 for what left rel.Key, +1 for what joined it.
+func released(rel routing.RankLoad, sign int64) registry.RankLoad {
+	return registry.RankLoad{Key: rel.Key, PrefillTokens: sign * rel.PrefillTokens, Blocks: sign * rel.Blocks,
+		Requests: sign * int64(rel.PrefillRequests+rel.DecodeRequests)}
+}
+
+// moved reports whether a bookkeeping call released any load (a failed
+// call's Released is zero).
+func moved(rel routing.RankLoad) bool {
+	return rel.PrefillTokens != 0 || rel.Blocks != 0 || rel.PrefillRequests+rel.DecodeRequests != 0
 }
 
 // forwardBookkeeping applies a bookkeeping call this host cannot (it did
@@ -390,6 +404,7 @@ func (s *Service) applyDeltas() {
 			r := s.remote[l.Key]
 			// A release may meet a snapshot that already left it out.
 			r.PrefillTokens, r.Blocks = max(r.PrefillTokens+l.PrefillTokens, 0), max(r.Blocks+l.Blocks, 0)
+			r.Requests = max(r.Requests+l.Requests, 0)
 			s.remote[l.Key] = r
 			if w := s.workers[l.Key]; w != nil {
 				s.system.Root.Send(w.ns.route, &routing.RemoteUpdate{Key: l.Key, Load: r})

@@ -167,7 +167,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 	}
 	if c := s.cfg.Cluster; c != nil {
 		d := rep.Decision
-		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks})
+		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
 	}
 	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, rep.Decision)
 	s.fillServing(&out)
@@ -303,8 +303,8 @@ func (s *Service) localBookkeeping(id string, free bool) (found bool, err error)
 			return false, err
 		}
 		if r.Err == nil {
-			if c, rel := s.cfg.Cluster, r.Released; c != nil && (rel.PrefillTokens != 0 || rel.Blocks != 0) {
-				c.PushLoad(registry.RankLoad{Key: rel.Key, PrefillTokens: -rel.PrefillTokens, Blocks: -rel.Blocks})
+			if c, rel := s.cfg.Cluster, r.Released; c != nil && moved(rel) {
+				c.PushLoad(released(rel, -1))
 			}
 			return true, nil
 		}

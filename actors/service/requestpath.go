@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/kvrouter/kvrouter/actors/routing"
-	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
 )
@@ -41,9 +40,10 @@ func (s *Service) Rebook(_ context.Context, model, tenant, id string, to message
 	case r.Err != nil:
 		return api.Errorf(api.ErrInvalid, "invalid_request", "%v", r.Err)
 	}
-	if c, rel := s.cfg.Cluster, r.Released; c != nil && (rel.PrefillTokens != 0 || rel.Blocks != 0) {
-		c.PushLoad(registry.RankLoad{Key: rel.Key, PrefillTokens: -rel.PrefillTokens, Blocks: -rel.Blocks})
-		c.PushLoad(registry.RankLoad{Key: to, PrefillTokens: rel.PrefillTokens, Blocks: rel.Blocks})
+	if c, rel := s.cfg.Cluster, r.Released; c != nil && moved(rel) {
+		c.PushLoad(released(rel, -1))
+		rel.Key = to
+		c.PushLoad(released(rel, 1))
 	}
 	return nil
 }

@@ -2403,6 +2403,9 @@ type RankLoad struct {
 	Key           *WorkerKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	PrefillTokens int64                  `protobuf:"varint,2,opt,name=prefill_tokens,json=prefillTokens,proto3" json:"prefill_tokens,omitempty"`
 	Blocks        int64                  `protobuf:"varint,3,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	// requests is how many routed requests the sums cover (in prefill or
+	// decode): the cost's request count behind the cache falloff.
+	Requests      int64 `protobuf:"varint,4,opt,name=requests,proto3" json:"requests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2454,6 +2457,13 @@ func (x *RankLoad) GetPrefillTokens() int64 {
 func (x *RankLoad) GetBlocks() int64 {
 	if x != nil {
 		return x.Blocks
+	}
+	return 0
+}
+
+func (x *RankLoad) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
 	}
 	return 0
 }
@@ -3227,11 +3237,12 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\fStreamStates\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x128\n" +
 	"\x06states\x18\x02 \x03(\v2 .kvrouter.cluster.v1.StreamStateR\x06states\"\x0e\n" +
-	"\fLoadsRequest\"{\n" +
+	"\fLoadsRequest\"\x97\x01\n" +
 	"\bRankLoad\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12%\n" +
 	"\x0eprefill_tokens\x18\x02 \x01(\x03R\rprefillTokens\x12\x16\n" +
-	"\x06blocks\x18\x03 \x01(\x03R\x06blocks\"T\n" +
+	"\x06blocks\x18\x03 \x01(\x03R\x06blocks\x12\x1a\n" +
+	"\brequests\x18\x04 \x01(\x03R\brequests\"T\n" +
 	"\x05Loads\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x123\n" +
 	"\x05loads\x18\x02 \x03(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x05loads\"V\n" +

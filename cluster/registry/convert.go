@@ -19,17 +19,19 @@ type StreamState struct {
 }
 
 // RankLoad is the load one member booked for one (worker, dp_rank): the
-// requests it routed and still tracks (routing.RankLoad's sums).
+// requests it routed and still tracks (routing.RankLoad's sums), and how
+// many they are (the cost's request count, behind its cache falloff).
 type RankLoad struct {
 	Key           messages.WorkerKey
 	PrefillTokens int64
 	Blocks        int64
+	Requests      int64
 }
 
 func fromLoads(ls []RankLoad) []*clusterpb.RankLoad {
 	out := make([]*clusterpb.RankLoad, len(ls))
 	for i, l := range ls {
-		out[i] = &clusterpb.RankLoad{Key: clusterpb.FromKey(l.Key), PrefillTokens: l.PrefillTokens, Blocks: l.Blocks}
+		out[i] = &clusterpb.RankLoad{Key: clusterpb.FromKey(l.Key), PrefillTokens: l.PrefillTokens, Blocks: l.Blocks, Requests: l.Requests}
 	}
 	return out
 }
@@ -39,10 +41,10 @@ func fromLoads(ls []RankLoad) []*clusterpb.RankLoad {
 func toLoads(ps []*clusterpb.RankLoad) []RankLoad {
 	var out []RankLoad
 	for _, p := range ps {
-		if p.GetKey() == nil || p.PrefillTokens < 0 || p.Blocks < 0 {
+		if p.GetKey() == nil || p.PrefillTokens < 0 || p.Blocks < 0 || p.Requests < 0 {
 			continue
 		}
-		out = append(out, RankLoad{Key: clusterpb.ToKey(p.Key), PrefillTokens: p.PrefillTokens, Blocks: p.Blocks})
+		out = append(out, RankLoad{Key: clusterpb.ToKey(p.Key), PrefillTokens: p.PrefillTokens, Blocks: p.Blocks, Requests: p.Requests})
 	}
 	return out
 }

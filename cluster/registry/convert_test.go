@@ -13,8 +13,8 @@ import (
 // anyone's load).
 func TestLoadsRoundTrip(t *testing.T) {
 	in := []RankLoad{
-		{Key: messages.WorkerKey{Worker: 1}, PrefillTokens: 48, Blocks: 12},
-		{Key: messages.WorkerKey{Worker: 2, DpRank: 1}, Blocks: 3},
+		{Key: messages.WorkerKey{Worker: 1}, PrefillTokens: 48, Blocks: 12, Requests: 2},
+		{Key: messages.WorkerKey{Worker: 2, DpRank: 1}, Blocks: 3, Requests: 1},
 	}
 	ps := fromLoads(in)
 	if got := toLoads(ps); !slices.Equal(got, in) {
@@ -24,6 +24,7 @@ func TestLoadsRoundTrip(t *testing.T) {
 		&clusterpb.RankLoad{PrefillTokens: 5},
 		&clusterpb.RankLoad{Key: clusterpb.FromKey(messages.WorkerKey{Worker: 3}), Blocks: -1},
 		&clusterpb.RankLoad{Key: clusterpb.FromKey(messages.WorkerKey{Worker: 4}), PrefillTokens: -7},
+		&clusterpb.RankLoad{Key: clusterpb.FromKey(messages.WorkerKey{Worker: 5}), Requests: -1},
 	)
 	if got := toLoads(bad); !slices.Equal(got, in) {
 		t.Errorf("with bad entries: %+v, want %+v", got, in)

@@ -366,7 +366,7 @@ func (a *replicaActor) Receive(ctx actor.Context) {
 		// Unlike a snapshot's sums, a delta is negative when load is
 		// released.
 		if f, l := a.r.delta.Load(), m.GetLoad(); f != nil && l.GetKey() != nil {
-			(*f)(m.Member, RankLoad{Key: clusterpb.ToKey(l.Key), PrefillTokens: l.PrefillTokens, Blocks: l.Blocks})
+			(*f)(m.Member, RankLoad{Key: clusterpb.ToKey(l.Key), PrefillTokens: l.PrefillTokens, Blocks: l.Blocks, Requests: l.Requests})
 		}
 	case *clusterpb.LoadsRequest:
 		self := a.r.Self()

@@ -84,9 +84,9 @@ func TestLoadExchange(t *testing.T) {
 	rs := []*Replica{join(t, agent), join(t, agent)}
 	waitUntil(t, "both members see each other", func() bool { return len(rs[0].Members()) == 2 && len(rs[1].Members()) == 2 })
 	k := messages.WorkerKey{Worker: 3, DpRank: 1}
-	rs[1].ServeLoads(func() []RankLoad { return []RankLoad{{Key: k, PrefillTokens: 64, Blocks: 4}} })
+	rs[1].ServeLoads(func() []RankLoad { return []RankLoad{{Key: k, PrefillTokens: 64, Blocks: 4, Requests: 1}} })
 	got, err := rs[0].Loads(rs[1].Self(), time.Second)
-	if err != nil || len(got) != 1 || got[0] != (RankLoad{Key: k, PrefillTokens: 64, Blocks: 4}) {
+	if err != nil || len(got) != 1 || got[0] != (RankLoad{Key: k, PrefillTokens: 64, Blocks: 4, Requests: 1}) {
 		t.Fatalf("loads from member 1: %+v, %v", got, err)
 	}
 	deltas := make(chan RankLoad, 2)
@@ -95,9 +95,9 @@ func TestLoadExchange(t *testing.T) {
 			deltas <- l
 		}
 	})
-	rs[0].PushLoad(RankLoad{Key: k, PrefillTokens: 32, Blocks: 2})
+	rs[0].PushLoad(RankLoad{Key: k, PrefillTokens: 32, Blocks: 2, Requests: 1})
 	rs[0].PushLoad(RankLoad{Key: k, PrefillTokens: -32})
-	for _, want := range []RankLoad{{Key: k, PrefillTokens: 32, Blocks: 2}, {Key: k, PrefillTokens: -32}} {
+	for _, want := range []RankLoad{{Key: k, PrefillTokens: 32, Blocks: 2, Requests: 1}, {Key: k, PrefillTokens: -32}} {
 		select {
 		case l := <-deltas:
 			if l != want {
