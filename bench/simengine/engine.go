@@ -55,6 +55,11 @@ type Options struct {
 	// Linger is how long Close waits before closing the sockets, so queued
 	// messages get out (zmq4 has no ZMQ_LINGER). Default 0.
 	Linger time.Duration
+	// HWM is the PUB socket's high-water mark in messages: past it, new
+	// messages are dropped, as libzmq's PUB drops for a slow subscriber
+	// (vLLM sets 100,000). Default 0: zmq4's unbounded queue, which never
+	// drops. zmq4 counts one queue for all subscribers and reports no drop.
+	HWM int
 	// Now is the clock for batch timestamps; default time.Now.
 	Now func() time.Time
 }
@@ -73,10 +78,13 @@ type ResetOptions struct {
 
 // Stats are an Engine's counters.
 type Stats struct {
-	NextSeq           uint64
-	Published         uint64 // batches sent on the PUB socket (heartbeats included)
-	Heartbeats        uint64
-	Dropped           uint64 // batches withheld by DropSeqs
+	NextSeq    uint64
+	Published  uint64 // batches sent on the PUB socket (heartbeats included)
+	Heartbeats uint64
+	Dropped    uint64 // batches withheld by DropSeqs
+	// SentBlocks counts the stored blocks of the batches handed to the PUB
+	// socket (not those withheld; those zmq4 drops past HWM are counted).
+	SentBlocks        uint64
 	PublishErrors     uint64
 	ReplayRequests    uint64
 	ReplayedBatches   uint64
@@ -137,6 +145,12 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		e.pub.Close()
 		return nil, fmt.Errorf("simengine: PUB on %s: %w", opts.Endpoint, err)
+	}
+	if opts.HWM > 0 {
+		if err := e.pub.SetOption(zmq4.OptionHWM, opts.HWM); err != nil {
+			e.pub.Close()
+			return nil, fmt.Errorf("simengine: PUB high-water mark %d: %w", opts.HWM, err)
+		}
 	}
 	e.endpoint = boundEndpoint(opts.Endpoint, e.pub.Addr())
 	if opts.ReplayEndpoint != "" {
@@ -296,19 +310,42 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
-// publishLocked encodes events as the next batch, keeps it for replay and
-// sends [topic, seq, payload] unless DropSeqs withholds it.
+// publishLocked encodes events as the next batch and sends it.
 func (e *Engine) publishLocked(events []Event) error {
-	payload, err := e.enc.Encode(Batch{
+	payload, err := e.encode(e.enc, events)
+	if err != nil {
+		e.stats.PublishErrors++
+		return err
+	}
+	return e.sendLocked(payload, storedBlocks(events))
+}
+
+// encode encodes events as one batch of this engine (its dp rank, the
+// clock's time) with enc.
+func (e *Engine) encode(enc *Encoder, events []Event) ([]byte, error) {
+	return enc.Encode(Batch{
 		TS:      float64(e.opts.Now().UnixNano()) / 1e9,
 		Events:  events,
 		DpRank:  e.opts.DpRank,
 		NilRank: e.opts.NilRank,
 	})
-	if err != nil {
-		e.stats.PublishErrors++
-		return err
+}
+
+// storedBlocks counts the blocks of events' BlockStored events.
+func storedBlocks(events []Event) int {
+	n := 0
+	for _, ev := range events {
+		if ev.Kind == EventStored {
+			n += len(ev.Hashes)
+		}
 	}
+	return n
+}
+
+// sendLocked takes the next seq for an encoded batch holding stored
+// blocks, keeps it for replay and sends [topic, seq, payload] unless
+// DropSeqs withholds it.
+func (e *Engine) sendLocked(payload []byte, stored int) error {
 	seq := e.seq
 	e.seq++
 	e.ring.add(seq, payload)
@@ -322,6 +359,7 @@ func (e *Engine) publishLocked(events []Event) error {
 		return fmt.Errorf("simengine: publish seq %d: %w", seq, err)
 	}
 	e.stats.Published++
+	e.stats.SentBlocks += uint64(stored)
 	return nil
 }
 

@@ -43,21 +43,8 @@ func (e *Engine) Run(ctx context.Context, cfg RunConfig) error {
 	if cfg.Rate < 0 || cfg.BlockRate < 0 {
 		return fmt.Errorf("simengine: run: rate %v, block rate %v, want ≥ 0", cfg.Rate, cfg.BlockRate)
 	}
-	if cfg.StatusEvery <= 0 {
-		cfg.StatusEvery = 5 * time.Second
-	}
-	p := pacer{e: e, cfg: cfg, ctx: ctx}
-	if cfg.Status != nil {
-		t := time.NewTicker(cfg.StatusEvery)
-		defer t.Stop()
-		p.status = t.C
-		defer func() { cfg.Status(e.Stats()) }()
-	}
-	if cfg.Heartbeat > 0 {
-		t := time.NewTicker(cfg.Heartbeat)
-		defer t.Stop()
-		p.heartbeat = t.C
-	}
+	p, stop := e.newPacer(ctx, cfg)
+	defer stop()
 	start := time.Now()
 	stored0 := e.Stats().Cache.StoredBlocks
 	for served := 0; cfg.Requests == 0 || served < cfg.Requests; served++ {
@@ -71,11 +58,7 @@ func (e *Engine) Run(ctx context.Context, cfg RunConfig) error {
 		due := start.Add(pr.At)
 		switch {
 		case cfg.BlockRate > 0:
-			stored := e.Stats().Cache.StoredBlocks - stored0
-			due = start.Add(time.Duration(float64(stored) / cfg.BlockRate * float64(time.Second)))
-			if late := time.Since(due); late > maxBacklog {
-				start, due = start.Add(late-maxBacklog), due.Add(late-maxBacklog)
-			}
+			due = blockDue(&start, e.Stats().Cache.StoredBlocks-stored0, cfg.BlockRate)
 		case cfg.Rate > 0:
 			due = start.Add(time.Duration(float64(served) / cfg.Rate * float64(time.Second)))
 		}
@@ -92,6 +75,42 @@ func (e *Engine) Run(ctx context.Context, cfg RunConfig) error {
 // maxBacklog is how far behind its block rate an engine may run before it
 // gives up the difference.
 const maxBacklog = 100 * time.Millisecond
+
+// blockDue is when the next batch is due once blocks are sent at rate
+// blocks/s from *start; more than maxBacklog late, *start moves up so the
+// rest of the backlog is dropped instead of sent in a burst.
+func blockDue(start *time.Time, blocks uint64, rate float64) time.Time {
+	due := start.Add(time.Duration(float64(blocks) / rate * float64(time.Second)))
+	if late := time.Since(due); late > maxBacklog {
+		*start, due = start.Add(late-maxBacklog), due.Add(late-maxBacklog)
+	}
+	return due
+}
+
+// newPacer starts cfg's status and heartbeat tickers; stop ends them and
+// reports the final status.
+func (e *Engine) newPacer(ctx context.Context, cfg RunConfig) (p *pacer, stop func()) {
+	if cfg.StatusEvery <= 0 {
+		cfg.StatusEvery = 5 * time.Second
+	}
+	p = &pacer{e: e, cfg: cfg, ctx: ctx}
+	var stops []func()
+	if cfg.Status != nil {
+		t := time.NewTicker(cfg.StatusEvery)
+		p.status = t.C
+		stops = append(stops, t.Stop, func() { cfg.Status(e.Stats()) })
+	}
+	if cfg.Heartbeat > 0 {
+		t := time.NewTicker(cfg.Heartbeat)
+		p.heartbeat = t.C
+		stops = append(stops, t.Stop)
+	}
+	return p, func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+}
 
 // pacer waits for a request's due time while serving status and heartbeat
 // ticks.

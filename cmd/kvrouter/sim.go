@@ -37,6 +37,15 @@ stored blocks instead (a steady ingest whatever the hit rate). The run ends
 after --requests prompts, at the end of the trace (unless --hold or --loop:
 start the trace again, same tokens), or on SIGINT/SIGTERM. A status line goes to stderr every --status.
 
+Replay publisher: --pre-encode N first serves the driver's prompts on a
+cache like the engine's, without publishing, and encodes each batch they
+cause until N stored blocks are encoded (then an AllBlocksCleared batch);
+then it publishes those batches in a loop — the same frames, each with the
+next seq, kept for replay — paced by --block-rate (0: flat out). Sending
+costs a ZeroMQ send per batch and nothing per block, so one core offers a
+router far more blocks/s than the engine that hashes, caches and encodes
+as it goes. --hwm bounds the PUB queue as libzmq's does (vLLM: 100000).
+
 Like vLLM, a --dp-rank r > 0 adds r to both endpoint ports.
 
 Examples:
@@ -75,6 +84,8 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	heartbeat := fs.Duration("heartbeat", 0, "publish an empty batch this often (0: never, as vLLM)")
 	status := fs.Duration("status", 5*time.Second, "status line interval")
 	holdOn := fs.Bool("hold", false, "keep publishing heartbeats and serving replay after the driver ends, until interrupted")
+	preEncode := fs.Int("pre-encode", 0, "replay publisher: encode batches holding this many stored blocks first, then publish them in a loop (0: off)")
+	hwm := fs.Int("hwm", 0, "PUB high-water mark in messages: past it new batches are dropped, as libzmq's PUB does (0: zmq4's unbounded queue; vLLM sets 100000)")
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -82,8 +93,11 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter sim: "+format+"\n", a...)
 		return code
 	}
-	if *dpRank > 1<<16 || *requests < 0 || *rate < 0 || *blockRate < 0 || *status <= 0 || *heartbeat < 0 {
-		return fail(2, "--dp-rank, --requests, --rate, --block-rate, --status or --heartbeat out of range")
+	if *dpRank > 1<<16 || *requests < 0 || *rate < 0 || *blockRate < 0 || *status <= 0 || *heartbeat < 0 || *preEncode < 0 || *hwm < 0 {
+		return fail(2, "--dp-rank, --requests, --rate, --block-rate, --status, --heartbeat, --pre-encode or --hwm out of range")
+	}
+	if *preEncode > 0 && (*requests != 0 || *holdOn) {
+		return fail(2, "--pre-encode publishes until interrupted: not with --requests or --hold")
 	}
 	if (*loop || *skip != 0) && *driver != "trace" || *skip < 0 {
 		return fail(2, "--loop and --skip need --driver trace; --skip must not be negative")
@@ -129,7 +143,7 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	eng, err := simengine.New(simengine.Options{
 		Endpoint: pubEP, Connect: *connect, ReplayEndpoint: replay, LegacyReplay: *legacyReplay,
 		Topic: *topic, SeqStart: *seqStart, DpRank: rank, BlockSize: *blockSize, CapacityBlocks: *capacity,
-		HashSeed: *hashSeed, Encoding: enc, Linger: 200 * time.Millisecond,
+		HashSeed: *hashSeed, Encoding: enc, Linger: 200 * time.Millisecond, HWM: *hwm,
 	})
 	if err != nil {
 		return fail(1, "%v", err)
@@ -146,8 +160,13 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	started := time.Now()
 	report := func(s simengine.Stats) { fmt.Fprintln(stderr, statusLine(s, time.Since(started))) }
-	err = eng.Run(ctx, simengine.RunConfig{Driver: drv, Rate: *rate, BlockRate: *blockRate, Requests: *requests,
-		Heartbeat: *heartbeat, Status: report, StatusEvery: *status})
+	run := simengine.RunConfig{Driver: drv, Rate: *rate, BlockRate: *blockRate, Requests: *requests,
+		Heartbeat: *heartbeat, Status: report, StatusEvery: *status}
+	if *preEncode > 0 {
+		err = runRecorded(ctx, eng, *preEncode, run, stderr)
+	} else {
+		err = eng.Run(ctx, run)
+	}
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -159,6 +178,23 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(1, "%v", err)
 	}
 	return 0
+}
+
+// runRecorded is --pre-encode: record blocks stored blocks of the driver's
+// prompts, then publish the recording in a loop until ctx ends.
+func runRecorded(ctx context.Context, eng *simengine.Engine, blocks int, run simengine.RunConfig, stderr io.Writer) error {
+	t0 := time.Now()
+	rec, err := eng.Record(run.Driver, blocks)
+	if err != nil {
+		return err
+	}
+	bytes := 0
+	for _, p := range rec.Payloads {
+		bytes += len(p)
+	}
+	fmt.Fprintf(stderr, "kvrouter sim: pre-encoded %d batches (%d stored blocks, %d prompts, %.1f MB) in %s; publishing them in a loop\n",
+		len(rec.Payloads), rec.Blocks, rec.Requests, float64(bytes)/1e6, time.Since(t0).Round(time.Millisecond))
+	return eng.RunRecording(ctx, rec, run)
 }
 
 // holdEngine keeps the engine up (replay, heartbeats, status) until ctx ends.
@@ -206,9 +242,9 @@ func statusLine(s simengine.Stats, up time.Duration) string {
 	if s.Cache.PromptBlocks > 0 {
 		hit = 100 * float64(s.Cache.HitBlocks) / float64(s.Cache.PromptBlocks)
 	}
-	return fmt.Sprintf("kvrouter sim: up %s next_seq=%d published=%d dropped=%d requests=%d hit=%.1f%% blocks=%d/%d stored=%d evicted=%d replays=%d errors=%d",
+	return fmt.Sprintf("kvrouter sim: up %s next_seq=%d published=%d dropped=%d requests=%d hit=%.1f%% blocks=%d/%d stored=%d evicted=%d sent=%d replays=%d errors=%d",
 		up.Round(100*time.Millisecond), s.NextSeq, s.Published, s.Dropped, s.Cache.Requests, hit,
-		s.Blocks, s.CapacityBlocks, s.Cache.StoredBlocks, s.Cache.EvictedBlocks, s.ReplayRequests, s.PublishErrors)
+		s.Blocks, s.CapacityBlocks, s.Cache.StoredBlocks, s.Cache.EvictedBlocks, s.SentBlocks, s.ReplayRequests, s.PublishErrors)
 }
 
 func joinEncodings() string {
