@@ -116,10 +116,14 @@ func TestShardCountInvariance(t *testing.T) {
 			idx[i] = Spawn(system.Root, Config{Shards: n})
 		}
 		workers := 2 + int(seed%7)
+		var stored uint64 // blocks of the stored events sent
 		for round := range 30 {
 			for range 20 {
 				ev := g.next(workers)
 				plain.Apply(ev)
+				if ev.Event.Kind == messages.KindStored {
+					stored += uint64(len(ev.Event.Blocks))
+				}
 				for _, x := range idx {
 					system.Root.Send(x.PID(), &messages.RouterEventBatch{Events: []messages.RouterEvent{ev}})
 				}
@@ -161,6 +165,13 @@ func TestShardCountInvariance(t *testing.T) {
 			}
 			if st.Size.Entries != want.Entries || st.Size.Streams != want.Streams || len(st.Shards) != counts[i] {
 				t.Fatalf("seed %d, %d shards: size %+v, want entries/streams of %+v", seed, counts[i], st.Size, want)
+			}
+			var perShard uint64
+			for _, n := range st.ShardStoredBlocks {
+				perShard += n
+			}
+			if st.StoredBlocks != stored || perShard != stored || len(st.ShardStoredBlocks) != counts[i] {
+				t.Fatalf("seed %d, %d shards: stored blocks %d (per shard %v), want %d", seed, counts[i], st.StoredBlocks, st.ShardStoredBlocks, stored)
 			}
 			snap, err := x.Snapshot(wait)
 			if err != nil {

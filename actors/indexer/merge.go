@@ -50,9 +50,11 @@ func mergeQuery(parts []*QueryResult) *QueryResult {
 // mergeStats sums the shards' counters and sizes, unites their per-stream
 // tree sizes and keeps each shard's own size.
 func mergeStats(parts []*Stats) *Stats {
-	out := &Stats{TreeSizes: map[messages.WorkerKey]int{}, Shards: make([]radix.Size, len(parts))}
+	out := &Stats{TreeSizes: map[messages.WorkerKey]int{}, Shards: make([]radix.Size, len(parts)), ShardStoredBlocks: make([]uint64, len(parts))}
 	for i, p := range parts {
 		out.Tree = addStats(out.Tree, p.Tree)
+		out.StoredBlocks += p.StoredBlocks
+		out.ShardStoredBlocks[i] = p.StoredBlocks
 		out.Size = addSize(out.Size, p.Size)
 		out.Shards[i] = p.Size
 		maps.Copy(out.TreeSizes, p.TreeSizes)

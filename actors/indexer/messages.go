@@ -71,6 +71,11 @@ type Stats struct {
 	TreeSizes map[messages.WorkerKey]int
 	// Shards is each shard's own size, by shard number.
 	Shards []radix.Size
+	// StoredBlocks counts the blocks of the stored events applied (every
+	// one given to the tree, held before or not); ShardStoredBlocks is
+	// each shard's count, by shard number.
+	StoredBlocks      uint64
+	ShardStoredBlocks []uint64
 }
 
 // SnapshotRequest asks for every stream's blocks (answered with *Snapshot).

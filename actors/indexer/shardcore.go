@@ -18,6 +18,8 @@ type Shard struct {
 	overlap radix.Overlap
 	// pos is each stream's position: the last engine batch applied.
 	pos map[messages.StreamID]messages.Position
+	// stored counts the blocks of the stored events applied.
+	stored uint64
 }
 
 // NewShard returns an empty shard.
@@ -34,6 +36,9 @@ func (s *Shard) Apply(b *messages.RouterEventBatch) {
 	}
 	for _, ev := range b.Events {
 		s.tree.Apply(ev)
+		if ev.Event.Kind == messages.KindStored {
+			s.stored += uint64(len(ev.Event.Blocks))
+		}
 	}
 	switch p := b.Position; {
 	case p.Known:
@@ -66,7 +71,8 @@ func (s *Shard) Dump() *DumpResult {
 
 // Stats returns the shard's counters, size and per-stream tree sizes.
 func (s *Shard) Stats() *Stats {
-	st := &Stats{Tree: s.tree.Stats(), Size: s.tree.Size(), TreeSizes: map[messages.WorkerKey]int{}}
+	st := &Stats{Tree: s.tree.Stats(), Size: s.tree.Size(), TreeSizes: map[messages.WorkerKey]int{},
+		StoredBlocks: s.stored, ShardStoredBlocks: []uint64{s.stored}}
 	for _, k := range s.tree.Workers() {
 		st.TreeSizes[k] = s.tree.TreeSize(k)
 	}

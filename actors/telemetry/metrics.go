@@ -51,6 +51,7 @@ var ratioBuckets = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
 //	kvrouter_stream_lag_seconds{worker,dp_rank}                listener → coalescer, last batch
 //	kvrouter_worker_state{worker,dp_rank,state}                1 for the current state, else 0
 //	kvrouter_index_blocks{shard}                               tree blocks per index shard
+//	kvrouter_index_stored_blocks_total{shard}                  blocks of the stored events each shard applied
 //	kvrouter_route_duration_seconds                            histogram
 //	kvrouter_route_cached_tokens_ratio                         histogram: cached / prompt tokens
 //	kvrouter_sessions                                          sessions whose lineage is held
@@ -133,10 +134,10 @@ func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdo
 
 // observed are the asynchronous instruments fed by one read of the Source.
 type observed struct {
-	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, readErrors, contradictions, expired metric.Int64ObservableCounter
-	sessionReasons                                                                                                 [unitCount]metric.Int64ObservableCounter
-	state, blocks, sessions, lineages, sessionBlocks, mailboxes                                                    metric.Int64ObservableGauge
-	lag                                                                                                            metric.Float64ObservableGauge
+	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, readErrors, contradictions, expired, stored metric.Int64ObservableCounter
+	sessionReasons                                                                                                         [unitCount]metric.Int64ObservableCounter
+	state, blocks, sessions, lineages, sessionBlocks, mailboxes                                                            metric.Int64ObservableGauge
+	lag                                                                                                                    metric.Float64ObservableGauge
 }
 
 func (m *Metrics) instruments(meter metric.Meter) error {
@@ -207,6 +208,9 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	o.blocks, err = meter.Int64ObservableGauge("kvrouter.index.blocks",
 		metric.WithDescription("Blocks held by each index shard."))
 	keep()
+	o.stored, err = meter.Int64ObservableCounter("kvrouter.index.stored_blocks",
+		metric.WithDescription("Blocks of the stored events each index shard applied (held before or not)."))
+	keep()
 	o.lag, err = meter.Float64ObservableGauge("kvrouter.stream.lag", metric.WithUnit("s"),
 		metric.WithDescription("Time the stream's last batch took from its listener to its coalescer."))
 	keep()
@@ -220,7 +224,7 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	_, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		m.observe(obs, &o)
 		return nil
-	}, o.events, o.hints, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.contradictions, o.expired, o.mailboxes, o.readErrors, o.state, o.blocks, o.lag,
+	}, o.events, o.hints, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.contradictions, o.expired, o.mailboxes, o.readErrors, o.state, o.blocks, o.stored, o.lag,
 		o.sessionReasons[unitEvents], o.sessionReasons[unitSessions], o.sessionReasons[unitLineages],
 		o.sessionReasons[unitBlocks], o.sessions, o.lineages, o.sessionBlocks)
 	keep()
@@ -263,6 +267,7 @@ func (m *Metrics) observe(obs metric.Observer, o *observed) {
 	obs.ObserveInt64(o.sessionBlocks, int64(r.sessions.blocks))
 	ints(o.state, r.state)
 	ints(o.blocks, r.blocks)
+	ints(o.stored, r.stored)
 	for _, p := range r.lag {
 		obs.ObserveFloat64(o.lag, p.v, metric.WithAttributeSet(p.set))
 	}

@@ -84,7 +84,7 @@ func newFake() *fakePipeline {
 			Replays:   map[string]uint64{"ok": 2}, Resyncs: map[string]uint64{"start": 1}}},
 		norm:     map[messages.StreamID]normalizer.Stats{w7: {}},
 		lost:     map[messages.StreamID]uint64{w7: 4},
-		index:    indexer.Stats{Shards: []radix.Size{{Blocks: 10}, {Blocks: 4}}},
+		index:    indexer.Stats{Shards: []radix.Size{{Blocks: 10}, {Blocks: 4}}, StoredBlocks: 70, ShardStoredBlocks: []uint64{50, 20}},
 		sessions: sessions.Stats{Sessions: 3, Lineages: 4, Blocks: 40},
 	}
 	f.sessions.Reasons[sessions.ReasonEvicted] = 6
@@ -161,6 +161,7 @@ func TestMetricNames(t *testing.T) {
 		"kvrouter_stream_lag_seconds":             dto.MetricType_GAUGE,
 		"kvrouter_worker_state":                   dto.MetricType_GAUGE,
 		"kvrouter_index_blocks":                   dto.MetricType_GAUGE,
+		"kvrouter_index_stored_blocks_total":      dto.MetricType_COUNTER,
 		"kvrouter_route_duration_seconds":         dto.MetricType_HISTOGRAM,
 		"kvrouter_route_cached_tokens_ratio":      dto.MetricType_HISTOGRAM,
 	}
@@ -240,6 +241,8 @@ func TestCountersFollowThePipeline(t *testing.T) {
 		{"kvrouter_worker_state", with("state", "degraded"), 0},
 		{"kvrouter_index_blocks", map[string]string{"shard": "0"}, 10},
 		{"kvrouter_index_blocks", map[string]string{"shard": "1"}, 4},
+		{"kvrouter_index_stored_blocks_total", map[string]string{"shard": "0"}, 50},
+		{"kvrouter_index_stored_blocks_total", map[string]string{"shard": "1"}, 20},
 		{"kvrouter_telemetry_read_errors_total", nil, 0},
 	}
 	for _, c := range checks {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/coalescer"
+	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/normalizer"
 	"github.com/kvrouter/kvrouter/messages"
@@ -59,16 +60,16 @@ func (s series) add(v float64, kv ...attribute.KeyValue) {
 
 // readings are one scrape's ingest figures.
 type readings struct {
-	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, lag, state, blocks, contradictions series
-	sessions                                                                                                      sessionReadings
-	errors                                                                                                        int // requests that failed (figures left out)
+	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, lag, state, blocks, stored, contradictions series
+	sessions                                                                                                              sessionReadings
+	errors                                                                                                                int // requests that failed (figures left out)
 }
 
 // read asks every pipeline for its counters, each request bounded by
 // timeout; what does not answer is left out and counted in errors.
 func read(pipes []Pipeline, timeout time.Duration) *readings {
 	r := &readings{events: series{}, hints: series{}, batches: series{}, gaps: series{}, replays: series{}, resyncs: series{},
-		recoveries: series{}, lost: series{}, dropped: series{}, lag: series{}, state: series{}, blocks: series{}, contradictions: series{},
+		recoveries: series{}, lost: series{}, dropped: series{}, lag: series{}, state: series{}, blocks: series{}, stored: series{}, contradictions: series{},
 		sessions: newSessionReadings()}
 	for _, p := range pipes {
 		if st, err := p.Status(timeout); err != nil {
@@ -80,12 +81,8 @@ func read(pipes []Pipeline, timeout time.Duration) *readings {
 		}
 		if ix, err := p.IndexStats(timeout); err != nil {
 			r.errors++
-		} else if len(ix.Shards) == 0 {
-			r.blocks.add(float64(ix.Size.Blocks), labelShard.String("0"))
 		} else {
-			for i, sz := range ix.Shards {
-				r.blocks.add(float64(sz.Blocks), labelShard.String(strconv.Itoa(i)))
-			}
+			r.index(ix)
 		}
 		if ss, err := p.SessionStats(timeout); err != nil {
 			r.errors++
@@ -94,6 +91,23 @@ func read(pipes []Pipeline, timeout time.Duration) *readings {
 		}
 	}
 	return r
+}
+
+// index adds the index's blocks and stored blocks applied, per shard
+// (shard 0 for an index that reports no shards).
+func (r *readings) index(ix *indexer.Stats) {
+	if len(ix.Shards) == 0 {
+		r.blocks.add(float64(ix.Size.Blocks), labelShard.String("0"))
+	}
+	for i, sz := range ix.Shards {
+		r.blocks.add(float64(sz.Blocks), labelShard.String(strconv.Itoa(i)))
+	}
+	if len(ix.ShardStoredBlocks) == 0 {
+		r.stored.add(float64(ix.StoredBlocks), labelShard.String("0"))
+	}
+	for i, n := range ix.ShardStoredBlocks {
+		r.stored.add(float64(n), labelShard.String(strconv.Itoa(i)))
+	}
 }
 
 // stream reads one stream's listener and normalizer counters.
