@@ -58,11 +58,14 @@ fuzz-smoke:
 # routing quality; under two minutes), the quick pinned load (kvrouter serve
 # on one core, engines and an open-loop generator on the other, beside a
 # net/http floor; under a minute; the full table is `kvrouter-bench
-# pinned`), then the Go micro-benchmarks. Figures and method:
-# bench/README.md.
+# pinned`), the quick pinned ingest (kvrouter serve on one core, replay
+# publishers of pre-encoded KV events on the other; ~10 s; the full table
+# is `kvrouter-bench pinned-ingest`), then the Go micro-benchmarks. Figures
+# and method: bench/README.md.
 bench: build
 	./bin/kvrouter-bench --quick
 	./bin/kvrouter-bench pinned --quick
+	./bin/kvrouter-bench pinned-ingest --quick
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./bench/... ./messages/blockhash/
 
 clean:

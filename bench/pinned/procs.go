@@ -210,11 +210,22 @@ func workerRanks(base string) ([]rankState, error) {
 // counterSum sums the samples of the Prometheus counters named in names
 // on base's /metrics (every label set).
 func counterSum(base string, names ...string) (float64, error) {
+	sums, err := counterSums(base, names...)
+	var sum float64
+	for _, v := range sums {
+		sum += v
+	}
+	return sum, err
+}
+
+// counterSums is each named counter's sum over its label sets, from one
+// scrape of base's /metrics (0 for a name without samples).
+func counterSums(base string, names ...string) (map[string]float64, error) {
 	ok, b := getOK(base + "/metrics")
 	if !ok {
-		return 0, fmt.Errorf("/metrics: %s", strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("/metrics: %s", strings.TrimSpace(string(b)))
 	}
-	var sum float64
+	sums := make(map[string]float64, len(names))
 	for line := range strings.Lines(string(b)) {
 		for _, n := range names {
 			if rest, ok := strings.CutPrefix(line, n); ok && (strings.HasPrefix(rest, "{") || strings.HasPrefix(rest, " ")) {
@@ -222,11 +233,11 @@ func counterSum(base string, names ...string) (float64, error) {
 				if len(f) > 0 {
 					v, err := strconv.ParseFloat(f[0], 64)
 					if err == nil {
-						sum += v
+						sums[n] += v
 					}
 				}
 			}
 		}
 	}
-	return sum, nil
+	return sums, nil
 }

@@ -83,8 +83,8 @@ func (r *runner) progress(format string, a ...any) {
 	}
 }
 
-// engines are the running simulated engines and their stored-block
-// counters (from their status lines).
+// engines are the running simulated engines (or replay publishers) and
+// their block counters (from their status lines).
 type engines struct {
 	procs  []*proc
 	stored []atomic.Uint64
@@ -142,28 +142,38 @@ func (r *runner) startEngines(ingest float64) (*engines, error) {
 			"--capacity", strconv.Itoa(r.cfg.Capacity), "--block-rate", strconv.FormatFloat(ingest/float64(r.cfg.Engines), 'f', -1, 64),
 			"--loop", "--skip", strconv.Itoa(i * r.prompts / r.cfg.Engines),
 			"--endpoint", pub, "--replay-endpoint", rep, "--status", "200ms"})
-		counter, seen := &e.stored[i], false
-		p, err := startProc(fmt.Sprintf("engine %d", i+1), argv, func(line string) {
-			if v, ok := storedField(line); ok {
-				counter.Store(v)
-				if !seen {
-					seen = true
-					e.up.Add(1)
-				}
-			}
-		})
-		if err != nil {
+		if err := e.start(fmt.Sprintf("engine %d", i+1), argv, i, "stored"); err != nil {
 			e.stop()
 			return nil, err
 		}
-		e.procs, e.pubs, e.replay = append(e.procs, p), append(e.pubs, pub), append(e.replay, rep)
+		e.pubs, e.replay = append(e.pubs, pub), append(e.replay, rep)
 	}
 	return e, nil
 }
 
-// storedField reads stored=N from a `kvrouter sim` status line.
-func storedField(line string) (uint64, bool) {
-	_, rest, ok := strings.Cut(line, " stored=")
+// start starts engine i's process; its status lines' field=N is its
+// counter (stored for an engine, sent for a replay publisher).
+func (e *engines) start(name string, argv []string, i int, field string) error {
+	counter, seen := &e.stored[i], false
+	p, err := startProc(name, argv, func(line string) {
+		if v, ok := statusField(line, field); ok {
+			counter.Store(v)
+			if !seen {
+				seen = true
+				e.up.Add(1)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	e.procs = append(e.procs, p)
+	return nil
+}
+
+// statusField reads field=N from a `kvrouter sim` status line.
+func statusField(line, field string) (uint64, bool) {
+	_, rest, ok := strings.Cut(line, " "+field+"=")
 	if !ok {
 		return 0, false
 	}

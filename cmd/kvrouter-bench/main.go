@@ -56,7 +56,10 @@ overrides the preset's value.
 kvrouter-bench pinned [flags] runs the pinned, out-of-process /route load
 instead: the router as its own kvrouter serve process on one core, the
 engines and an open-loop generator on the other, beside a plain net/http
-floor (kvrouter-bench pinned --help).
+floor (kvrouter-bench pinned --help). kvrouter-bench pinned-ingest [flags]
+measures the router's ingest the same way: kvrouter serve on one core,
+replay publishers offering pre-encoded KV event batches on the other
+(kvrouter-bench pinned-ingest --help).
 
 --chaos runs the fault-injection trials of bench/chaos instead (a seeded
 fault plan per trial between simulated engines and a router, then the
@@ -91,6 +94,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "pinned":
 			return runPinned(args[1:], stdout, stderr)
+		case "pinned-ingest":
+			return runPinnedIngest(args[1:], stdout, stderr)
 		case "floor-server":
 			return runFloorServer(args[1:], stdout, stderr)
 		}
