@@ -1,6 +1,7 @@
 // Package pinned is kvrouter-bench's pinned, out-of-process /route load
 // (`kvrouter-bench pinned`): the router under test next to its floor, each
-// alone on a core, under a constant offered load.
+// alone on a core, under a constant offered load; and its ingest alone
+// (`kvrouter-bench pinned-ingest`, "Ingest" below).
 //
 // # Processes and cores
 //
@@ -71,7 +72,45 @@
 // measured part of one point (serve --pprof-listen on loopback, the
 // profile fetched from it), for `go tool pprof`.
 //
+// # Ingest
+//
+// RunIngest measures what the router's ingest path — ZeroMQ → listener →
+// normalizer → coalescer → index — takes on its own core. The router is
+// `kvrouter serve` under `taskset -c RouterCPU`; the engines are
+// Publishers replay publishers (`kvrouter sim --pre-encode`) under
+// `taskset -c LoadCPU`. A replay publisher first serves the Mooncake trace
+// (16 tokens per hash id, publisher i starting i/Publishers into it,
+// looped) on an LRU cache of Capacity blocks without publishing, encoding
+// each batch in vLLM's map encoding until PreEncode stored blocks are
+// encoded, then an AllBlocksCleared; then it publishes those payloads in a
+// loop as vLLM does — [topic, 8-byte big-endian seq, msgpack payload], a
+// fresh seq each, kept in its replay buffer and served on its replay
+// ROUTER, its PUB dropping past HWM messages — paced by stored blocks
+// (its share of the point's rate; 0 is flat out). Sending costs it a
+// ZeroMQ send per batch and nothing per block, so the other core offers
+// far more than a simulated engine that hashes, caches and encodes as it
+// goes (~5–9 µs per block). Each pass starts from an empty cache (the
+// clear), so the router sees what an engine serving those prompts from
+// empty emits, over and over.
+//
+// Each offered rate gets fresh publishers (recorded, publishing), then a
+// fresh router subscribed to all of them (--worker i=PUB,replay=ROUTER),
+// Warmup unmeasured, then Duration measured: the router's
+// kvrouter_index_stored_blocks_total (blocks of the stored events its
+// index applied), seq gaps, replays, resyncs, dropped messages and lost
+// batches from its /metrics at both ends (a scrape an actor did not
+// answer makes the point's figures unknown); its CPU time from
+// /proc/PID/stat (user + system, every thread; robust on a shared
+// machine, where the router's share of its core varies); the
+// publishers' sent blocks from their status lines (sent=N every 100 ms).
+// The router kept up when it applied at least 95 % of what was sent
+// without a gap or a dropped state. The router's CPU seconds per million
+// blocks say what it would apply with a core to itself; a router that
+// got only part of its core shows applied below sent and a low CPU share,
+// not a slow path.
+//
 // Layout: measure.go (the schedule and the statistics, pure), bodies.go,
 // floor.go, table.go (pure); attack.go (vegeta), procs.go (processes,
-// taskset, the router's HTTP), profile.go, run.go (the sequence).
+// taskset, the router's HTTP), profile.go, run.go (the sequence);
+// ingest.go and ingest_table.go (the ingest mode).
 package pinned
