@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/bench/chaos"
 	"github.com/kvrouter/kvrouter/bench/loadgen"
 	"github.com/kvrouter/kvrouter/cmd/internal/cli"
@@ -137,7 +138,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		func(c *loadgen.Config, v string) (err error) { c.Shards, err = cli.IntList(v); return err })
 	b.strFlag("hosts", "comma-separated router host `counts` (quick: 1; full: 1,2,3): 1 runs one router with each --shards count; n > 1 runs n cluster members on loopback in this process (8 shard grains): an ingest run, the replays and sweep per count (memory: one host only)",
 		func(c *loadgen.Config, v string) (err error) { c.Hosts, err = cli.IntList(v); return err })
-	b.strFlag("overlap-weight", "comma-separated routing overlap `weights` (serve's --overlap-weight, default 8, kvrouter's cost): a kvrouter replay per weight; the sweep uses the first",
+	b.strFlag("overlap-weight", fmt.Sprintf("comma-separated routing overlap `weights` (serve's --overlap-weight, default %g, kvrouter's cost): a kvrouter replay per weight; the sweep uses the first", routing.DefaultConfig().OverlapWeight),
 		func(c *loadgen.Config, v string) (err error) {
 			c.OverlapWeights, err = cli.FloatList("--overlap-weight", v)
 			return err
