@@ -11,6 +11,12 @@
 // so a key 0 is kept aside. Engine hashes are untrusted, so slots are
 // chosen by a keyed mix: an engine cannot aim its hashes at one run of
 // slots without knowing the table's random key.
+//
+// A key's first slot is the top bits of its mix, so the order of the slots
+// is the order of the mixed keys: doubling the table sends the keys of slot
+// i to about slot 2i, and a growth reads the old slots and writes the new
+// ones front to back (the hardware prefetches both) instead of one cache
+// miss per key at a random slot.
 package hashtab
 
 import (
@@ -28,6 +34,7 @@ type Map[K ~uint64, V any] struct {
 	slots []slot[K, V]
 	n     int    // keys in slots
 	seed  uint64 // the mix's key
+	shift uint8  // 64 - log2(len(slots)): a mix's top bits pick the slot
 	zero  bool   // key 0 is in the map, with value zeroV
 	zeroV V
 }
@@ -49,7 +56,7 @@ func (m *Map[K, V]) Len() int {
 // home is k's first slot.
 func (m *Map[K, V]) home(k K) int {
 	hi, lo := bits.Mul64(uint64(k)^m.seed, 0x9e3779b97f4a7c15)
-	return int((hi ^ lo) & uint64(len(m.slots)-1))
+	return int((hi ^ lo) >> m.shift)
 }
 
 // Get returns k's value and whether k is in the map.
@@ -188,12 +195,14 @@ func (m *Map[K, V]) grow() {
 	m.resize(max(2*len(m.slots), minSlots), m.slots)
 }
 
-// resize moves the keys of from into a new slot array of size slots.
+// resize moves the keys of from into a new slot array of size slots (a
+// power of two). from is in slot order, so the writes move front to back.
 func (m *Map[K, V]) resize(size int, from []slot[K, V]) {
 	if m.seed == 0 {
 		m.seed = rand.Uint64() | 1
 	}
 	m.slots, m.n = make([]slot[K, V], size), 0
+	m.shift = uint8(64 - bits.TrailingZeros(uint(size)))
 	mask := size - 1
 	for _, s := range from {
 		if s.k == 0 {

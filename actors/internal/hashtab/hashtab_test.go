@@ -70,3 +70,23 @@ func TestSetSlot(t *testing.T) {
 		t.Errorf("set slot is %d bytes, want 8", n)
 	}
 }
+
+// BenchmarkGrow doubles a map of 2^20 slots at its fullest (3/4): the
+// rehash every doubling pays for what the map holds (bench/README.md, "Wire
+// path against its floor").
+func BenchmarkGrow(b *testing.B) {
+	var full Map[uint64, uint64]
+	rng := rand.New(rand.NewPCG(1, 2))
+	for full.Len() < 3<<18 {
+		k := rng.Uint64()
+		full.Put(k, k)
+	}
+	for range b.N {
+		m := full
+		m.grow()
+		if m.Len() != full.Len() {
+			b.Fatalf("grown map holds %d keys, want %d", m.Len(), full.Len())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*full.Len()), "ns/key")
+}
