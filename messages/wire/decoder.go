@@ -180,11 +180,21 @@ func (x *Decoder) timestamp() error {
 
 func (x *Decoder) rank() error {
 	r, err := x.optInt("data_parallel_rank", 0)
+	if err != nil {
+		return rankErr(err)
+	}
+	x.batch.DpRank = r
+	return nil
+}
+
+// rankErr words a batch rank's field error as the batch's own (its own
+// function: the error target escapes, and a batch with a good rank makes
+// no allocation).
+func rankErr(err error) error {
 	var fe *fieldError
 	if errors.As(err, &fe) {
 		return fmt.Errorf("batch rank: %v", fe)
 	}
-	x.batch.DpRank = r
 	return err
 }
 
