@@ -191,8 +191,19 @@ func (m *Map[K, V]) DeleteFunc(del func(K, V) bool) {
 	m.resize(size, kept)
 }
 
+// quadrupleBelow is the slot count below which a Map grows fourfold
+// instead of twofold (8, 32, 128, 512 slots, then doubling): a small
+// table's growth is mostly its allocation, and a new stream's table passes
+// the small sizes in half as many steps. A table of more than 96 keys has
+// the size doubling would give it; a smaller one at most 512 slots.
+const quadrupleBelow = 256
+
 func (m *Map[K, V]) grow() {
-	m.resize(max(2*len(m.slots), minSlots), m.slots)
+	size := max(2*len(m.slots), minSlots)
+	if len(m.slots) < quadrupleBelow {
+		size = max(4*len(m.slots), minSlots)
+	}
+	m.resize(size, m.slots)
 }
 
 // resize moves the keys of from into a new slot array of size slots (a
