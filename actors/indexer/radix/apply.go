@@ -146,6 +146,28 @@ func (t *Tree) store(s *stream, ev *messages.KvCacheEvent, bit uint8, o *Outcome
 	t.touched ^= touched
 	for _, b := range ev.Blocks {
 		e := b.BlockHash
+		if !det && s.det == nil {
+			// The common case, attached and nothing detached: the
+			// engine hash's lookup and, for a new block, its insert in
+			// one probe.
+			v, added := s.lookup.Upsert(e)
+			if !added {
+				if t.valid(s, *v) {
+					x := uint32(*v)
+					t.put(x, s.id, t.bitsOf(x, s.id)|bit)
+					t.note(o, ReasonDuplicateStore, 1)
+					cur = x
+					continue
+				}
+				if s.stale > 0 { // a stale entry, replaced below (resolve's drop)
+					s.stale--
+				}
+			}
+			c := t.child(cur, b.TokensHash)
+			t.holdAt(s, c, v, bit, o)
+			cur = c
+			continue
+		}
 		if x, ok := t.resolve(s, e); ok {
 			t.put(x, s.id, t.bitsOf(x, s.id)|bit)
 			t.note(o, ReasonDuplicateStore, 1)
@@ -178,6 +200,13 @@ func (t *Tree) store(s *stream, ev *messages.KvCacheEvent, bit uint8, o *Outcome
 // hold records that the stream holds tree block c under engine hash e, on
 // the tiers in bits.
 func (t *Tree) hold(s *stream, c uint32, e messages.ExternalHash, bits uint8, o *Outcome) {
+	v, _ := s.lookup.Upsert(e)
+	t.holdAt(s, c, v, bits, o)
+}
+
+// holdAt is hold with the engine hash's lookup value already found (v, from
+// Upsert; the lookup must not change before holdAt sets it).
+func (t *Tree) holdAt(s *stream, c uint32, v *uint64, bits uint8, o *Outcome) {
 	old := t.bitsOf(c, s.id)
 	if old != 0 {
 		t.note(o, ReasonAliasedBlock, 1)
@@ -185,7 +214,7 @@ func (t *Tree) hold(s *stream, c uint32, e messages.ExternalHash, bits uint8, o 
 		s.size++
 	}
 	t.put(c, s.id, old|bits)
-	s.lookup.Put(e, pack(c, t.node(c).gen))
+	*v = pack(c, t.node(c).gen)
 }
 
 // remove drops each hash's tier; a block left on no tier is dropped with

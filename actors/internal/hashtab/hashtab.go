@@ -122,6 +122,31 @@ func (m *Map[K, V]) Put(k K, v V) bool {
 	}
 }
 
+// Upsert returns k's value for the caller to set, adding k with the zero
+// value when it is absent (added): a lookup that misses and the insert that
+// follows it in one probe. The pointer is valid until the map next changes.
+func (m *Map[K, V]) Upsert(k K) (v *V, added bool) {
+	if k == 0 {
+		added = !m.zero
+		m.zero = true
+		return &m.zeroV, added
+	}
+	if 4*(m.n+1) > 3*len(m.slots) {
+		m.grow()
+	}
+	mask := len(m.slots) - 1
+	for i := m.home(k); ; i = (i + 1) & mask {
+		switch s := &m.slots[i]; s.k {
+		case k:
+			return &s.v, false
+		case 0:
+			s.k = k
+			m.n++
+			return &s.v, true
+		}
+	}
+}
+
 // Delete removes k (a no-op when absent), shifting back the keys of its run
 // that would no longer be found past the emptied slot.
 func (m *Map[K, V]) Delete(k K) {

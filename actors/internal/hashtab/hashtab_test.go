@@ -25,6 +25,14 @@ func TestMapModel(t *testing.T) {
 					t.Fatalf("seed %d op %d: Put(%d) = %v, want %v", seed, op, k, added, !had)
 				}
 				model[k] = v
+			case r < 55:
+				v, added := m.Upsert(k)
+				want, had := model[k]
+				if added == had || *v != want {
+					t.Fatalf("seed %d op %d: Upsert(%d) = %d, %v, want %d, %v", seed, op, k, *v, added, want, !had)
+				}
+				*v = rng.Uint32()
+				model[k] = *v
 			case r < 70:
 				m.Delete(k)
 				delete(model, k)
