@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvrouter/kvrouter/actors/internal/hashtab"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/blockhash"
 	"github.com/kvrouter/kvrouter/messages/wire"
@@ -67,6 +68,7 @@ type Normalizer struct {
 	ranks  map[messages.DpRank]*rankState
 	hasher blockhash.Hasher
 	local  []uint64
+	chains chainCheck
 	seeds  map[nsName]blockhash.Seed
 	stats  Stats
 }
@@ -226,7 +228,7 @@ func (n *Normalizer) stored(rs *rankState, ev *wire.Event, p messages.PlacementE
 		return reject(messages.ReasonBlockSizeMismatch,
 			fmt.Sprintf("engine block_size %d, configured %d", bs, n.cfg.BlockSize))
 	}
-	if h, ok := selfReference(ev.BlockHashes, ev.Parent); ok {
+	if h, ok := n.chains.selfReference(ev.BlockHashes, ev.Parent); ok {
 		return reject(messages.ReasonSelfReferencingChain, fmt.Sprintf("block hash %d repeats in its chain", h))
 	}
 	salt := ev.CacheSalt
@@ -323,9 +325,19 @@ func (r *rankState) forget(h uint64) {
 	r.ns[h] = e
 }
 
+// chainCheck finds block hashes that repeat in their chain; it keeps the
+// set that long chains are checked with between events.
+type chainCheck struct {
+	seen hashtab.Map[uint64, struct{}]
+}
+
+// maxSeenKept is the longest chain whose set chainCheck keeps for the next
+// one (a huge event does not pin its table).
+const maxSeenKept = 4096
+
 // selfReference finds a block hash that repeats within the event or equals
 // its parent.
-func selfReference(hashes []uint64, parent wire.Opt[uint64]) (uint64, bool) {
+func (c *chainCheck) selfReference(hashes []uint64, parent wire.Opt[uint64]) (uint64, bool) {
 	if len(hashes) <= 64 {
 		// A 1,024-bit filter of the hashes seen: only a hash whose bit is
 		// already set is compared with the earlier ones (a few per event;
@@ -349,15 +361,19 @@ func selfReference(hashes []uint64, parent wire.Opt[uint64]) (uint64, bool) {
 		}
 		return 0, false
 	}
-	seen := make(map[uint64]struct{}, len(hashes)+1)
+	// A longer chain goes through a set (keyed, like the index's tables:
+	// hashes cannot be made to collide), reused from event to event.
+	if len(hashes) > maxSeenKept {
+		defer func() { c.seen = hashtab.Map[uint64, struct{}]{} }()
+	}
+	c.seen.Clear()
 	if parent.Ok {
-		seen[parent.V] = struct{}{}
+		c.seen.Put(parent.V, struct{}{})
 	}
 	for _, h := range hashes {
-		if _, dup := seen[h]; dup {
+		if !c.seen.Put(h, struct{}{}) {
 			return h, true
 		}
-		seen[h] = struct{}{}
 	}
 	return 0, false
 }

@@ -407,11 +407,16 @@ func TestPromptEmbedsAreBlockIdentity(t *testing.T) {
 
 // TestSelfReferenceModel checks selfReference against the plain definition
 // (some hash repeats, or equals the parent) on random chains of both sizes
-// it handles differently, with and without repeats.
+// it handles differently (and past the longest whose set it keeps), with
+// and without repeats, one chainCheck for all.
 func TestSelfReferenceModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 0))
-	for range 20000 {
+	var c chainCheck
+	for i := range 20000 {
 		n := rng.IntN(100)
+		if i%1000 == 0 {
+			n = maxSeenKept + rng.IntN(100)
+		}
 		space := uint64(1 + rng.IntN(4*n+1))
 		if rng.IntN(2) == 0 {
 			space = 1 << 62 // repeats all but impossible: the filter's false positives
@@ -425,7 +430,7 @@ func TestSelfReferenceModel(t *testing.T) {
 		for i, h := range hashes {
 			want = want || (parent.Ok && h == parent.V) || slices.Contains(hashes[:i], h)
 		}
-		h, got := selfReference(hashes, parent)
+		h, got := c.selfReference(hashes, parent)
 		if got != want {
 			t.Fatalf("selfReference(%v, %v) = %v, want %v", hashes, parent, got, want)
 		}

@@ -176,6 +176,13 @@ func (m *Map[K, V]) Delete(k K) {
 	m.n--
 }
 
+// Clear removes every key, keeping the slot array for the keys to come.
+func (m *Map[K, V]) Clear() {
+	var none V
+	clear(m.slots)
+	m.n, m.zero, m.zeroV = 0, false, none
+}
+
 // All yields every key and value, in no particular order. The map must not
 // change during the iteration (DeleteFunc deletes while walking).
 func (m *Map[K, V]) All() iter.Seq2[K, V] {

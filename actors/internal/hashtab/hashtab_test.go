@@ -41,6 +41,9 @@ func TestMapModel(t *testing.T) {
 				if want, had := model[k]; ok != had || v != want || m.Has(k) != had {
 					t.Fatalf("seed %d op %d: Get(%d) = %d, %v, want %d, %v", seed, op, k, v, ok, want, had)
 				}
+			case r == 99 && op%7 == 0:
+				m.Clear()
+				clear(model)
 			default:
 				odd := func(k uint64, v uint32) bool { return (k^uint64(v))&1 == 1 }
 				m.DeleteFunc(odd)
