@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kvrouter/kvrouter/messages"
 )
@@ -145,4 +146,13 @@ func BenchmarkIndexMemory(b *testing.B) {
 	b.ReportMetric(float64(big.heap)/float64(sz.Blocks), "B/block")
 	b.ReportMetric(float64(sz.Entries), "entries")
 	b.ReportMetric(float64(big.heap)/(1<<20), "MiB")
+}
+
+// TestNodeSize checks that a node takes 32 bytes: two in a cache line, the
+// arena's share of every entry (its one-stream entry and its set index
+// share a field).
+func TestNodeSize(t *testing.T) {
+	if n := unsafe.Sizeof(node{}); n != 32 {
+		t.Errorf("node is %d bytes, want 32", n)
+	}
 }

@@ -47,7 +47,7 @@ func (t *Tree) check() error {
 				held[id]++
 			}
 			if nd.n >= 2 {
-				ws := t.sets[nd.set]
+				ws := t.sets[nd.ent]
 				if (ws.bits == nil) == (ws.list == nil) {
 					return fmt.Errorf("node %d: set has both or neither forms", x)
 				}

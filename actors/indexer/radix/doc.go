@@ -56,7 +56,7 @@
 //
 // # Layout
 //
-// Nodes live in an arena of 40-byte pointer-free structs linked by uint32
+// Nodes live in an arena of 32-byte pointer-free structs linked by uint32
 // indices (the garbage collector does not scan it), in fixed chunks of 1,024
 // nodes: growing it copies nothing and leaves at most one chunk unused (a
 // slice grown by append copied every node at each growth, ~30 % of a

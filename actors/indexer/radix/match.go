@@ -88,9 +88,9 @@ func (t *Tree) FindMatches(hashes []messages.LocalHash, opt MatchOptions, out *O
 		switch nd.n {
 		case 0:
 		case 1:
-			out.score(t, seen, nd.one>>4, depth)
+			out.score(t, seen, nd.ent>>4, depth)
 		default:
-			ws := &t.sets[nd.set]
+			ws := &t.sets[nd.ent]
 			if ws.bits == nil {
 				for _, e := range ws.list {
 					out.score(t, seen, e>>4, depth)
@@ -155,9 +155,9 @@ func (t *Tree) tiers(out *Overlap) {
 		switch nd.n {
 		case 0:
 		case 1:
-			add(nd.one)
+			add(nd.ent)
 		default:
-			ws := &t.sets[nd.set]
+			ws := &t.sets[nd.ent]
 			if ws.bits == nil {
 				for _, e := range ws.list {
 					add(e)

@@ -19,7 +19,7 @@ const (
 	kidsMapMin  = 32 // a node switches from sorted child slices to a map above this many children
 	kidsListMax = 8  // … and back at or below this many
 	maxStreams  = 1 << 28
-	// The node arena grows a chunk of 2^chunkBits nodes (40 KiB) at a time:
+	// The node arena grows a chunk of 2^chunkBits nodes (32 KiB) at a time:
 	// no copy of the nodes held, and at most one chunk unused.
 	chunkBits = 10
 	chunkMask = 1<<chunkBits - 1
@@ -67,7 +67,7 @@ type Tree struct {
 	visited []uint32
 }
 
-// node is one block of the tree (40 bytes, no pointers: the arena is not
+// node is one block of the tree (32 bytes, no pointers: the arena is not
 // scanned by the garbage collector).
 type node struct {
 	hash   messages.LocalHash
@@ -75,9 +75,10 @@ type node struct {
 	child  uint32 // the only child when kids == 0; the next free node while free
 	kids   uint32 // index in Tree.kids when the node has ≥ 2 children
 	gen    uint32 // bumped when the node is freed: stale lookups notice
-	one    uint32 // the only entry (id<<4 | tier bits) when n == 1
-	set    uint32 // index in Tree.sets when n ≥ 2
-	n      uint32 // streams holding the block
+	// ent is the only entry (id<<4 | tier bits) when n == 1, the index of
+	// the block's set in Tree.sets when n ≥ 2.
+	ent uint32
+	n   uint32 // streams holding the block
 }
 
 // kidSet holds the children of a node with ≥ 2 children: sorted parallel

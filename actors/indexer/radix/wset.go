@@ -31,12 +31,12 @@ func (t *Tree) bitsOf(x, id uint32) uint8 {
 	case 0:
 		return 0
 	case 1:
-		if nd.one>>4 == id {
-			return uint8(nd.one & tierMask)
+		if nd.ent>>4 == id {
+			return uint8(nd.ent & tierMask)
 		}
 		return 0
 	}
-	ws := &t.sets[nd.set]
+	ws := &t.sets[nd.ent]
 	if tb := ws.bits; tb != nil {
 		w, m := id>>6, uint64(1)<<(id&63)
 		if int(w) >= len(tb.any) || tb.any[w]&m == 0 {
@@ -68,21 +68,21 @@ func (t *Tree) put(x, id uint32, b uint8) bool {
 	e := id<<4 | uint32(b)
 	switch nd.n {
 	case 0:
-		nd.one, nd.n = e, 1
+		nd.ent, nd.n = e, 1
 		t.entries++
 		return true
 	case 1:
-		if nd.one>>4 == id {
-			nd.one = e
+		if nd.ent>>4 == id {
+			nd.ent = e
 			return false
 		}
 		s := t.newSet()
-		t.sets[s].list = append(t.sets[s].list[:0], min(nd.one, e), max(nd.one, e))
-		nd.one, nd.set, nd.n = 0, s, 2
+		t.sets[s].list = append(t.sets[s].list[:0], min(nd.ent, e), max(nd.ent, e))
+		nd.ent, nd.n = s, 2
 		t.entries++
 		return true
 	}
-	ws := &t.sets[nd.set]
+	ws := &t.sets[nd.ent]
 	if tb := ws.bits; tb != nil {
 		w, m := int(id>>6), uint64(1)<<(id&63)
 		tb.any = grow(tb.any, w)
@@ -129,14 +129,14 @@ func (t *Tree) del(x, id uint32) bool {
 	case 0:
 		return false
 	case 1:
-		if nd.one>>4 != id {
+		if nd.ent>>4 != id {
 			return false
 		}
-		nd.one, nd.n = 0, 0
+		nd.ent, nd.n = 0, 0
 		t.entries--
 		return true
 	}
-	ws := &t.sets[nd.set]
+	ws := &t.sets[nd.ent]
 	if tb := ws.bits; tb != nil {
 		w, m := int(id>>6), uint64(1)<<(id&63)
 		if w >= len(tb.any) || tb.any[w]&m == 0 {
@@ -160,8 +160,8 @@ func (t *Tree) del(x, id uint32) bool {
 	switch {
 	case nd.n == 1:
 		ws.toList()
-		s, list := nd.set, ws.list
-		nd.one, nd.set = list[0], 0
+		s, list := nd.ent, ws.list
+		nd.ent = list[0]
 		t.sets[s] = wset{}
 		if cap(list) <= 8 {
 			t.sets[s].list = list[:0] // kept for the next small set
@@ -236,9 +236,9 @@ func (t *Tree) appendEntries(buf []uint32, x uint32) []uint32 {
 	case 0:
 		return buf
 	case 1:
-		return append(buf, nd.one)
+		return append(buf, nd.ent)
 	}
-	ws := &t.sets[nd.set]
+	ws := &t.sets[nd.ent]
 	if ws.bits == nil {
 		return append(buf, ws.list...)
 	}
