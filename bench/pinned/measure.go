@@ -70,6 +70,12 @@ type Stats struct {
 	SendLag loadgen.Latency `json:"send_lag"`
 	// Throughput is OK answers per second over the measured window.
 	Throughput float64
+	// Sent and Answered count every request of the point, warm-up
+	// included: sent, and answered 200 (what CPU is divided by).
+	Sent, Answered int
+	// CPU is what the point cost the server, the generator and the
+	// engines in CPU time (filled in by the runner).
+	CPU CPU `json:"cpu"`
 }
 
 // summarize measures a point: requests due before began+warmup are left
@@ -82,6 +88,10 @@ func summarize(s *schedule, samples []sample, warmup time.Duration) Stats {
 	from := s.began.Add(warmup)
 	first, last := time.Time{}, time.Time{}
 	for _, x := range samples {
+		st.Sent++
+		if x.OK {
+			st.Answered++
+		}
 		due := s.Due(x.Seq)
 		if due.Before(from) {
 			continue

@@ -120,6 +120,16 @@ func (e *engines) waitUp(ctx context.Context) error {
 	return err
 }
 
+// pids are the engines' process ids (taskset and nice exec the engine, so
+// each is the engine's own).
+func (e *engines) pids() []int {
+	var pids []int
+	for _, p := range e.procs {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	return pids
+}
+
 func (e *engines) stop() {
 	for _, p := range e.procs {
 		p.stop()
@@ -206,12 +216,16 @@ func (r *runner) ingestRate(ctx context.Context, ingest float64) error {
 	return nil
 }
 
-// measure offers one point to base while the engines run; it returns the
-// point's stats and the engines' stored blocks/s meanwhile.
-func (r *runner) measure(ctx context.Context, eng *engines, base string, rate float64) (Stats, float64) {
-	s0, t0 := eng.total(), time.Now()
+// measure offers one point to base (served by process server) while the
+// engines run; it returns the point's stats, with what it cost in CPU, and
+// the engines' stored blocks/s meanwhile.
+func (r *runner) measure(ctx context.Context, eng *engines, server *proc, base string, rate float64) (Stats, float64) {
+	clock := cpuClock{server: server.cmd.Process.Pid, engines: eng.pids()}
+	s0, c0 := eng.total(), clock.read()
 	st := r.gen.offer(ctx, base+"/route", rate, r.cfg.Warmup, r.cfg.Duration)
-	return st, float64(eng.total()-s0) / time.Since(t0).Seconds()
+	c1 := clock.read()
+	st.CPU = cost(c0, c1, st.Answered, st.Sent)
+	return st, float64(eng.total()-s0) / c1.at.Sub(c0.at).Seconds()
 }
 
 func (r *runner) floorPhase(ctx context.Context, eng *engines, points []Point) error {
@@ -235,7 +249,7 @@ func (r *runner) floorPhase(ctx context.Context, eng *engines, points []Point) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		points[i].Floor, points[i].FloorIngest = r.measure(ctx, eng, base, points[i].Rate)
+		points[i].Floor, points[i].FloorIngest = r.measure(ctx, eng, p, base, points[i].Rate)
 		r.progress("floor    %6s req/s: %s", human(points[i].Rate), points[i].Floor.brief())
 	}
 	return nil
@@ -277,7 +291,7 @@ func (r *runner) routerPhase(ctx context.Context, eng *engines, points []Point) 
 		rp0, rs0, ok0 := r.fellBehind(base)
 		shed0, _ := counterSum(base, shedCounters...)
 		profiled := prof.during(r.cfg, points[i].Rate)
-		points[i].Router, points[i].RouterIngest = r.measure(ctx, eng, base, points[i].Rate)
+		points[i].Router, points[i].RouterIngest = r.measure(ctx, eng, p, base, points[i].Rate)
 		if profiled != nil {
 			if err := profiled(); err != nil {
 				r.progress("router cpu profile: %v", err)

@@ -21,21 +21,25 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "engines at nice %d; %d cpus, load average %s → %s; %v per point after %v warm-up; bodies: %s at %d tokens per block; engine caches %d blocks; index fill at start %s\n",
 		c.EngineNice, r.CPUs, r.LoadBefore, r.LoadAfter, c.Duration, c.Warmup, c.Trace, c.TokensPerBlock, c.Capacity, fills(r.Fill))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ingest\trate\tfloor p50\tp99\tp99.9\tkvrouter p50\tp99\tp99.9\t×p50\t×p99\t×p99.9\tkvrouter ok/s\terrors f/k\tsend lag p99 f/k\tengines blocks/s\treplays+resyncs\tsaturated\t")
+	fmt.Fprintln(tw, "ingest\trate\tfloor p50\tp99\tp99.9\tkvrouter p50\tp99\tp99.9\t×p50\t×p99\t×p99.9\tcpu µs/ok f/k\t×cpu\tkvrouter ok/s\terrors f/k\tsend lag p99 f/k\tengines blocks/s\tload core f/k\treplays+resyncs\tsaturated\t")
 	for _, p := range r.Points {
 		f, k := p.Floor.Latency, p.Router.Latency // N = 0: nothing answered, shown as -
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%s\t%s\t\n",
+		fc, kc := p.Floor.CPU, p.Router.CPU
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\t%d/%d\t%s/%s\t%s\t%s/%s\t%s\t%s\t\n",
 			human(p.Ingest), human(p.Rate), dur(f.P50), dur(f.P99), dur(f.P999), dur(k.P50), dur(k.P99), dur(k.P999),
-			ratio(k.P50, f.P50), ratio(k.P99, f.P99), ratio(k.P999, f.P999), human(p.Router.Throughput),
-			p.Floor.Errors, p.Router.Errors, dur(p.Floor.SendLag.P99), dur(p.Router.SendLag.P99), human(p.RouterIngest), behind(p), saturated(p))
+			ratio(k.P50, f.P50), ratio(k.P99, f.P99), ratio(k.P999, f.P999),
+			cpuUS(fc.ServerPerOK), cpuUS(kc.ServerPerOK), ratio(kc.ServerPerOK, fc.ServerPerOK), human(p.Router.Throughput),
+			p.Floor.Errors, p.Router.Errors, dur(p.Floor.SendLag.P99), dur(p.Router.SendLag.P99), human(p.RouterIngest),
+			share(fc.Generator+fc.Engines), share(kc.Generator+kc.Engines), behind(p), saturated(p))
 	}
 	return tw.Flush()
 }
 
 // brief is a progress line's summary of a point.
 func (s Stats) brief() string {
-	b := fmt.Sprintf("p50 %s p99 %s p99.9 %s, %d/%d ok, send lag p99 %s", dur(s.Latency.P50), dur(s.Latency.P99),
-		dur(s.Latency.P999), s.OK, s.Scheduled, dur(s.SendLag.P99))
+	b := fmt.Sprintf("p50 %s p99 %s p99.9 %s, %d/%d ok, send lag p99 %s; cpu: server %s/ok (%s of its core), generator %s/sent (%s), engines %s",
+		dur(s.Latency.P50), dur(s.Latency.P99), dur(s.Latency.P999), s.OK, s.Scheduled, dur(s.SendLag.P99),
+		cpuUS(s.CPU.ServerPerOK), share(s.CPU.Server), cpuUS(s.CPU.GeneratorPerSent), share(s.CPU.Generator), share(s.CPU.Engines))
 	if len(s.ErrorKinds) > 0 {
 		b += fmt.Sprintf(", errors %v", s.ErrorKinds)
 	}
@@ -62,6 +66,22 @@ func dur(us float64) string {
 		return fmt.Sprintf("%.2fms", us/1e3)
 	}
 	return fmt.Sprintf("%.1fs", us/1e6)
+}
+
+// cpuUS formats CPU µs per request: 41µs, 1.2ms ("-" when not read).
+func cpuUS(us float64) string {
+	if us > 0 && us < 10 {
+		return fmt.Sprintf("%.1fµs", us)
+	}
+	return dur(us)
+}
+
+// share formats a share of one core: 63% ("-" when not read).
+func share(x float64) string {
+	if x <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
 }
 
 // ratio is a/b: 1.4×, 37× ("-" without a floor).

@@ -203,15 +203,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stopProfile, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return fail(err)
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fail(err)
-		}
-		defer pprof.StopCPUProfile()
+		defer stopProfile()
 	}
 	rep, err := loadgen.Run(cfg)
 	if err != nil {
@@ -271,4 +267,18 @@ func writeJSONReport(rep *loadgen.Report, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// startCPUProfile profiles this process into file until the returned func
+// is called.
+func startCPUProfile(file string) (func(), error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -75,6 +75,7 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 	span("timeout", "one request's timeout (counted as an error)", func(c *pinned.Config) *time.Duration { return &c.Timeout })
 	profile := fs.String("router-cpuprofile", "", "write a CPU profile of the router process over the measured part of one point to this `file` (go tool pprof; serve runs with --pprof-listen on loopback)")
 	profileRate := fs.Float64("profile-rate", 0, "--router-cpuprofile: the offered `rate` of the profiled point, at the first ingest rate (default: the highest of --rates)")
+	genProfile := fs.String("generator-cpuprofile", "", "write a CPU profile of this process (the generator) over the whole run to this `file` (go tool pprof)")
 	pin := fs.Bool("pin", true, "pin with taskset (false: run unpinned)")
 	set["pin"] = func(c *pinned.Config) error { c.Pin = *pin; return nil }
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
@@ -114,6 +115,13 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *genProfile != "" {
+		stopProfile, err := startCPUProfile(*genProfile)
+		if err != nil {
+			return fail(err)
+		}
+		defer stopProfile()
+	}
 	rep, err := pinned.Run(ctx, cfg)
 	if err != nil {
 		return fail(err)

@@ -1,0 +1,48 @@
+package pinned
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// utime and stime are fields 14 and 15, counted past the command name,
+// which may hold spaces and parentheses.
+func TestParseStatCPU(t *testing.T) {
+	line := "4242 (kv router (x)) S 1 4242 4242 0 -1 4194560 1200 0 0 0 250 75 0 0 20 0 9 0 1000 1 1 18446744073709551615"
+	d, err := parseStatCPU(line)
+	if err != nil || d != 3250*time.Millisecond {
+		t.Fatalf("got %v, %v; want 3.25s (325 ticks)", d, err)
+	}
+	if _, err := parseStatCPU("4242 (short) S 1 2"); err == nil {
+		t.Error("a short line parsed")
+	}
+}
+
+// This process's CPU from /proc and from getrusage agree within /proc's
+// 10 ms ticks, once it has spent some.
+func TestProcCPUReadsThisProcess(t *testing.T) {
+	a := selfCPU()
+	for x := 0; selfCPU()-a < 50*time.Millisecond; x++ {
+		_ = x * x
+	}
+	p, s := procCPU(os.Getpid()), selfCPU()
+	if p < 50*time.Millisecond || p > s+20*time.Millisecond || p < s-20*time.Millisecond {
+		t.Errorf("/proc says %v, getrusage %v", p, s)
+	}
+}
+
+// cost divides each process's CPU by the point's wall time and the
+// server's by the requests answered 200.
+func TestCost(t *testing.T) {
+	t0 := time.Now()
+	a := cpuReading{at: t0, server: time.Second, generator: 2 * time.Second, engines: 0}
+	b := cpuReading{at: t0.Add(2 * time.Second), server: 2 * time.Second, generator: 3 * time.Second, engines: time.Second}
+	c := cost(a, b, 10_000, 20_000)
+	if c.ServerPerOK != 100 || c.GeneratorPerSent != 50 || c.Server != 0.5 || c.Generator != 0.5 || c.Engines != 0.5 {
+		t.Errorf("%+v", c)
+	}
+	if c := cost(a, b, 0, 0); c.ServerPerOK != 0 || c.GeneratorPerSent != 0 {
+		t.Errorf("nothing answered: %+v", c)
+	}
+}
