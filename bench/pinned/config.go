@@ -28,6 +28,13 @@ type Config struct {
 	// overloaded core shows as ingest below the offered rate, not as a
 	// late generator.
 	EngineNice int
+	// Nice is the nice value of the generator, the router and the floor
+	// (below 0 needs CAP_SYS_NICE). On a machine shared with other jobs,
+	// pinning gives each measured process only its share of its core; a
+	// raised priority gives it the core back, so the point measures the
+	// router and its floor rather than the neighbours. EngineNice stays
+	// absolute (at least Nice).
+	Nice int
 	// Capacity is each engine's cache, in blocks.
 	Capacity int
 	// Warmup is offered at each point's rate before Duration; its requests
@@ -100,6 +107,8 @@ func (c Config) Validate() error {
 		return errors.New("pinned: rates and ingest rates must not be empty")
 	case c.EngineNice < 0 || c.EngineNice > 19:
 		return fmt.Errorf("pinned: engine nice %d: want 0..19", c.EngineNice)
+	case c.Nice < -20 || c.Nice > c.EngineNice:
+		return fmt.Errorf("pinned: nice %d: want -20..%d (the engines' nice at most)", c.Nice, c.EngineNice)
 	case c.Engines <= 0 || c.Capacity <= 0 || c.TokensPerBlock <= 0 || c.Shards <= 0 || c.MaxConns <= 0:
 		return errors.New("pinned: engines, capacity, tokens per block, shards and max connections must be positive")
 	case c.Duration <= 0 || c.Warmup < 0 || c.Timeout <= 0 || c.FillTimeout < 0 || c.Fill < 0 || c.Fill > 1:

@@ -42,11 +42,19 @@ type cpuReading struct {
 }
 
 func (c cpuClock) read() cpuReading {
-	r := cpuReading{at: time.Now(), server: procCPU(c.server), generator: selfCPU()}
+	r := cpuReading{at: time.Now(), server: seconds(procCPU(c.server)), generator: selfCPU()}
 	for _, pid := range c.engines {
-		r.engines += procCPU(pid)
+		r.engines += seconds(procCPU(pid))
 	}
 	return r
+}
+
+// seconds is a procCPU figure as a duration (0 when unreadable).
+func seconds(s float64) time.Duration {
+	if s < 0 {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
 }
 
 // cost is the CPU between two readings, for a point that answered ok
@@ -59,10 +67,10 @@ func cost(a, b cpuReading, ok, sent int) CPU {
 	c := CPU{Server: (b.server - a.server).Seconds() / wall, Generator: (b.generator - a.generator).Seconds() / wall,
 		Engines: (b.engines - a.engines).Seconds() / wall}
 	if ok > 0 {
-		c.ServerPerOK = float64((b.server-a.server).Microseconds()) / float64(ok)
+		c.ServerPerOK = float64((b.server - a.server).Microseconds()) / float64(ok)
 	}
 	if sent > 0 {
-		c.GeneratorPerSent = float64((b.generator-a.generator).Microseconds()) / float64(sent)
+		c.GeneratorPerSent = float64((b.generator - a.generator).Microseconds()) / float64(sent)
 	}
 	return c
 }
@@ -71,18 +79,18 @@ func cost(a, b cpuReading, ok, sent int) CPU {
 // every Linux architecture Go runs on).
 const userHZ = 100
 
-// procCPU is pid's user + system time from /proc/PID/stat (0 when it
-// cannot be read: no /proc, or the process is gone).
-func procCPU(pid int) time.Duration {
+// procCPU is pid's user + system CPU seconds, every thread, from
+// /proc/PID/stat; -1 when unreadable (no /proc, or the process is gone).
+func procCPU(pid int) float64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return -1
 	}
 	d, err := parseStatCPU(string(b))
 	if err != nil {
-		return 0
+		return -1
 	}
-	return d
+	return d.Seconds()
 }
 
 // parseStatCPU reads utime and stime (fields 14 and 15) from a

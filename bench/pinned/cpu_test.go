@@ -2,6 +2,9 @@ package pinned
 
 import (
 	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -26,7 +29,7 @@ func TestProcCPUReadsThisProcess(t *testing.T) {
 	for x := 0; selfCPU()-a < 50*time.Millisecond; x++ {
 		_ = x * x
 	}
-	p, s := procCPU(os.Getpid()), selfCPU()
+	p, s := seconds(procCPU(os.Getpid())), selfCPU()
 	if p < 50*time.Millisecond || p > s+20*time.Millisecond || p < s-20*time.Millisecond {
 		t.Errorf("/proc says %v, getrusage %v", p, s)
 	}
@@ -44,5 +47,43 @@ func TestCost(t *testing.T) {
 	}
 	if c := cost(a, b, 0, 0); c.ServerPerOK != 0 || c.GeneratorPerSent != 0 {
 		t.Errorf("nothing answered: %+v", c)
+	}
+}
+
+// setNice gives every thread of the process, and its session's autogroup,
+// the nice value (run in a child process in a session of its own: a
+// raised nice value cannot be lowered again unprivileged).
+func TestSetNiceEveryThread(t *testing.T) {
+	if os.Getenv("PINNED_NICE_CHILD") == "1" {
+		restore, err := setNice(7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer restore()
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/stat")
+			if err != nil {
+				continue // the thread ended
+			}
+			s := string(b)
+			if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); f[16] != "7" { // field 19: nice
+				t.Errorf("thread %s at nice %s", task.Name(), f[16])
+			}
+		}
+		if b, err := os.ReadFile("/proc/self/autogroup"); err == nil && !strings.HasSuffix(strings.TrimSpace(string(b)), " nice 7") {
+			t.Errorf("autogroup: %s", b)
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSetNiceEveryThread$", "-test.v")
+	cmd.Env = append(os.Environ(), "PINNED_NICE_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // its own session, so its own autogroup
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS") {
+		t.Errorf("child: %v\n%s", err, out)
 	}
 }

@@ -16,8 +16,15 @@
 // take what the generator leaves of the core, so a core too small for both
 // shows as ingest below the offered rate (the table's engines blocks/s),
 // not as a late generator. The generator is this process, pinned to LoadCPU
-// with `taskset -a -p` (every thread, and the ones started later). Without
-// taskset everything runs unpinned and the table's header says so.
+// with `taskset -a -p` (every thread, and the ones started later), at
+// GOMAXPROCS 1. Without taskset everything runs unpinned and the table's
+// header says so.
+//
+// Pinning gives a process its core's share, not the core: on a machine
+// shared with other jobs, they run on both cores too. Config.Nice (--nice,
+// e.g. -15; below 0 needs CAP_SYS_NICE) runs the generator, the router and
+// the floor at a raised priority so that the point measures them rather
+// than the neighbours; the engines keep their own nice value.
 //
 // # The floor
 //
@@ -50,6 +57,14 @@
 // (connections opening) are sent but not measured; failures (non-200,
 // timeouts) are counted apart, by reason, never as latencies.
 //
+// The generator's client is leanTransport (transport.go), not net/http's
+// Transport: vegeta's attacker, pacer and results as they are, but each
+// request written in one write and its answer read on the worker's own
+// goroutine. net/http's client cost the load core ~90 µs a request (two
+// goroutines per connection, every request handed across both), so the
+// load core saturated at ~5k req/s with the engines; the servers see the
+// same keep-alive HTTP/1.1 either way.
+//
 // Bodies are the trace's prompts with the engines' token expansion, so
 // routes walk real index paths; they carry no request_id (the router draws
 // one and books the request's load, which is never freed: the load
@@ -65,6 +80,18 @@
 // router during a point mean it fell behind the engines (a PUB dropped
 // past its high-water mark and the gap was repaired, or the state was
 // dropped).
+//
+// # CPU per request
+//
+// Latency on a loaded machine measures the neighbours too; CPU time does
+// not. Each point reads the server's (floor's or router's) user + system
+// time from /proc/PID/stat, the engines' likewise and the generator's
+// own from getrusage, before and after: the table's cpu µs/ok is the
+// server's CPU per request answered 200 over the whole point (what it
+// spent on refused or shed requests counts against the ones it served),
+// ×cpu the router's over the floor's, and load core the generator's and
+// the engines' share of LoadCPU (near 100 %: that core, not the server,
+// bounds the point).
 //
 // # Profile
 //
@@ -110,7 +137,8 @@
 // not a slow path.
 //
 // Layout: measure.go (the schedule and the statistics, pure), bodies.go,
-// floor.go, table.go (pure); attack.go (vegeta), procs.go (processes,
-// taskset, the router's HTTP), profile.go, run.go (the sequence);
-// ingest.go and ingest_table.go (the ingest mode).
+// floor.go, table.go (pure); attack.go (vegeta), transport.go (its
+// client), cpu.go (CPU time), procs.go (processes, taskset, nice, the
+// router's HTTP), profile.go, run.go (the sequence); ingest.go and
+// ingest_table.go (the ingest mode).
 package pinned

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -296,28 +294,6 @@ func ingestCounters(base string, prev map[string]float64) map[string]float64 {
 		return nil
 	}
 	return m
-}
-
-// procCPU is a process's user + system CPU seconds, every thread, from
-// /proc/PID/stat (utime and stime in USER_HZ ticks, 100 a second on
-// Linux); -1 when unreadable.
-func procCPU(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return -1
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
-		return -1
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return -1
-	}
-	return (utime + stime) / 100
 }
 
 // sleepCtx waits d or until ctx ends (the harness's pacing, not a test's).

@@ -57,6 +57,48 @@ func (p pinning) self(cpu int) error {
 	return nil
 }
 
+// setNice gives this process, and what it starts, nice value n (0: left
+// as is); restore puts its session's autogroup back. Linux keeps a nice
+// value per thread (threads and processes started later inherit their
+// creator's), and with autogroup scheduling (sched_autogroup_enabled, the
+// default) nice ranks tasks only within their session: between sessions
+// the scheduler shares each core fairly, so a job in another terminal
+// gets as much as the whole harness. setNice sets every thread's nice and
+// the autogroup's (/proc/self/autogroup) — that of the session the
+// harness runs in, shared with whatever else runs there, until restore.
+func setNice(n int) (restore func(), err error) {
+	restore = func() {}
+	if n == 0 {
+		return restore, nil
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return restore, fmt.Errorf("nice %d: %w", n, err)
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, n); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return restore, fmt.Errorf("nice %d: %w (a negative nice needs CAP_SYS_NICE)", n, err)
+		}
+	}
+	const ag = "/proc/self/autogroup"
+	b, err := os.ReadFile(ag)
+	if err != nil {
+		return restore, nil // no autogroup scheduling: the threads' nice is all
+	}
+	f := strings.Fields(string(b)) // "/autogroup-5 nice 0"
+	if len(f) != 3 || f[1] != "nice" {
+		return restore, fmt.Errorf("nice %d: %s: %q", n, ag, b)
+	}
+	if err := os.WriteFile(ag, []byte(strconv.Itoa(n)), 0); err != nil {
+		return restore, fmt.Errorf("nice %d: the session's autogroup: %w", n, err)
+	}
+	return func() { _ = os.WriteFile(ag, []byte(f[2]), 0) }, nil
+}
+
 // proc is a child process whose stderr lines go to onLine (and whose last
 // lines are kept for an error message).
 type proc struct {

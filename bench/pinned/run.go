@@ -58,6 +58,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := pin.self(cfg.LoadCPU); err != nil {
 		return nil, err
 	}
+	restore, err := setNice(cfg.Nice)
+	defer restore()
+	if err != nil {
+		return nil, err
+	}
+	if pin.taskset != "" {
+		// GOMAXPROCS was read from the affinity at start-up (every core):
+		// on one core a second P only spins and steals.
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	}
 	r := &runner{cfg: cfg, pin: pin, rep: rep, gen: &generator{bodies: bodies, maxWorkers: uint64(cfg.MaxConns), timeout: cfg.Timeout}, prompts: len(bodies)}
 	for _, ingest := range cfg.Ingest {
 		if err := r.ingestRate(ctx, ingest); err != nil {
@@ -147,7 +157,7 @@ func (r *runner) startEngines(ingest float64) (*engines, error) {
 	for i := range r.cfg.Engines {
 		pub, rep := "tcp://"+addrs[2*i], "tcp://"+addrs[2*i+1]
 		tpb := strconv.Itoa(r.cfg.TokensPerBlock)
-		argv := r.pin.argv(r.cfg.LoadCPU, []string{"nice", "-n", strconv.Itoa(r.cfg.EngineNice), r.cfg.KVRouter, "sim", "--driver", "trace", "--trace", r.cfg.Trace,
+		argv := r.pin.argv(r.cfg.LoadCPU, []string{"nice", "-n", strconv.Itoa(r.cfg.EngineNice - r.cfg.Nice), r.cfg.KVRouter, "sim", "--driver", "trace", "--trace", r.cfg.Trace,
 			"--tokens-per-block", tpb, "--block-size", tpb, "--seed", strconv.FormatUint(r.cfg.Seed, 10),
 			"--capacity", strconv.Itoa(r.cfg.Capacity), "--block-rate", strconv.FormatFloat(ingest/float64(r.cfg.Engines), 'f', -1, 64),
 			"--loop", "--skip", strconv.Itoa(i * r.prompts / r.cfg.Engines),

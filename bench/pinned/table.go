@@ -18,8 +18,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		place = r.Pinning
 	}
 	fmt.Fprintf(w, "pinned /route load: open loop, latency from each request's scheduled send time; %s\n", place)
-	fmt.Fprintf(w, "engines at nice %d; %d cpus, load average %s → %s; %v per point after %v warm-up; bodies: %s at %d tokens per block; engine caches %d blocks; index fill at start %s\n",
-		c.EngineNice, r.CPUs, r.LoadBefore, r.LoadAfter, c.Duration, c.Warmup, c.Trace, c.TokensPerBlock, c.Capacity, fills(r.Fill))
+	fmt.Fprintf(w, "generator, router and floor at nice %d, engines at nice %d; %d cpus, load average %s → %s; %v per point after %v warm-up; bodies: %s at %d tokens per block; engine caches %d blocks; index fill at start %s\n",
+		c.Nice, c.EngineNice, r.CPUs, r.LoadBefore, r.LoadAfter, c.Duration, c.Warmup, c.Trace, c.TokensPerBlock, c.Capacity, fills(r.Fill))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "ingest\trate\tfloor p50\tp99\tp99.9\tkvrouter p50\tp99\tp99.9\t×p50\t×p99\t×p99.9\tcpu µs/ok f/k\t×cpu\tkvrouter ok/s\terrors f/k\tsend lag p99 f/k\tengines blocks/s\tload core f/k\treplays+resyncs\tsaturated\t")
 	for _, p := range r.Points {
@@ -30,7 +30,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			ratio(k.P50, f.P50), ratio(k.P99, f.P99), ratio(k.P999, f.P999),
 			cpuUS(fc.ServerPerOK), cpuUS(kc.ServerPerOK), ratio(kc.ServerPerOK, fc.ServerPerOK), human(p.Router.Throughput),
 			p.Floor.Errors, p.Router.Errors, dur(p.Floor.SendLag.P99), dur(p.Router.SendLag.P99), human(p.RouterIngest),
-			share(fc.Generator+fc.Engines), share(kc.Generator+kc.Engines), behind(p), saturated(p))
+			share(fc.Generator+fc.Engines, 1), share(kc.Generator+kc.Engines, 1), behind(p), saturated(p))
 	}
 	return tw.Flush()
 }
@@ -39,7 +39,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 func (s Stats) brief() string {
 	b := fmt.Sprintf("p50 %s p99 %s p99.9 %s, %d/%d ok, send lag p99 %s; cpu: server %s/ok (%s of its core), generator %s/sent (%s), engines %s",
 		dur(s.Latency.P50), dur(s.Latency.P99), dur(s.Latency.P999), s.OK, s.Scheduled, dur(s.SendLag.P99),
-		cpuUS(s.CPU.ServerPerOK), share(s.CPU.Server), cpuUS(s.CPU.GeneratorPerSent), share(s.CPU.Generator), share(s.CPU.Engines))
+		cpuUS(s.CPU.ServerPerOK), share(s.CPU.Server, 1), cpuUS(s.CPU.GeneratorPerSent), share(s.CPU.Generator, 1), share(s.CPU.Engines, 1))
 	if len(s.ErrorKinds) > 0 {
 		b += fmt.Sprintf(", errors %v", s.ErrorKinds)
 	}
@@ -74,14 +74,6 @@ func cpuUS(us float64) string {
 		return fmt.Sprintf("%.1fµs", us)
 	}
 	return dur(us)
-}
-
-// share formats a share of one core: 63% ("-" when not read).
-func share(x float64) string {
-	if x <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", 100*x)
 }
 
 // ratio is a/b: 1.4×, 37× ("-" without a floor).

@@ -13,7 +13,7 @@ import (
 func TestWriteTable(t *testing.T) {
 	r := &Report{Config: QuickConfig(), CPUs: 2, LoadBefore: "1.5", LoadAfter: "2.0", Fill: []float64{0.93},
 		Points: []Point{{Ingest: 100_000, Rate: 10_000, RouterIngest: 98_700,
-			Floor:  Stats{Scheduled: 10, OK: 10, Latency: lat(100, 200, 400), Throughput: 10_000,
+			Floor: Stats{Scheduled: 10, OK: 10, Latency: lat(100, 200, 400), Throughput: 10_000,
 				CPU: CPU{ServerPerOK: 40, Generator: 0.5, Engines: 0.3}},
 			Router: Stats{Scheduled: 10, OK: 9, Errors: 1, Latency: lat(150, 3000, 25000), Throughput: 9_990,
 				CPU: CPU{ServerPerOK: 92, Generator: 0.6, Engines: 0.35}}}}}
@@ -22,7 +22,7 @@ func TestWriteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"router (and floor) on cpu 0; generator and 2 engines on cpu 1 (taskset)", "engines at nice 19", "load average 1.5 → 2.0",
+	for _, want := range []string{"router (and floor) on cpu 0; generator and 2 engines on cpu 1 (taskset)", "generator, router and floor at nice 0, engines at nice 19", "load average 1.5 → 2.0",
 		"index fill at start 93%", "100k", "10k", "100µs", "3.00ms", "25.00ms", "1.5×", "15×", "62×", "0/1", "98.7k", "9.99k", "40µs/92µs", "2.3×", "80%/95%"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

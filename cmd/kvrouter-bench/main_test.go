@@ -69,7 +69,7 @@ func TestPinnedHelpAndBadFlags(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, f := range []string{"-quick", "-kvrouter", "-json", "-quiet", "-rates", "-ingest", "-engines", "-engine-nice", "-capacity", "-shards",
-		"-router-cpu", "-load-cpu", "-max-conns", "-duration", "-warmup", "-fill-timeout", "-timeout", "-pin", "-router-cpuprofile", "-generator-cpuprofile"} {
+		"-router-cpu", "-load-cpu", "-max-conns", "-duration", "-warmup", "-fill-timeout", "-timeout", "-pin", "-nice", "-router-cpuprofile", "-generator-cpuprofile"} {
 		if !strings.Contains(out.String(), "  "+f) {
 			t.Errorf("pinned --help does not explain %s", f)
 		}

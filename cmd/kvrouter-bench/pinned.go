@@ -64,6 +64,7 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 	list("ingest", "comma-separated engine ingest `rates`, stored blocks/s in all (default 100000,500000)", func(c *pinned.Config) *[]float64 { return &c.Ingest })
 	num("engines", "simulated engine processes", func(c *pinned.Config) *int { return &c.Engines })
 	num("engine-nice", "nice value of the engines (0..19): they take what the generator leaves of its core", func(c *pinned.Config) *int { return &c.EngineNice })
+	num("nice", "nice value of the generator, the router and the floor (-20..--engine-nice; below 0 needs CAP_SYS_NICE): on a machine shared with other jobs, a raised priority gives the measured processes their cores back", func(c *pinned.Config) *int { return &c.Nice })
 	num("capacity", "cache capacity of each engine, in blocks", func(c *pinned.Config) *int { return &c.Capacity })
 	num("shards", "the router's --shards", func(c *pinned.Config) *int { return &c.Shards })
 	num("router-cpu", "core of the router under test and the floor", func(c *pinned.Config) *int { return &c.RouterCPU })
