@@ -109,7 +109,7 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 				out = ReasonConflictingParent
 			}
 		} else if prevPos >= 0 {
-			if pb := &l.blocks[prevPos]; pb.hasAnchor && pb.anchor == h {
+			if seg := l.segment(prevPos); seg.hasAnchor && seg.anchor == h {
 				out = ReasonCycle // h would be its own segment's parent
 			}
 		}
@@ -182,7 +182,7 @@ func (x *Index) newLineage(s *session, id string, key messages.WorkerKey, now ti
 	}
 	st := x.streams[key]
 	if st == nil {
-		st = &stream{key: key, owner: make(map[messages.ExternalHash]ref), more: make(map[messages.ExternalHash][]ref)}
+		st = &stream{key: key}
 		x.streams[key] = st
 	}
 	l := &lineage{key: key, sess: s, st: st, dirtyFrom: -1}
@@ -204,8 +204,8 @@ func (x *Index) remove(key messages.WorkerKey, tier uint8, hashes []messages.Ext
 	for _, h := range hashes {
 		// A copy of the holders: kill edits the owner maps.
 		hold = st.holders(h, hold[:0])
-		for _, l := range hold {
-			dirty = x.removeFrom(l, h, tier, dirty)
+		for _, o := range hold {
+			dirty = x.removeFrom(o.l, o.idx, tier, dirty)
 		}
 	}
 	for _, l := range dirty {
@@ -216,17 +216,12 @@ func (x *Index) remove(key messages.WorkerKey, tier uint8, hashes []messages.Ext
 	x.dirty, x.hold = dirty[:0], hold[:0]
 }
 
-func (x *Index) removeFrom(l *lineage, h messages.ExternalHash, tier uint8, dirty []*lineage) []*lineage {
-	pos, ok := l.lookup(h)
-	if !ok {
+func (x *Index) removeFrom(l *lineage, pos int32, tier uint8, dirty []*lineage) []*lineage {
+	t := &l.tiers[pos]
+	if *t&tier == 0 {
 		return dirty
 	}
-	b := &l.blocks[pos]
-	if b.tiers&tier == 0 {
-		return dirty
-	}
-	b.tiers &^= tier
-	if b.tiers != 0 {
+	if *t &^= tier; *t != 0 {
 		return dirty
 	}
 	if l.dirtyFrom < 0 {

@@ -61,9 +61,9 @@ func (x *Index) dropSession(s *session) {
 func (x *Index) dropLineage(l *lineage, unown bool) {
 	st, s := l.st, l.sess
 	if unown {
-		for i := range l.blocks {
-			if b := &l.blocks[i]; !b.dead {
-				st.unown(b.hash, l)
+		for i, h := range l.hashes {
+			if l.tiers[i] != 0 {
+				st.unown(h, l, int32(i))
 			}
 		}
 	}

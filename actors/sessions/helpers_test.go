@@ -79,14 +79,15 @@ func summary(hl []Holder) []hs {
 }
 
 // checkInvariants verifies the index's internal consistency: every live
-// block is in its lineage's map and its stream's owners and nowhere else,
-// parents precede children and are live, depths and anchors follow the
-// parents, the last block is live, the gauges add up, the LRU list holds
-// exactly the sessions.
+// block is found at its position through its stream's owner slots and no
+// slot names anything else, the runs cut the blocks into chains whose
+// parents precede them and are live, depths follow the parents, the last
+// block is live, the gauges add up, the LRU list holds exactly the
+// sessions.
 func checkInvariants(t testing.TB, x *Index) {
 	t.Helper()
 	blocks, lineages := 0, 0
-	owned := map[messages.WorkerKey]map[messages.ExternalHash]int{}
+	owned := map[messages.WorkerKey]int{}
 	for id, s := range x.sessions {
 		if s.id != id || len(s.lins) == 0 || len(s.lins) > x.cfg.MaxHolders {
 			t.Fatalf("session %q: id %q, %d lineages", id, s.id, len(s.lins))
@@ -104,34 +105,33 @@ func checkInvariants(t testing.TB, x *Index) {
 			if int(l.id) >= len(l.st.lins) || l.st.lins[l.id] != l {
 				t.Fatalf("session %q: lineage on %v not in its stream", id, l.key)
 			}
+			if len(l.hashes) != len(l.tiers) || len(l.runs) == 0 || l.runs[0].start != 0 {
+				t.Fatalf("session %q %v: %d hashes, %d tiers, runs %+v", id, l.key, len(l.hashes), len(l.tiers), l.runs)
+			}
+			for i, r := range l.runs {
+				if r.parent >= r.start || (i > 0 && r.start <= l.runs[i-1].start) || int(r.start) >= len(l.hashes) || (r.parent >= 0 && r.hasAnchor) {
+					t.Fatalf("session %q %v: runs %+v", id, l.key, l.runs)
+				}
+			}
 			live, dead := 0, 0
-			for i, b := range l.blocks {
-				if b.dead {
+			for i, h := range l.hashes {
+				if l.tiers[i] == 0 {
 					dead++
 					continue
 				}
 				live++
-				if p, ok := l.lookup(b.hash); !ok || int(p) != i {
-					t.Fatalf("session %q %v: block %d (%d) idx %d %v", id, l.key, i, b.hash, p, ok)
+				if p, ok := l.lookup(h); !ok || int(p) != i {
+					t.Fatalf("session %q %v: block %d (%d) found at %d %v", id, l.key, i, h, p, ok)
 				}
-				if b.tiers == 0 {
-					t.Fatalf("session %q %v: block %d on no tier", id, l.key, i)
+				if pp := l.parent(int32(i)); pp >= 0 && (int(pp) >= i || l.tiers[pp] == 0) {
+					t.Fatalf("session %q %v: block %d parent %d (tiers %b)", id, l.key, i, pp, l.tiers[pp])
 				}
-				if pp := l.parent(int32(i)); pp >= 0 {
-					p := l.blocks[pp]
-					if int(pp) >= i || p.dead || b.anchor != p.anchor || b.hasAnchor != p.hasAnchor {
-						t.Fatalf("session %q %v: block %d parent %d %+v vs %+v", id, l.key, i, pp, b, p)
-					}
-				}
-				if owned[l.key] == nil {
-					owned[l.key] = map[messages.ExternalHash]int{}
-				}
-				owned[l.key][b.hash]++
+				owned[l.key]++
 			}
-			if live != l.live || dead != l.dead || live == 0 || l.blocks[len(l.blocks)-1].dead {
+			if live != l.live || dead != l.dead || live == 0 || l.tiers[len(l.tiers)-1] == 0 {
 				t.Fatalf("session %q %v: live %d/%d dead %d/%d", id, l.key, live, l.live, dead, l.dead)
 			}
-			if n := int32(len(l.blocks)); n > 0 && l.depth != l.chainLen(n-1) {
+			if n := int32(len(l.hashes)); l.depth != l.chainLen(n-1) {
 				t.Fatalf("session %q %v: newest's depth %d, chain %d", id, l.key, l.depth, l.chainLen(n-1))
 			}
 			if l.dirtyFrom != -1 {
@@ -147,26 +147,28 @@ func checkInvariants(t testing.TB, x *Index) {
 		if held := len(st.lins) - len(st.free); st.key != key || st.n == 0 || held != st.n {
 			t.Fatalf("stream %v: key %v, %d lineages (%d ids held)", key, st.key, st.n, held)
 		}
-		n := 0
-		for h := range st.more {
-			if _, ok := st.owner[h]; !ok || len(st.more[h]) == 0 {
-				t.Fatalf("stream %v hash %d: %d more holders, owner %v", key, h, len(st.more[h]), ok)
+		o := &st.owners
+		live, tombs := 0, 0
+		for _, sl := range o.slots {
+			switch {
+			case sl == 0:
+				continue
+			case sl == tomb:
+				tombs++
+				continue
+			}
+			live++
+			l := st.lins[slotLin(sl)]
+			if l == nil {
+				t.Fatalf("stream %v: slot %#x names a free lineage", key, sl)
+			}
+			idx := relPos(l, slotPos(sl))
+			if int(idx) >= len(l.hashes) || l.tiers[idx] == 0 || slotOf(o.mix(l.hashes[idx]), l.id, slotPos(sl)) != sl {
+				t.Fatalf("stream %v: slot %#x names no live block of its lineage", key, sl)
 			}
 		}
-		for h := range st.owner {
-			all := st.holders(h, nil)
-			if len(all) != owned[key][h] {
-				t.Fatalf("stream %v hash %d: %d owners, %d holders", key, h, len(all), owned[key][h])
-			}
-			for _, l := range all {
-				if _, ok := l.lookup(h); !ok || l.key != key {
-					t.Fatalf("stream %v hash %d: owner does not hold it", key, h)
-				}
-			}
-			n++
-		}
-		if n != len(owned[key]) {
-			t.Fatalf("stream %v: %d owned hashes, %d held", key, n, len(owned[key]))
+		if live != o.n || tombs != o.tomb || live != owned[key] || 4*(o.n+o.tomb) > 3*len(o.slots) {
+			t.Fatalf("stream %v: %d live slots (n %d), %d tombstones (%d), %d blocks held, %d slots", key, live, o.n, tombs, o.tomb, owned[key], len(o.slots))
 		}
 	}
 	n := 0

@@ -3,7 +3,6 @@ package sessions
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/kvrouter/kvrouter/messages"
@@ -26,11 +25,13 @@ const (
 // Config bounds the index. Zero fields keep their defaults.
 type Config struct {
 	// MaxSessions caps the sessions held (--max-sessions); the least
-	// recently stored one is evicted (default 2^16).
+	// recently stored one is evicted (default 2^16, at most 2^24: a
+	// stream's lineage ids fit 24 bits).
 	MaxSessions int
 	// MaxDepth caps the blocks of one (stream, session) lineage; past it the
 	// oldest stored blocks are dropped, down to MaxDepth − MaxDepth/8 so the
-	// compaction is amortised (default 1024).
+	// compaction is amortised (default 1024, at most 2^26: a lineage's
+	// positions fit 28 bits).
 	MaxDepth int
 	// MaxHolders caps the (worker, dp_rank) lineages of one session; a new
 	// one drops the session's least recently stored lineage (default 16).
@@ -51,9 +52,11 @@ func (c *Config) defaults() {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
 	}
+	c.MaxSessions = min(c.MaxSessions, maxLineageIDs)
 	if c.MaxDepth <= 0 {
 		c.MaxDepth = DefaultMaxDepth
 	}
+	c.MaxDepth = min(c.MaxDepth, maxSpan/2)
 	if c.MaxHolders <= 0 {
 		c.MaxHolders = DefaultMaxHolders
 	}
@@ -85,8 +88,9 @@ type Index struct {
 
 	// scratch for one Removed event: the lineages it pruned, the holders
 	// of one hash.
-	dirty, hold []*lineage
-	remap       []int32 // scratch for compact
+	dirty []*lineage
+	hold  []holding
+	remap []int32 // scratch for compact
 }
 
 // session is one session id's lineages, at most one per stream.
@@ -99,36 +103,13 @@ type session struct {
 
 // stream is one (worker, dp_rank): its sessions' lineages and, per engine
 // hash, the lineages holding it and where (engine hashes mean something
-// only within their stream).
-//
-// A hash is nearly always held by one lineage: owner maps it to that one
-// and more, rarely used, to the others. Each holder is a ref — the
-// lineage's id in lins and the block's position in it — so this one map is
-// both the stream's owner table and every lineage's hash → position index,
-// and it holds no pointer (the garbage collector does not scan it).
+// only within their stream): owners.go.
 type stream struct {
-	key   messages.WorkerKey
-	lins  []*lineage // by lineage id; nil: a free id
-	free  []uint32   // free lineage ids
-	n     int        // lineages held
-	owner map[messages.ExternalHash]ref
-	more  map[messages.ExternalHash][]ref
-}
-
-// ref is a lineage id (high 32 bits) and a block's absolute position in
-// it (lineage.base + position, modulo 2^32: a lineage is shorter than that,
-// so the difference to base is exact).
-type ref uint64
-
-func (r ref) lin() uint32 { return uint32(r >> 32) }
-
-// refOf returns the ref of position pos of l.
-func refOf(l *lineage, pos int32) ref { return ref(l.id)<<32 | ref(uint32(l.base)+uint32(pos)) }
-
-// at returns the lineage and position r names.
-func (st *stream) at(r ref) (*lineage, int32) {
-	l := st.lins[r.lin()]
-	return l, int32(uint32(r) - uint32(l.base))
+	key    messages.WorkerKey
+	lins   []*lineage // by lineage id; nil: a free id
+	free   []uint32   // free lineage ids
+	n      int        // lineages held
+	owners owners
 }
 
 // New returns an empty index.
@@ -182,112 +163,29 @@ func tierBit(t messages.StorageTier) uint8 { return 1 << min(uint8(t), 7) }
 // addTier adds the tier to every lineage of the stream holding h and
 // reports whether one does.
 func (st *stream) addTier(h messages.ExternalHash, tier uint8) bool {
-	one, ok := st.owner[h]
-	if !ok {
-		return false
-	}
-	st.setTier(one, tier)
-	if len(st.more) > 0 {
-		for _, r := range st.more[h] {
-			st.setTier(r, tier)
-		}
-	}
-	return true
+	held := false
+	st.each(h, func(l *lineage, idx int32) bool {
+		l.tiers[idx] |= tier
+		held = true
+		return true
+	})
+	return held
 }
 
-func (st *stream) setTier(r ref, tier uint8) {
-	l, pos := st.at(r)
-	l.blocks[pos].tiers |= tier
-}
-
-// holders appends the lineages of the stream holding h to buf.
-func (st *stream) holders(h messages.ExternalHash, buf []*lineage) []*lineage {
-	one, ok := st.owner[h]
-	if !ok {
-		return buf
-	}
-	buf = append(buf, st.lins[one.lin()])
-	for _, r := range st.more[h] {
-		buf = append(buf, st.lins[r.lin()])
-	}
+// holders appends the lineages of the stream holding h, and where, to
+// buf.
+func (st *stream) holders(h messages.ExternalHash, buf []holding) []holding {
+	st.each(h, func(l *lineage, idx int32) bool {
+		buf = append(buf, holding{l, idx})
+		return true
+	})
 	return buf
 }
 
-// find returns the position of h in lineage id (ok false: not held there).
-func (st *stream) find(h messages.ExternalHash, id uint32) (int32, bool) {
-	one, ok := st.owner[h]
-	if !ok {
-		return -1, false
-	}
-	if one.lin() == id {
-		_, pos := st.at(one)
-		return pos, true
-	}
-	if len(st.more) > 0 {
-		for _, r := range st.more[h] {
-			if r.lin() == id {
-				_, pos := st.at(r)
-				return pos, true
-			}
-		}
-	}
-	return -1, false
-}
-
-// own records that l holds h at pos.
-func (st *stream) own(h messages.ExternalHash, l *lineage, pos int32) {
-	r := refOf(l, pos)
-	if _, ok := st.owner[h]; !ok {
-		st.owner[h] = r
-		return
-	}
-	st.more[h] = append(st.more[h], r)
-}
-
-// reown records that l's block h moved to pos (compaction).
-func (st *stream) reown(h messages.ExternalHash, l *lineage, pos int32) {
-	r := refOf(l, pos)
-	if one := st.owner[h]; one.lin() == l.id {
-		st.owner[h] = r
-		return
-	}
-	more := st.more[h]
-	for i := range more {
-		if more[i].lin() == l.id {
-			more[i] = r
-			return
-		}
-	}
-}
-
-// unown forgets that l holds h.
-func (st *stream) unown(h messages.ExternalHash, l *lineage) {
-	one, ok := st.owner[h]
-	if !ok {
-		return
-	}
-	more := st.more[h]
-	if one.lin() != l.id {
-		i := slices.IndexFunc(more, func(r ref) bool { return r.lin() == l.id })
-		if i < 0 {
-			return
-		}
-		more[i] = more[len(more)-1]
-	}
-	// The last of more takes l's place (as owner, or in more).
-	n := len(more)
-	switch {
-	case n == 0:
-		delete(st.owner, h)
-		return
-	case one.lin() == l.id:
-		st.owner[h] = more[n-1]
-	}
-	if n == 1 {
-		delete(st.more, h)
-	} else {
-		st.more[h] = more[:n-1]
-	}
+// holding is a lineage holding a hash, and where.
+type holding struct {
+	l   *lineage
+	idx int32
 }
 
 // addLineage gives l an id in the stream.

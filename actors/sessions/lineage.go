@@ -1,46 +1,39 @@
 package sessions
 
 import (
+	"sort"
 	"time"
 
 	"github.com/kvrouter/kvrouter/messages"
 )
 
-// blk is one block of a lineage. Pointer-free, so the garbage collector does
-// not scan lineage slices.
-type blk struct {
-	hash messages.ExternalHash
-	// anchor is the engine hash the block's segment was stored under when
-	// the lineage did not hold it (hasAnchor); a segment stored without a
-	// parent has none. For a segment's first block it is its own parent.
-	anchor messages.ExternalHash
-	// up is the distance back to the block's parent (pos − parent's pos);
-	// 0 for a segment's first block. Relative, so dropping a prefix of the
-	// lineage moves no parent.
-	up        uint32
-	tiers     uint8
-	hasAnchor bool
-	dead      bool
-}
-
 // lineage is one session's blocks on one (worker, dp_rank) stream, in
-// store order. A parent always precedes its children (a block is appended
-// under a parent the lineage already holds), so one forward pass finds every
-// descendant. Dead blocks wait for compaction; the last block is always
-// live, and it is the newest.
+// store order: per block its engine hash and its tiers (0: dead, waiting
+// for compaction). A parent always precedes its children (a block is
+// appended under a parent the lineage already holds), so one forward pass
+// finds every descendant. The last block is always live, and it is the
+// newest.
+//
+// Parents are not stored per block: the blocks are cut into runs, each a
+// chain (every block of a run after its first is the child of the one
+// before it), so only a run's first block has a parent of its own — an
+// earlier position (a branch), or none (a segment start, with the hash it
+// was stored under when the lineage did not hold it: its anchor). A
+// session that keeps continuing its newest block is one run.
 type lineage struct {
 	key    messages.WorkerKey
 	sess   *session
 	st     *stream
-	blocks []blk
-	// id names the lineage in its stream's refs; base is the absolute
-	// position of blocks[0] (the refs hold absolute positions, so dropping
-	// a prefix for MaxDepth only moves base).
+	hashes []messages.ExternalHash
+	tiers  []uint8
+	runs   []run
+	// id names the lineage in its stream's owner slots; base is the
+	// absolute position of hashes[0] (the slots hold absolute positions,
+	// so dropping a prefix for MaxDepth only moves base).
 	id   uint32
-	base uint64
+	base uint32
 	// depth is the newest block's: the blocks from it back to its
-	// segment's first block (the only depth routing asks for, so blocks do
-	// not carry one).
+	// segment's first block (the only depth routing asks for).
 	depth   uint32
 	live    int
 	dead    int
@@ -49,6 +42,15 @@ type lineage struct {
 	// dirtyFrom is the lowest position killed by the Removed event being
 	// applied (-1: none).
 	dirtyFrom int32
+}
+
+// run is a chain of consecutive positions from start to the next run's
+// start: its first block's parent is parent (-1: a segment start, stored
+// under anchor when hasAnchor), every other block's the one before it.
+type run struct {
+	start, parent int32
+	anchor        messages.ExternalHash
+	hasAnchor     bool
 }
 
 // lookup is nil-safe: a session without a lineage on the stream holds
@@ -60,61 +62,98 @@ func (l *lineage) lookup(h messages.ExternalHash) (int32, bool) {
 	return l.st.find(h, l.id)
 }
 
+// runOf returns the index of the run holding pos.
+func (l *lineage) runOf(pos int32) int {
+	n := len(l.runs)
+	if l.runs[n-1].start <= pos { // the newest's run: nearly every call
+		return n - 1
+	}
+	return sort.Search(n, func(i int) bool { return l.runs[i].start > pos }) - 1
+}
+
 // parent returns the position of pos's parent, -1 for a segment start.
 func (l *lineage) parent(pos int32) int32 {
-	if u := l.blocks[pos].up; u > 0 {
-		return pos - int32(u)
+	if r := &l.runs[l.runOf(pos)]; r.start == pos {
+		return r.parent
 	}
-	return -1
+	return pos - 1
 }
 
 // parentHash returns the engine hash the block at pos was stored under.
 func (l *lineage) parentHash(pos int32) (messages.ExternalHash, bool) {
-	if p := l.parent(pos); p >= 0 {
-		return l.blocks[p].hash, true
+	r := &l.runs[l.runOf(pos)]
+	switch {
+	case r.start != pos:
+		return l.hashes[pos-1], true
+	case r.parent >= 0:
+		return l.hashes[r.parent], true
 	}
-	b := &l.blocks[pos]
-	return b.anchor, b.hasAnchor
+	return r.anchor, r.hasAnchor
+}
+
+// segment returns the run starting pos's segment (the run of the segment
+// start its chain of parents ends at).
+func (l *lineage) segment(pos int32) *run {
+	r := &l.runs[l.runOf(pos)]
+	for r.parent >= 0 {
+		r = &l.runs[l.runOf(r.parent)]
+	}
+	return r
 }
 
 // isAncestor reports whether the block at a is d or one of d's ancestors.
 func (l *lineage) isAncestor(a, d int32) bool {
-	for p := d; p >= 0; p = l.parent(p) {
-		if p == a {
+	for p := d; p >= a; {
+		r := &l.runs[l.runOf(p)]
+		if r.start <= a {
 			return true
 		}
+		p = r.parent
 	}
 	return false
 }
 
-// newest returns the newest block (the lineage must not be empty).
-func (l *lineage) newest() *blk { return &l.blocks[len(l.blocks)-1] }
-
 // chainLen counts the blocks from pos back to its segment's first block.
 func (l *lineage) chainLen(pos int32) uint32 {
 	n := uint32(0)
-	for p := pos; p >= 0; p = l.parent(p) {
-		n++
+	for p := pos; p >= 0; {
+		r := &l.runs[l.runOf(p)]
+		n += uint32(p - r.start + 1)
+		p = r.parent
 	}
 	return n
 }
 
-// appendBlock appends h under the block at prevPos (-1: a new segment whose
-// parent is prev when hasPrev) and returns its position.
+// newest returns the newest block's hash (the lineage must not be empty).
+func (l *lineage) newest() messages.ExternalHash { return l.hashes[len(l.hashes)-1] }
+
+// appendBlock appends h under the block at prevPos (-1: a new segment
+// stored under prev when hasPrev) and returns its position.
 func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, prevPos int32, prev messages.ExternalHash, hasPrev bool) int32 {
-	pos := int32(len(l.blocks))
-	b := blk{hash: h, tiers: tier, anchor: prev, hasAnchor: hasPrev}
-	depth := uint32(1)
-	if prevPos >= 0 {
-		p := &l.blocks[prevPos]
-		b.up, b.anchor, b.hasAnchor = uint32(pos-prevPos), p.anchor, p.hasAnchor
-		if prevPos == pos-1 { // under the newest: a chain continues
-			depth = l.depth + 1
-		} else {
-			depth = l.chainLen(prevPos) + 1
+	if len(l.hashes) >= maxSpan { // only one event of ~2^27 blocks gets here
+		x.trim(l, l.live-(x.cfg.MaxDepth-x.cfg.MaxDepth/8))
+		if prevPos >= 0 { // moved, or dropped: then a segment under prev
+			if p, ok := l.lookup(prev); ok {
+				prevPos = p
+			} else {
+				prevPos = -1
+			}
 		}
 	}
-	l.blocks = append(l.blocks, b)
+	l.st.reserve()
+	pos := int32(len(l.hashes))
+	depth := uint32(1)
+	switch {
+	case prevPos >= 0 && prevPos == pos-1: // under the newest: its run continues
+		depth = l.depth + 1
+	case prevPos >= 0:
+		depth = l.chainLen(prevPos) + 1
+		l.runs = append(l.runs, run{start: pos, parent: prevPos})
+	default:
+		l.runs = append(l.runs, run{start: pos, parent: -1, anchor: prev, hasAnchor: hasPrev})
+	}
+	l.hashes = append(l.hashes, h)
+	l.tiers = append(l.tiers, tier)
 	l.depth = depth
 	l.live++
 	x.blocks++
@@ -122,11 +161,11 @@ func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, pre
 	return pos
 }
 
-// kill marks the block at pos dead and forgets its hash.
+// kill marks the block at pos dead (its tiers already cleared or not) and
+// forgets its hash.
 func (x *Index) kill(l *lineage, pos int32) {
-	b := &l.blocks[pos]
-	b.dead = true
-	l.st.unown(b.hash, l)
+	l.tiers[pos] = 0
+	l.st.unown(l.hashes[pos], l, pos)
 	l.live--
 	l.dead++
 	x.blocks--
@@ -138,24 +177,37 @@ func (x *Index) kill(l *lineage, pos int32) {
 func (x *Index) settle(l *lineage) {
 	from := l.dirtyFrom
 	l.dirtyFrom = -1
-	for i := from + 1; i < int32(len(l.blocks)); i++ {
-		if p := l.parent(i); !l.blocks[i].dead && p >= 0 && l.blocks[p].dead {
+	ri := l.runOf(from)
+	for i := from + 1; i < int32(len(l.hashes)); i++ {
+		for ri+1 < len(l.runs) && l.runs[ri+1].start <= i {
+			ri++
+		}
+		p := i - 1
+		if l.runs[ri].start == i {
+			p = l.runs[ri].parent
+		}
+		if l.tiers[i] != 0 && p >= 0 && l.tiers[p] == 0 {
 			x.kill(l, i)
 			x.count(ReasonPruned, 1)
 		}
 	}
-	tail := len(l.blocks)
-	for n := len(l.blocks); n > 0 && l.blocks[n-1].dead; n-- {
-		l.blocks = l.blocks[:n-1]
+	tail := len(l.hashes)
+	n := tail
+	for n > 0 && l.tiers[n-1] == 0 {
+		n--
 		l.dead--
 	}
-	if n := len(l.blocks); n < tail && n > 0 { // the newest went: the last live block is
+	l.hashes, l.tiers = l.hashes[:n], l.tiers[:n]
+	for len(l.runs) > 0 && l.runs[len(l.runs)-1].start >= int32(n) {
+		l.runs = l.runs[:len(l.runs)-1]
+	}
+	if n < tail && n > 0 { // the newest went: the last live block is
 		l.depth = l.chainLen(int32(n - 1))
 	}
 	switch {
 	case l.live == 0:
 		x.dropLineage(l, true)
-	case 2*l.dead > len(l.blocks):
+	case 2*l.dead > len(l.hashes):
 		x.compact(l, 0)
 	}
 }
@@ -164,8 +216,8 @@ func (x *Index) settle(l *lineage) {
 // start new segments, anchored at the dropped parent's hash.
 func (x *Index) trim(l *lineage, n int) {
 	keep := 0
-	for seen := 0; keep < len(l.blocks) && seen < n; keep++ {
-		if !l.blocks[keep].dead {
+	for seen := 0; keep < len(l.hashes) && seen < n; keep++ {
+		if l.tiers[keep] != 0 {
 			seen++
 		}
 	}
@@ -173,52 +225,78 @@ func (x *Index) trim(l *lineage, n int) {
 }
 
 // compact drops the blocks before position keep (live ones are counted as
-// depth_dropped) and every dead block, and recomputes anchors and the
-// newest's depth.
-// Blocks that keep their absolute position keep their ref, so a trim of a
-// lineage without dead blocks rewrites no map entry.
+// depth_dropped) and every dead block, and rebuilds the runs and the
+// newest's depth. Blocks that keep their absolute position keep their
+// slot, so a trim of a lineage without dead blocks rewrites no slot.
 func (x *Index) compact(l *lineage, keep int) {
-	bs := l.blocks
-	for i := range bs {
-		b := &bs[i]
-		switch {
-		case b.dead:
-		case i < keep:
-			l.st.unown(b.hash, l)
+	k := int32(keep)
+	// The dropped prefix first, while every hash is still in place: its
+	// slots go, and the runs whose first parent it held (or that it cuts)
+	// become segments anchored at that parent.
+	for i := int32(0); i < k; i++ {
+		if l.tiers[i] != 0 {
+			l.st.unown(l.hashes[i], l, i)
 			l.live--
 			x.blocks--
 			x.count(ReasonDepthDropped, 1)
-		case b.up > 0 && i-int(b.up) < keep:
-			// Orphaned by the trim: a new segment under the dropped hash.
-			b.anchor, b.hasAnchor, b.up = bs[i-int(b.up)].hash, true, 0
 		}
 	}
-	if cap(x.remap) < len(bs) {
-		x.remap = make([]int32, len(bs))
+	runs := l.runs[:0]
+	for i, r := range l.runs {
+		end := int32(len(l.hashes))
+		if i+1 < len(l.runs) {
+			end = l.runs[i+1].start
+		}
+		switch {
+		case end <= k:
+			continue
+		case r.start < k: // cut: its block at keep loses its parent
+			r = run{start: k, parent: -1, anchor: l.hashes[k-1], hasAnchor: true}
+		case r.parent >= 0 && r.parent < k:
+			r = run{start: r.start, parent: -1, anchor: l.hashes[r.parent], hasAnchor: true}
+		}
+		runs = append(runs, r)
 	}
-	remap := x.remap[:len(bs)]
-	l.base += uint64(keep) // before the refs of moved blocks are rewritten
-	w, moved := int32(0), false
-	for i := range bs {
-		b := bs[i]
-		if b.dead || i < keep {
-			moved = moved || i >= keep
+	l.runs = runs
+	if cap(x.remap) < len(l.hashes) {
+		x.remap = make([]int32, len(l.hashes))
+	}
+	remap := x.remap[:len(l.hashes)]
+	oldBase := l.base
+	l.base += uint32(keep) // before the slots of moved blocks are rewritten
+	w, ri, nr := int32(0), 0, 0
+	for i := k; i < int32(len(l.hashes)); i++ {
+		for ri+1 < len(runs) && runs[ri+1].start <= i {
+			ri++
+		}
+		if l.tiers[i] == 0 {
 			remap[i] = -1
 			continue
 		}
-		if b.up > 0 {
-			np := remap[i-int(b.up)]
-			p := &bs[np]
-			b.up, b.anchor, b.hasAnchor = uint32(w-np), p.anchor, p.hasAnchor
+		r := runs[ri]
+		p := i - 1 // a live block's parent is live
+		if r.start == i {
+			p = r.parent
 		}
-		bs[w] = b
-		if moved {
-			l.st.reown(b.hash, l, w)
+		switch {
+		case p >= 0 && remap[p] == w-1 && nr > 0: // the chain goes on
+		case p >= 0:
+			runs[nr] = run{start: w, parent: remap[p]}
+			nr++
+		default:
+			r.start = w
+			runs[nr] = r
+			nr++
+		}
+		h := l.hashes[i]
+		l.hashes[w], l.tiers[w] = h, l.tiers[i]
+		if w != i-k { // a dead block before it went: its absolute position moves
+			l.st.reown(h, l, (oldBase+uint32(i))&posMask, w)
 		}
 		remap[i] = w
 		w++
 	}
-	l.blocks = bs[:w]
+	l.hashes, l.tiers, l.runs = l.hashes[:w], l.tiers[:w], runs[:nr]
 	l.dead = 0
 	if w > 0 {
 		l.depth = l.chainLen(w - 1) // a trim may have cut the newest's segment

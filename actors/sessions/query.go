@@ -60,14 +60,13 @@ func (x *Index) holders(s *session, chain bool) []Holder {
 	lins := sortedLins(s, nil)
 	out := make([]Holder, len(lins))
 	for i, l := range lins {
-		nb := l.newest()
-		h := Holder{Key: l.key, Depth: l.depth, Blocks: l.live, Newest: nb.hash, Updated: l.updated}
+		h := Holder{Key: l.key, Depth: l.depth, Blocks: l.live, Newest: l.newest(), Updated: l.updated}
 		if chain {
 			h.Chain = make([]messages.ExternalHash, l.depth)
 			j := len(h.Chain)
-			for p := int32(len(l.blocks) - 1); p >= 0 && j > 0; p = l.parent(p) {
+			for p := int32(len(l.hashes) - 1); p >= 0 && j > 0; p = l.parent(p) {
 				j--
-				h.Chain[j] = l.blocks[p].hash
+				h.Chain[j] = l.hashes[p]
 			}
 		}
 		out[i] = h
