@@ -125,6 +125,7 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 			s, l = x.newLineage(s, id, key, now)
 			st = l.st
 		}
+		l.grow(len(blocks) - k)
 		prevPos = x.appendBlock(l, h, tier, prevPos, prev, hasPrev)
 		prev, hasPrev = h, true
 		touched, appended = true, true

@@ -127,6 +127,18 @@ func (l *lineage) chainLen(pos int32) uint32 {
 // newest returns the newest block's hash (the lineage must not be empty).
 func (l *lineage) newest() messages.ExternalHash { return l.hashes[len(l.hashes)-1] }
 
+// grow makes room for n more blocks when l has none left: n and an eighth
+// of what it holds (append would double a short list, a third of its
+// bytes unused on average).
+func (l *lineage) grow(n int) {
+	if len(l.hashes) < cap(l.hashes) && len(l.tiers) < cap(l.tiers) {
+		return
+	}
+	c := len(l.hashes) + n + len(l.hashes)/8
+	l.hashes = append(make([]messages.ExternalHash, 0, c), l.hashes...)
+	l.tiers = append(make([]uint8, 0, c), l.tiers...)
+}
+
 // appendBlock appends h under the block at prevPos (-1: a new segment
 // stored under prev when hasPrev) and returns its position.
 func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, prevPos int32, prev messages.ExternalHash, hasPrev bool) int32 {

@@ -19,8 +19,10 @@ import (
 // Open addressing with linear probing, at most 3/4 full counting
 // tombstones: a slot cannot be moved back on a delete without its hash, so
 // a delete leaves a tombstone, and a rebuild (from the lineages' block
-// lists, which hold the hashes) drops them. Engine hashes are untrusted, so
-// slots are chosen by a keyed mix.
+// lists, which hold the hashes) drops them. A rebuild leaves the table half
+// full: it grows by half, not double (any size: the home slot is the mix
+// scaled to it), so it is 1/2 to 3/4 full, ~8/0.62 = 13 bytes a block.
+// Engine hashes are untrusted, so slots are chosen by a keyed mix.
 type owners struct {
 	slots []uint64
 	n     int // live slots
@@ -28,7 +30,7 @@ type owners struct {
 	seed  uint64
 }
 
-// Slot layout: tag (12 bits, low bit set: never 0) | lineage id (24) |
+// Slot layout: tag (12 bits, high bit set: never 0) | lineage id (24) |
 // absolute position (28).
 const (
 	posBits  = 28
@@ -44,14 +46,28 @@ const (
 	maxLineageIDs = 1 << linBits
 )
 
-// mix returns h's keyed mix: the home slot from its low bits, the tag from
-// its top 12.
+// mix returns h's keyed mix: the home slot from its high bits (scaled to
+// the table), the tag from its low 12.
 func (o *owners) mix(h messages.ExternalHash) uint64 {
 	hi, lo := bits.Mul64(uint64(h)^o.seed, 0x9e3779b97f4a7c15)
 	return hi ^ lo
 }
 
-func tagOf(m uint64) uint64 { return (m>>52 | 1) << 52 }
+func tagOf(m uint64) uint64 { return (m | 1<<11) << 52 }
+
+// home returns the first slot for mix m.
+func (o *owners) home(m uint64) int {
+	hi, _ := bits.Mul64(m, uint64(len(o.slots)))
+	return int(hi)
+}
+
+// next returns the slot after i.
+func (o *owners) next(i int) int {
+	if i++; i == len(o.slots) {
+		return 0
+	}
+	return i
+}
 
 func slotOf(m uint64, id uint32, abs uint32) uint64 {
 	return tagOf(m) | uint64(id&linMask)<<posBits | uint64(abs&posMask)
@@ -74,8 +90,8 @@ func (st *stream) each(h messages.ExternalHash, f func(l *lineage, idx int32) bo
 		return
 	}
 	m := o.mix(h)
-	tag, mask := tagOf(m), len(o.slots)-1
-	for i := int(m) & mask; ; i = (i + 1) & mask {
+	tag := tagOf(m)
+	for i := o.home(m); ; i = o.next(i) {
 		s := o.slots[i]
 		if s == 0 {
 			return
@@ -98,8 +114,8 @@ func (st *stream) find(h messages.ExternalHash, id uint32) (int32, bool) {
 		return -1, false
 	}
 	m := o.mix(h)
-	tag, mask := tagOf(m), len(o.slots)-1
-	for i := int(m) & mask; ; i = (i + 1) & mask {
+	tag := tagOf(m)
+	for i := o.home(m); ; i = o.next(i) {
 		s := o.slots[i]
 		if s == 0 {
 			return -1, false
@@ -122,10 +138,7 @@ func (st *stream) reserve() {
 	if 4*(o.n+o.tomb+1) <= 3*len(o.slots) {
 		return
 	}
-	size := minSlots
-	for 2*(o.n+1) > size { // at most half full after the rebuild
-		size *= 2
-	}
+	size := max(minSlots, 2*(o.n+1)) // half full after the rebuild
 	if o.seed == 0 {
 		o.seed = rand.Uint64() | 1
 	}
@@ -146,10 +159,9 @@ func (st *stream) reserve() {
 func (st *stream) own(h messages.ExternalHash, l *lineage, idx int32) {
 	o := &st.owners
 	m := o.mix(h)
-	mask := len(o.slots) - 1
-	i := int(m) & mask
+	i := o.home(m)
 	for o.slots[i] > tomb {
-		i = (i + 1) & mask
+		i = o.next(i)
 	}
 	if o.slots[i] == tomb {
 		o.tomb--
@@ -166,8 +178,8 @@ func (st *stream) slotAt(h messages.ExternalHash, id, abs uint32) int {
 		return -1
 	}
 	m := o.mix(h)
-	want, mask := slotOf(m, id, abs), len(o.slots)-1
-	for i := int(m) & mask; ; i = (i + 1) & mask {
+	want := slotOf(m, id, abs)
+	for i := o.home(m); ; i = o.next(i) {
 		switch o.slots[i] {
 		case want:
 			return i
