@@ -83,7 +83,7 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 			x.count(out, 1)
 		}
 	}
-	touched, appended := false, false
+	touched, appended, spanned := false, false, false
 	blocks := ev.Event.Blocks
 	for k, b := range blocks {
 		h := b.BlockHash
@@ -125,6 +125,20 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 			s, l = x.newLineage(s, id, key, now)
 			st = l.st
 		}
+		if len(l.hashes) >= x.maxSpan {
+			// Only an event of ~2^27 blocks gets here: trimmed now (to
+			// keep positions within their bits) and again at its end, so
+			// it ends as a trim at the end leaves it; blocks trimmed here
+			// no longer count as held for the rest of the event.
+			x.trim(l, l.live-(x.cfg.MaxDepth-x.cfg.MaxDepth/8))
+			spanned = true
+			if prevPos >= 0 { // moved, or dropped: then a segment under prev
+				var ok bool
+				if prevPos, ok = l.lookup(prev); !ok {
+					prevPos = -1
+				}
+			}
+		}
 		l.grow(len(blocks) - k)
 		prevPos = x.appendBlock(l, h, tier, prevPos, prev, hasPrev)
 		prev, hasPrev = h, true
@@ -141,7 +155,7 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 	if appended {
 		x.seq++
 		l.stamp, l.updated = x.seq, now
-		if l.live > x.cfg.MaxDepth {
+		if l.live > x.cfg.MaxDepth || spanned {
 			x.trim(l, l.live-(x.cfg.MaxDepth-x.cfg.MaxDepth/8))
 		}
 	}

@@ -91,6 +91,9 @@ type Index struct {
 	dirty []*lineage
 	hold  []holding
 	remap []int32 // scratch for compact
+	// maxSpan bounds a lineage's block list within one event (the
+	// constant; a test lowers it).
+	maxSpan int
 }
 
 // session is one session id's lineages, at most one per stream.
@@ -117,6 +120,7 @@ func New(cfg Config) *Index {
 	cfg.defaults()
 	return &Index{
 		cfg:      cfg,
+		maxSpan:  maxSpan,
 		sessions: make(map[string]*session),
 		streams:  make(map[messages.WorkerKey]*stream),
 	}

@@ -142,16 +142,6 @@ func (l *lineage) grow(n int) {
 // appendBlock appends h under the block at prevPos (-1: a new segment
 // stored under prev when hasPrev) and returns its position.
 func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, prevPos int32, prev messages.ExternalHash, hasPrev bool) int32 {
-	if len(l.hashes) >= maxSpan { // only one event of ~2^27 blocks gets here
-		x.trim(l, l.live-(x.cfg.MaxDepth-x.cfg.MaxDepth/8))
-		if prevPos >= 0 { // moved, or dropped: then a segment under prev
-			if p, ok := l.lookup(prev); ok {
-				prevPos = p
-			} else {
-				prevPos = -1
-			}
-		}
-	}
 	l.st.reserve()
 	pos := int32(len(l.hashes))
 	depth := uint32(1)

@@ -363,8 +363,6 @@ func TestModel(t *testing.T) {
 		{MaxSessions: 64, MaxDepth: 64, MaxHolders: 8, MaxBlocks: 1 << 20, IdleTTL: -1, MaxIDLen: 8},
 		{MaxSessions: 2, MaxDepth: 1, MaxHolders: 1, MaxBlocks: 3, IdleTTL: 20 * time.Second, MaxIDLen: 8},
 	}
-	ids := []string{"a", "b", "c", "d", "e", "", "bad id", "toolong-id", "__dynamo_unattributed__"}
-	keys := []messages.WorkerKey{wk(1, 0), wk(1, 1), wk(2, 0), wk(3, 0)}
 	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
 	steps := 3000
 	if testing.Short() {
@@ -373,79 +371,113 @@ func TestModel(t *testing.T) {
 	for ci, cfg := range configs {
 		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("cfg%d/seed%d", ci, seed), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(seed, uint64(ci)))
-				x := New(cfg)
-				m := &model{cfg: x.Config()}
-				now := t0
-				for step := range steps {
-					key := keys[rng.IntN(len(keys))]
-					hash := func() uint64 { return uint64(rng.IntN(40)) }
-					var ev messages.RouterEvent
-					switch op := rng.IntN(100); {
-					case op < 60:
-						id := ids[rng.IntN(len(ids))]
-						parent := int64(noParent)
-						switch p := rng.IntN(5); {
-						case p < 2: // continue the session's newest block there
-							if l := m.session(id).lin(key); l != nil {
-								parent = int64(l.blocks[len(l.blocks)-1].h)
-							}
-						case p < 3: // fork from any of its blocks
-							if l := m.session(id).lin(key); l != nil {
-								parent = int64(l.blocks[rng.IntN(len(l.blocks))].h)
-							}
-						case p < 4:
-							parent = int64(hash())
-						}
-						hs := make([]uint64, 1+rng.IntN(5))
-						for i := range hs {
-							hs[i] = hash()
-						}
-						ev = onTier(st(uint64(key.Worker), uint32(key.DpRank), id, parent, hs...), messages.StorageTier(rng.IntN(3)))
-					case op < 80:
-						hs := make([]uint64, 1+rng.IntN(4))
-						for i := range hs {
-							hs[i] = hash()
-						}
-						ev = onTier(rm(uint64(key.Worker), uint32(key.DpRank), hs...), messages.StorageTier(rng.IntN(3)))
-					case op < 85:
-						ev = onTier(offl(uint64(key.Worker), uint32(key.DpRank), hash(), hash()), messages.StorageTier(rng.IntN(3)))
-					case op < 88:
-						ev = clr(uint64(key.Worker), uint32(key.DpRank))
-					case op < 91:
-						id := ids[rng.IntN(len(ids))]
-						if a, b := x.Forget(id), m.forget(id); a != b {
-							t.Fatalf("step %d: Forget(%q) %v, model %v", step, id, a, b)
-						}
-						continue
-					case op < 92:
-						w := messages.WorkerID(1 + rng.IntN(3))
-						x.DropWorker(w)
-						for _, k := range keys {
-							if k.Worker == w {
-								m.clearKey(k)
-							}
-						}
-						continue
-					default:
-						now = now.Add(time.Duration(rng.IntN(10)) * time.Second)
-						continue
-					}
-					x.Apply(ev, now)
-					m.apply(ev, now)
-					checkInvariants(t, x)
-					for _, id := range ids {
-						if got, want := summary(x.Holders(id)), m.holders(id); !slices.Equal(got, want) {
-							t.Fatalf("step %d (%+v): session %q holders %v, model %v", step, ev, id, got, want)
-						}
-					}
-					stats := x.Stats()
-					if stats.Reasons != m.reasons || stats.Sessions != len(m.sess) || stats.Blocks != m.total() {
-						t.Fatalf("step %d (%+v): stats %+v\nmodel reasons %v sessions %d blocks %d", step, ev, stats, m.reasons, len(m.sess), m.total())
-					}
-				}
-				t.Logf("%+v", x.Stats())
+				runModel(t, New(cfg), rand.New(rand.NewPCG(seed, uint64(ci))), steps, nil)
 			})
 		}
 	}
+}
+
+// TestModelPositionsWrap is TestModel with every lineage's absolute
+// positions moved close to 2^posBits every 100 steps (the owner slots
+// rebuilt to match), so that trims carry them across the wrap.
+func TestModelPositionsWrap(t *testing.T) {
+	cfg := Config{MaxSessions: 8, MaxDepth: 16, MaxHolders: 4, MaxBlocks: 200, IdleTTL: 30 * time.Second, MaxIDLen: 8}
+	for _, seed := range []uint64{1, 2, 3} {
+		runModel(t, New(cfg), rand.New(rand.NewPCG(seed, 99)), 2000, func(step int, x *Index) {
+			if step%100 != 0 {
+				return
+			}
+			for _, st := range x.streams {
+				for _, l := range st.lins {
+					if l != nil {
+						l.base = posMask - uint32(len(l.hashes)+step%7)
+					}
+				}
+				st.owners.slots, st.owners.tomb = nil, 0 // n stays: the rebuild sizes from it
+				st.reserve()
+			}
+		})
+	}
+}
+
+// runModel drives x and a model with the same random events and compares
+// holders, gauges and counters after each; every, when set, runs before
+// each step.
+func runModel(t *testing.T, x *Index, rng *rand.Rand, steps int, every func(step int, x *Index)) {
+	t.Helper()
+	ids := []string{"a", "b", "c", "d", "e", "", "bad id", "toolong-id", "__dynamo_unattributed__"}
+	keys := []messages.WorkerKey{wk(1, 0), wk(1, 1), wk(2, 0), wk(3, 0)}
+	m := &model{cfg: x.Config()}
+	now := t0
+	for step := range steps {
+		if every != nil {
+			every(step, x)
+		}
+		key := keys[rng.IntN(len(keys))]
+		hash := func() uint64 { return uint64(rng.IntN(40)) }
+		var ev messages.RouterEvent
+		switch op := rng.IntN(100); {
+		case op < 60:
+			id := ids[rng.IntN(len(ids))]
+			parent := int64(noParent)
+			switch p := rng.IntN(5); {
+			case p < 2: // continue the session's newest block there
+				if l := m.session(id).lin(key); l != nil {
+					parent = int64(l.blocks[len(l.blocks)-1].h)
+				}
+			case p < 3: // fork from any of its blocks
+				if l := m.session(id).lin(key); l != nil {
+					parent = int64(l.blocks[rng.IntN(len(l.blocks))].h)
+				}
+			case p < 4:
+				parent = int64(hash())
+			}
+			hs := make([]uint64, 1+rng.IntN(5))
+			for i := range hs {
+				hs[i] = hash()
+			}
+			ev = onTier(st(uint64(key.Worker), uint32(key.DpRank), id, parent, hs...), messages.StorageTier(rng.IntN(3)))
+		case op < 80:
+			hs := make([]uint64, 1+rng.IntN(4))
+			for i := range hs {
+				hs[i] = hash()
+			}
+			ev = onTier(rm(uint64(key.Worker), uint32(key.DpRank), hs...), messages.StorageTier(rng.IntN(3)))
+		case op < 85:
+			ev = onTier(offl(uint64(key.Worker), uint32(key.DpRank), hash(), hash()), messages.StorageTier(rng.IntN(3)))
+		case op < 88:
+			ev = clr(uint64(key.Worker), uint32(key.DpRank))
+		case op < 91:
+			id := ids[rng.IntN(len(ids))]
+			if a, b := x.Forget(id), m.forget(id); a != b {
+				t.Fatalf("step %d: Forget(%q) %v, model %v", step, id, a, b)
+			}
+			continue
+		case op < 92:
+			w := messages.WorkerID(1 + rng.IntN(3))
+			x.DropWorker(w)
+			for _, k := range keys {
+				if k.Worker == w {
+					m.clearKey(k)
+				}
+			}
+			continue
+		default:
+			now = now.Add(time.Duration(rng.IntN(10)) * time.Second)
+			continue
+		}
+		x.Apply(ev, now)
+		m.apply(ev, now)
+		checkInvariants(t, x)
+		for _, id := range ids {
+			if got, want := summary(x.Holders(id)), m.holders(id); !slices.Equal(got, want) {
+				t.Fatalf("step %d (%+v): session %q holders %v, model %v", step, ev, id, got, want)
+			}
+		}
+		stats := x.Stats()
+		if stats.Reasons != m.reasons || stats.Sessions != len(m.sess) || stats.Blocks != m.total() {
+			t.Fatalf("step %d (%+v): stats %+v\nmodel reasons %v sessions %d blocks %d", step, ev, stats, m.reasons, len(m.sess), m.total())
+		}
+	}
+	t.Logf("%+v", x.Stats())
 }

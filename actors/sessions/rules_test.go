@@ -380,3 +380,38 @@ func TestExpireNever(t *testing.T) {
 		t.Fatalf("default TTL: expired %d", n)
 	}
 }
+
+// TestLongEvent: an event longer than a lineage's position span is
+// trimmed while it is applied, and ends in the state a trim at its end
+// gives (the newest MaxDepth − MaxDepth/8 blocks, the same counters), also
+// when it continues a held block that is not the newest.
+func TestLongEvent(t *testing.T) {
+	cfg := Config{MaxDepth: 8}
+	long := make([]uint64, 60)
+	for i := range long {
+		long[i] = uint64(100 + i)
+	}
+	var want []Session
+	var wantStats []Stats
+	for _, span := range []int{maxSpan, 16, 9} {
+		x := New(cfg)
+		x.maxSpan = span
+		x.Apply(st(1, 0, "s", noParent, 1, 2, 3), t0)
+		x.Apply(st(1, 0, "s", 1, 4), t0) // a branch: the newest is 4, under 1
+		x.Apply(st(1, 0, "s", 2, long...), t0)
+		checkInvariants(t, x)
+		got, _ := x.Get("s")
+		if span == maxSpan {
+			want, wantStats = append(want, got), append(wantStats, x.Stats())
+			if h := got.Holders[0]; h.Depth != 7 || h.Blocks != 7 || h.Newest != 159 || h.Chain[0] != 153 {
+				t.Fatalf("trimmed at the end: %+v", h)
+			}
+			continue
+		}
+		if !slices.EqualFunc(got.Holders, want[0].Holders, func(a, b Holder) bool {
+			return a.Key == b.Key && a.Depth == b.Depth && a.Blocks == b.Blocks && a.Newest == b.Newest && slices.Equal(a.Chain, b.Chain)
+		}) || x.Stats() != wantStats[0] {
+			t.Errorf("span %d: %+v %+v, want %+v %+v", span, got.Holders, x.Stats(), want[0].Holders, wantStats[0])
+		}
+	}
+}
