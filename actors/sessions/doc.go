@@ -78,19 +78,56 @@
 //
 // # Cost
 //
-// Per block: one entry in the lineage's slice (24 bytes, pointer-free: the
-// hash, the segment's anchor, the distance to the parent, tiers; depth is
-// kept for the newest block only, the one routing asks about, and counted
-// by a walk to its segment's start only when a store branches, the newest
-// is removed or the lineage is compacted) and one in its stream's owner map: engine hash → a ref (the lineage's id in
-// the stream and the block's position in it, 8 bytes, no pointer), other
-// holders of the same hash in a side map that is nearly always empty. That
-// one map is both the stream's owner table and every lineage's
-// hash → position index (a per-lineage map cost ~30 B per block more).
-// Removed events find the lineages holding a hash through the owner map
-// and prune each with one forward pass from the lowest removed position (a
-// parent always precedes its children in store order); dead blocks are
-// dropped off the end at once and compacted away when they are half the
-// lineage. Positions in refs are absolute (the lineage's base plus the
-// slice index), so dropping a prefix for MaxDepth rewrites no ref.
+// What the index stores per lineage block, ~36 bytes per (block, worker)
+// entry all told when every entry is a lineage block (bench/README.md,
+// "Where the memory goes"):
+//
+//   - 9 bytes in the lineage's two lists (its engine hash, its tiers; 0
+//     tiers is a dead block waiting for compaction), grown by an eighth
+//     rather than append's doubling: ~9.2 bytes.
+//   - One 8-byte slot in its stream's owner table (owners.go): a 12-bit
+//     tag of the hash's mix, the lineage's id in the stream and the
+//     block's absolute position, no hash; 1/2 to 3/4 full, ~13 bytes.
+//     That one table is the stream's owner table (which lineages hold a
+//     hash: a Removed event, a store's tiers) and every lineage's hash →
+//     position index. A lookup checks a slot whose tag matches against
+//     the lineage's list, so the hash is stored once.
+//   - Nothing for its parent: a lineage is cut into runs, chains of
+//     consecutive positions, and only a run's first block has a parent of
+//     its own (a branch) or an anchor (a segment start); a session that
+//     keeps continuing its newest block is one run (~1 byte per block).
+//     Depth is kept for the newest block only, the one routing asks about,
+//     and counted by a walk over the runs to its segment's start only
+//     when a store branches, the newest is removed or the lineage is
+//     compacted.
+//   - Per session and lineage, ~330 bytes (the session, its map entry and
+//     id, the lineage and its lists' headers): ~12 bytes per block at the
+//     ~28 blocks a conversation's lineage holds in the benchmark.
+//
+// The obvious alternatives cost more: a Go map from hash to (lineage,
+// position) per stream holds the hash again in a 16-byte slot and fills
+// to at most 7/8 in groups with control bytes (~24 bytes a block, with
+// the 24-byte block record it pointed into: 72 bytes an entry before this
+// layout), and a map per lineage beside it another ~30. Keeping only each
+// lineage's newest block, with stale owner entries detected by position,
+// would save the lists' 9 bytes but not the table, and a Removed event
+// needs each block's parent to prune its descendants, which the lists
+// give in one forward pass (a parent always precedes its children in
+// store order). Dead blocks are dropped off the end at once and compacted
+// away when they are half the lineage. Positions in slots are absolute
+// (the lineage's base plus the list index, modulo 2^28; a lineage spans
+// less than 2^27, MaxDepth is at most 2^26), so dropping a prefix for
+// MaxDepth rewrites no slot; lineage ids fit 24 bits (MaxSessions at most
+// 2^24). A delete leaves a tombstone (a slot cannot be moved back without
+// its hash); the table is rebuilt from the lineages' lists when live slots
+// and tombstones would pass 3/4, so it stays bounded by the live blocks.
+//
+// Against the router's target of 100 bytes of per-block state per (block,
+// worker) entry with sessions on, this layout leaves the whole router at
+// ~124 bytes in process and 129–137 in kvrouter-bench's quick runs (87–96
+// without session ids): 24–37 over. The rest is outside this index — the
+// tree's node and engine-hash table (~70), the coalescer's set of the
+// same hashes (~16) — and here the owner slots (~13, a second table of
+// hashes the tree's already holds per stream, kept because the session
+// actor owns its state) and the per-session records (~12).
 package sessions
