@@ -217,7 +217,7 @@ func (x *Index) remove(key messages.WorkerKey, tier uint8, hashes []messages.Ext
 	}
 	dirty, hold := x.dirty[:0], x.hold[:0]
 	for _, h := range hashes {
-		// A copy of the holders: kill edits the owner maps.
+		// A copy of the holders: kill edits the owner slots.
 		hold = st.holders(h, hold[:0])
 		for _, o := range hold {
 			dirty = x.removeFrom(o.l, o.idx, tier, dirty)
