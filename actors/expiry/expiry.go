@@ -1,7 +1,7 @@
 // Package expiry sheds route-path work nobody waits for any more.
 //
-// A request on the route path (an index shard's lookup, the route
-// actor's decision) carries the time its asker stops waiting for the
+// A request on the route path (an index shard's lookup, the session
+// index's credit, the route actor's decision) carries the time its asker stops waiting for the
 // answer: Deadline, the asker's own timeout from when it sent the
 // request. Past saturation a stage's queue outgrows that timeout, and
 // without this check every request would still be worked on, each
@@ -39,12 +39,13 @@ type Stage uint8
 
 // The stages (the metric's stage label: String).
 const (
-	Shard Stage = iota // an index shard's lookup
-	Route              // the route actor's decision
+	Shard   Stage = iota // an index shard's lookup
+	Route                // the route actor's decision
+	Session              // the session index's credit for a route
 	stages
 )
 
-var names = [stages]string{Shard: "shard", Route: "route"}
+var names = [stages]string{Shard: "shard", Route: "route", Session: "session"}
 
 // String is the stage's label.
 func (s Stage) String() string { return names[s] }

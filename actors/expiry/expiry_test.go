@@ -31,8 +31,9 @@ func TestCounts(t *testing.T) {
 	Count(Shard)
 	Count(Shard)
 	Count(Route)
+	Count(Session)
 	after := Counts()
-	if len(after) != 2 || after[0].Stage != Shard || after[1].Stage != Route {
+	if len(after) != 3 || after[0].Stage != Shard || after[1].Stage != Route || after[2].Stage != Session {
 		t.Fatalf("stages: %+v", after)
 	}
 	if d := after[Shard].N - before[Shard].N; d != 2 {
@@ -41,7 +42,10 @@ func TestCounts(t *testing.T) {
 	if d := after[Route].N - before[Route].N; d != 1 {
 		t.Errorf("route: +%d, want +1", d)
 	}
-	if Shard.String() != "shard" || Route.String() != "route" {
-		t.Errorf("labels: %q %q", Shard, Route)
+	if d := after[Session].N - before[Session].N; d != 1 {
+		t.Errorf("session: +%d, want +1", d)
+	}
+	if Shard.String() != "shard" || Route.String() != "route" || Session.String() != "session" {
+		t.Errorf("labels: %q %q %q", Shard, Route, Session)
 	}
 }

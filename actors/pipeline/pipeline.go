@@ -154,13 +154,19 @@ func (p *Pipeline) ForgetSession(id string, timeout time.Duration) (found bool, 
 }
 
 // SessionCredit returns a route request's session credit among cands
-// (sessions.Index.Credit); sessions.Combine adds it to the overlaps.
+// (sessions.Index.Credit); sessions.Combine adds it to the overlaps. The
+// request carries its deadline (now + timeout): the session actor sheds it
+// unanswered once that passed (expiry.ErrExpired).
 func (p *Pipeline) SessionCredit(id string, weight float64, cands []routing.Candidate, timeout time.Duration) ([]sessions.Bonus, error) {
 	c := reply.Make[*sessions.CreditReply](1)
-	p.system.Root.Send(p.sessions, &sessions.CreditRequest{ID: id, Weight: weight, Candidates: cands, Reply: c})
+	p.system.Root.Send(p.sessions, &sessions.CreditRequest{ID: id, Weight: weight, Candidates: cands,
+		Deadline: time.Now().Add(timeout), Reply: c})
 	r, err := c.Wait(timeout)
 	if err != nil {
 		return nil, err
+	}
+	if r.Err != nil {
+		return nil, r.Err
 	}
 	return r.Bonus, nil
 }

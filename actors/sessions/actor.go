@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/actors/routing"
@@ -53,16 +54,24 @@ type ForgetReply struct{ Found bool }
 // CreditRequest asks for a route request's session credit (answered with
 // *CreditReply, into Reply when set, else to the sender): Index.Credit
 // with the request's session id, the weight and the namespace's
-// candidates.
+// candidates. Deadline is when the asker stops waiting (zero: never); the
+// actor, which also applies every ingest batch, answers a request it
+// takes later expiry.ErrExpired without computing the credit (counted,
+// stage session: actors/expiry).
 type CreditRequest struct {
 	ID         string
 	Weight     float64
 	Candidates []routing.Candidate
+	Deadline   time.Time
 	Reply      reply.Chan[*CreditReply]
 }
 
-// CreditReply carries the bonuses (none: route as without a session).
-type CreditReply struct{ Bonus []Bonus }
+// CreditReply carries the bonuses (none: route as without a session), or
+// Err (expiry.ErrExpired) for a request taken past its deadline.
+type CreditReply struct {
+	Bonus []Bonus
+	Err   error
+}
 
 // DropWorker drops every rank of an unregistered worker.
 type DropWorker struct{ Worker messages.WorkerID }
@@ -104,6 +113,11 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 			a.index.Apply(ev, now)
 		}
 	case *CreditRequest:
+		if expiry.Passed(m.Deadline, a.cfg.Now()) { // nobody waits for the credit any more
+			expiry.Count(expiry.Session)
+			reply.Respond(ctx, m.Reply, &CreditReply{Err: expiry.ErrExpired})
+			return
+		}
 		reply.Respond(ctx, m.Reply, &CreditReply{Bonus: a.index.Credit(m.ID, m.Weight, m.Candidates, nil)})
 	case *GetRequest:
 		s, ok := a.index.Get(m.ID)

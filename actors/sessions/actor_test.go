@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/eventually"
@@ -137,5 +139,27 @@ func TestActorExpiresOnItsTimer(t *testing.T) {
 	})
 	if g := ask[*GetReply](t, root, pid, &GetRequest{ID: "new"}); !g.Found {
 		t.Error("the session stored to 45 s ago expired too")
+	}
+}
+
+// A credit request taken past its deadline (by the actor's clock) is
+// answered ErrExpired without a bonus and counted; one before its
+// deadline is answered as ever.
+func TestActorShedsExpiredCredit(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	root, pid := spawn(t, ActorConfig{Now: clock.Now, ExpireEvery: -1})
+	root.Send(pid, batch(nil, st(1, 0, "s", noParent, 10, 11)))
+	cands := []routing.Candidate{{Key: wk(1, 0)}}
+	before := expiry.Counts()[expiry.Session].N
+	late := ask[*CreditReply](t, root, pid, &CreditRequest{ID: "s", Weight: 1, Candidates: cands, Deadline: t0})
+	if !errors.Is(late.Err, expiry.ErrExpired) || late.Bonus != nil {
+		t.Errorf("at its deadline: %+v, want ErrExpired and no bonus", late)
+	}
+	if n := expiry.Counts()[expiry.Session].N - before; n != 1 {
+		t.Errorf("expired counted %d times, want 1", n)
+	}
+	due := ask[*CreditReply](t, root, pid, &CreditRequest{ID: "s", Weight: 1, Candidates: cands, Deadline: t0.Add(time.Millisecond)})
+	if due.Err != nil || !slices.Equal(due.Bonus, []Bonus{{Key: wk(1, 0), Blocks: 2}}) {
+		t.Errorf("before its deadline: %+v", due)
 	}
 }

@@ -176,7 +176,7 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 		metric.WithDescription("Messages posted to an actor kind's mailboxes and not yet handled."))
 	keep()
 	o.expired, err = meter.Int64ObservableCounter("kvrouter.route.expired",
-		metric.WithDescription("Route requests a stage of the route path took past their deadline and answered expired without working on them, by stage (shard, route)."))
+		metric.WithDescription("Route requests a stage of the route path took past their deadline and answered expired without working on them, by stage (shard, route, session)."))
 	keep()
 	o.lost, err = meter.Int64ObservableCounter("kvrouter.history_lost_batches",
 		metric.WithDescription("Batches the pipeline could not apply whole: the stream's state was dropped and flagged degraded."))

@@ -364,16 +364,24 @@ func TestHandlerServesExtraText(t *testing.T) {
 func TestRouteExpiredByStage(t *testing.T) {
 	m := newMetrics(t, newFake())
 	shard, route := map[string]string{"stage": "shard"}, map[string]string{"stage": "route"}
+	session := map[string]string{"stage": "session"}
 	fams := scrape(t, m)
 	s0, r0 := value(t, fams, "kvrouter_route_expired_total", shard), value(t, fams, "kvrouter_route_expired_total", route)
+	c0 := value(t, fams, "kvrouter_route_expired_total", session)
 	expiry.Count(expiry.Shard)
 	expiry.Count(expiry.Shard)
 	expiry.Count(expiry.Route)
+	expiry.Count(expiry.Session)
+	expiry.Count(expiry.Session)
+	expiry.Count(expiry.Session)
 	fams = scrape(t, m)
 	if d := value(t, fams, "kvrouter_route_expired_total", shard) - s0; d != 2 {
 		t.Errorf("shard: +%v, want +2", d)
 	}
 	if d := value(t, fams, "kvrouter_route_expired_total", route) - r0; d != 1 {
 		t.Errorf("route: +%v, want +1", d)
+	}
+	if d := value(t, fams, "kvrouter_route_expired_total", session) - c0; d != 3 {
+		t.Errorf("session: +%v, want +3", d)
 	}
 }
