@@ -126,7 +126,7 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 			st = l.st
 		}
 		if len(l.hashes) >= x.maxSpan {
-			// Only an event of ~2^27 blocks gets here: trimmed now (to
+			// Only an event of ~2^19 blocks gets here: trimmed now (to
 			// keep positions within their bits) and again at its end, so
 			// it ends as a trim at the end leaves it; blocks trimmed here
 			// no longer count as held for the rest of the event.

@@ -78,16 +78,17 @@
 //
 // # Cost
 //
-// What the index stores per lineage block, ~36 bytes per (block, worker)
+// What the index stores per lineage block, ~31 bytes per (block, worker)
 // entry all told when every entry is a lineage block (bench/README.md,
 // "Where the memory goes"):
 //
 //   - 9 bytes in the lineage's two lists (its engine hash, its tiers; 0
 //     tiers is a dead block waiting for compaction), grown by an eighth
 //     rather than append's doubling: ~9.2 bytes.
-//   - One 8-byte slot in its stream's owner table (owners.go): a 12-bit
-//     tag of the hash's mix, the lineage's id in the stream and the
-//     block's absolute position, no hash; 1/2 to 3/4 full, ~13 bytes.
+//   - One 6-byte slot in its stream's owner table (owners.go): an 8-bit
+//     tag of the hash's mix, the lineage's id in the stream (20 bits) and
+//     the block's absolute position (20 bits), no hash; 7/12 to 7/8 full,
+//     ~8.3 bytes.
 //     That one table is the stream's owner table (which lineages hold a
 //     hash: a Removed event, a store's tiers) and every lineage's hash →
 //     position index. A lookup checks a slot whose tag matches against
@@ -115,19 +116,20 @@
 // give in one forward pass (a parent always precedes its children in
 // store order). Dead blocks are dropped off the end at once and compacted
 // away when they are half the lineage. Positions in slots are absolute
-// (the lineage's base plus the list index, modulo 2^28; a lineage spans
-// less than 2^27, MaxDepth is at most 2^26), so dropping a prefix for
-// MaxDepth rewrites no slot; lineage ids fit 24 bits (MaxSessions at most
-// 2^24). A delete leaves a tombstone (a slot cannot be moved back without
-// its hash); the table is rebuilt from the lineages' lists when live slots
-// and tombstones would pass 3/4, so it stays bounded by the live blocks.
+// (the lineage's base plus the list index, modulo 2^20; a lineage spans
+// less than 2^19 — a longer event is trimmed while it is applied — and
+// MaxDepth is at most 2^18), so dropping a prefix for MaxDepth rewrites no
+// slot; lineage ids fit 20 bits (MaxSessions at most 2^20). A delete
+// leaves a tombstone (a slot cannot be moved back without its hash); the
+// table is rebuilt from the lineages' lists, sized for the live blocks,
+// when live slots and tombstones would pass 7/8.
 //
 // Against the router's target of 100 bytes of per-block state per (block,
 // worker) entry with sessions on, this layout leaves the whole router at
-// ~124 bytes in process and 129–137 in kvrouter-bench's quick runs (87–96
-// without session ids): 24–37 over. The rest is outside this index — the
-// tree's node and engine-hash table (~70), the coalescer's set of the
-// same hashes (~16) — and here the owner slots (~13, a second table of
-// hashes the tree's already holds per stream, kept because the session
-// actor owns its state) and the per-session records (~12).
+// ~111–113 bytes in process (bench/README.md, "Where the memory goes"):
+// 11–13 over. The rest is outside this index — the tree's node and
+// engine-hash table (~64), the coalescer's set of the same hashes
+// (~16–18) — and here the per-session records (~12), the lists (~9) and
+// the owner slots (~8, a second table of hashes the tree already holds
+// per stream, kept because the session actor owns its state).
 package sessions

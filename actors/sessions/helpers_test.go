@@ -149,7 +149,11 @@ func checkInvariants(t testing.TB, x *Index) {
 		}
 		o := &st.owners
 		live, tombs := 0, 0
-		for _, sl := range o.slots {
+		if len(o.slots) != o.size*slotBytes+2 {
+			t.Fatalf("stream %v: %d slot bytes for %d slots", key, len(o.slots), o.size)
+		}
+		for i := range o.size {
+			sl := o.slot(i)
 			switch {
 			case sl == 0:
 				continue
@@ -167,8 +171,8 @@ func checkInvariants(t testing.TB, x *Index) {
 				t.Fatalf("stream %v: slot %#x names no live block of its lineage", key, sl)
 			}
 		}
-		if live != o.n || tombs != o.tomb || live != owned[key] || 4*(o.n+o.tomb) > 3*len(o.slots) {
-			t.Fatalf("stream %v: %d live slots (n %d), %d tombstones (%d), %d blocks held, %d slots", key, live, o.n, tombs, o.tomb, owned[key], len(o.slots))
+		if live != o.n || tombs != o.tomb || live != owned[key] || 8*(o.n+o.tomb) > 7*o.size {
+			t.Fatalf("stream %v: %d live slots (n %d), %d tombstones (%d), %d blocks held, %d slots", key, live, o.n, tombs, o.tomb, owned[key], o.size)
 		}
 	}
 	n := 0

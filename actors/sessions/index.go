@@ -25,13 +25,13 @@ const (
 // Config bounds the index. Zero fields keep their defaults.
 type Config struct {
 	// MaxSessions caps the sessions held (--max-sessions); the least
-	// recently stored one is evicted (default 2^16, at most 2^24: a
-	// stream's lineage ids fit 24 bits).
+	// recently stored one is evicted (default 2^16, at most 2^20: a
+	// stream's lineage ids fit 20 bits).
 	MaxSessions int
 	// MaxDepth caps the blocks of one (stream, session) lineage; past it the
 	// oldest stored blocks are dropped, down to MaxDepth − MaxDepth/8 so the
-	// compaction is amortised (default 1024, at most 2^26: a lineage's
-	// positions fit 28 bits).
+	// compaction is amortised (default 1024, at most 2^18: a lineage's
+	// positions fit 20 bits).
 	MaxDepth int
 	// MaxHolders caps the (worker, dp_rank) lineages of one session; a new
 	// one drops the session's least recently stored lineage (default 16).

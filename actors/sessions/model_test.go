@@ -393,7 +393,7 @@ func TestModelPositionsWrap(t *testing.T) {
 						l.base = posMask - uint32(len(l.hashes)+step%7)
 					}
 				}
-				st.owners.slots, st.owners.tomb = nil, 0 // n stays: the rebuild sizes from it
+				st.owners.slots, st.owners.size, st.owners.tomb = nil, 0, 0 // n stays: the rebuild sizes from it
 				st.reserve()
 			}
 		})
