@@ -121,12 +121,14 @@
 // empty emits, over and over.
 //
 // Each offered rate gets fresh publishers (recorded, publishing), then a
-// fresh router subscribed to all of them (--worker i=PUB,replay=ROUTER),
-// Warmup unmeasured, then Duration measured: the router's
+// fresh router subscribed to all of them (--worker i=PUB,replay=ROUTER);
+// once every rank is exact (its first replay, of each publisher's buffer,
+// done), Warmup unmeasured, then Duration measured: the router's
 // kvrouter_index_stored_blocks_total (blocks of the stored events its
 // index applied), seq gaps, replays, resyncs, dropped messages and lost
 // batches from its /metrics at both ends (a scrape an actor did not
-// answer makes the point's figures unknown); its CPU time from
+// answer in time is retried, up to 5; after that the point's figures are
+// unknown); its CPU time from
 // /proc/PID/stat (user + system, every thread; robust on a shared
 // machine, where the router's share of its core varies); the
 // publishers' sent blocks from their status lines (sent=N every 100 ms).

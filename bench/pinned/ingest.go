@@ -239,12 +239,27 @@ func (r *ingestRunner) point(ctx context.Context, rate float64) (IngestPoint, er
 	}); err != nil {
 		return pt, err
 	}
-	ready := ingestCounters(base, nil)
+	// The router's first replay (each publisher's buffer) is done when
+	// every rank is exact; the warm-up runs from then.
+	if err := waitFor(ctx, router, time.Minute, "every rank exact", func() (bool, string) {
+		ranks, err := workerRanks(base)
+		if err != nil || len(ranks) < c.Publishers {
+			return false, fmt.Sprint(len(ranks), " ranks ", err)
+		}
+		for _, k := range ranks {
+			if k.State != "exact" {
+				return false, "a rank " + k.State
+			}
+		}
+		return true, ""
+	}); err != nil {
+		return pt, err
+	}
 	if err := sleepCtx(ctx, c.Warmup); err != nil {
 		return pt, err
 	}
-	pid := router.cmd.Process.Pid
-	m0, cpu0, sent0, t0 := ingestCounters(base, ready), procCPU(pid), pubs.total(), time.Now()
+	pid, seen := router.cmd.Process.Pid, 0.0
+	s0, sent0 := sampleRouter(base, pid, &seen), pubs.total()
 	var profErr chan error
 	if profiled {
 		profErr = make(chan error, 1)
@@ -253,7 +268,7 @@ func (r *ingestRunner) point(ctx context.Context, rate float64) (IngestPoint, er
 	if err := sleepCtx(ctx, c.Duration); err != nil {
 		return pt, err
 	}
-	m1, cpu1, sent1, wall := ingestCounters(base, m0), procCPU(pid), pubs.total(), time.Since(t0).Seconds()
+	s1, sent1 := sampleRouter(base, pid, &seen), pubs.total()
 	if profErr != nil {
 		if err := <-profErr; err != nil {
 			r.progress("router cpu profile: %v", err)
@@ -261,13 +276,14 @@ func (r *ingestRunner) point(ctx context.Context, rate float64) (IngestPoint, er
 			r.progress("router cpu profile of the %s blocks/s point: %s", offered(rate), c.RouterProfile)
 		}
 	}
-	pt.Wall, pt.Sent, pt.RouterCPU = wall, float64(sent1-sent0)/wall, cpu1-cpu0
-	if cpu0 < 0 || cpu1 < 0 {
+	wall := s1.at.Sub(s0.at).Seconds()
+	pt.Wall, pt.Sent, pt.RouterCPU = wall, float64(sent1-sent0)/wall, s1.cpu-s0.cpu
+	if s0.cpu < 0 || s1.cpu < 0 {
 		pt.RouterCPU = -1
 	}
 	pt.Applied = -1
 	pt.Gaps, pt.Replays, pt.Resyncs, pt.Dropped = -1, -1, -1, -1
-	if ready != nil && m0 != nil && m1 != nil {
+	if m0, m1 := s0.counters, s1.counters; m0 != nil && m1 != nil {
 		d := func(name string) float64 { return m1[name] - m0[name] }
 		pt.Applied = d("kvrouter_index_stored_blocks_total") / wall
 		pt.Gaps, pt.Replays, pt.Resyncs = d("kvrouter_seq_gaps_total"), d("kvrouter_replays_total"), d("kvrouter_resyncs_total")
@@ -285,15 +301,32 @@ var ingestMetrics = []string{"kvrouter_index_stored_blocks_total", "kvrouter_seq
 // scrape that raised it misses figures.
 const readErrors = "kvrouter_telemetry_read_errors_total"
 
-// ingestCounters reads ingestMetrics from the router; nil when /metrics
-// did not answer or the scrape missed figures (read errors above prev's,
-// prev nil for the first scrape).
-func ingestCounters(base string, prev map[string]float64) map[string]float64 {
-	m, err := counterSums(base, ingestMetrics...)
-	if err != nil || prev != nil && m[readErrors] > prev[readErrors] {
-		return nil
+// routerSample is the router's counters and CPU time at one moment.
+type routerSample struct {
+	counters map[string]float64 // nil: unknown
+	cpu      float64            // -1: unknown
+	at       time.Time
+}
+
+// sampleRouter reads ingestMetrics and the router's CPU time. A scrape
+// whose read errors passed *seen missed figures (an actor of the router
+// did not answer in time, as under load it may not): it is retried, up to
+// 5 scrapes, each compared with the one before. at is the middle of the
+// scrape kept.
+func sampleRouter(base string, pid int, seen *float64) routerSample {
+	for range 5 {
+		t0, cpu := time.Now(), procCPU(pid)
+		m, err := counterSums(base, ingestMetrics...)
+		if err != nil {
+			continue
+		}
+		at := t0.Add(time.Since(t0) / 2)
+		if m[readErrors] == *seen {
+			return routerSample{counters: m, cpu: (cpu + procCPU(pid)) / 2, at: at}
+		}
+		*seen = m[readErrors]
 	}
-	return m
+	return routerSample{cpu: procCPU(pid), at: time.Now()}
 }
 
 // sleepCtx waits d or until ctx ends (the harness's pacing, not a test's).
