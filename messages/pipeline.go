@@ -1,8 +1,6 @@
 package messages
 
 import (
-	"strconv"
-
 	"github.com/asynkron/protoactor-go/actor"
 )
 
@@ -64,12 +62,6 @@ type EngineBatch struct {
 	Listener *actor.PID
 	// Trace is the listener's span for this batch (zero: not traced).
 	Trace TraceContext
-}
-
-// Hash keys the normalizer pool's consistent hashing: one worker's batches
-// always go to the same normalizer, so they stay in order.
-func (b *EngineBatch) Hash() string {
-	return strconv.FormatUint(uint64(b.Stream.Worker), 10)
 }
 
 // NormalizedBatch is what the normalizer made of one EngineBatch: the

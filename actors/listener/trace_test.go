@@ -47,7 +47,7 @@ func startIngest(t *testing.T, seqStart uint64) *ingest {
 	}))
 	in.indexPID = index
 	hub := root.Spawn(coalescer.HubProps(index, coalescer.Config{}))
-	pool := root.Spawn(normalizer.PoolProps(1, hub, wire.Limits{}))
+	pool := root.Spawn(normalizer.Props(hub, wire.Limits{}))
 	props, err := listener.Props(listener.Config{Stream: messages.StreamID{Worker: 7, DpRank: 0},
 		Endpoint: eng.Endpoint(), ReplayEndpoint: eng.ReplayEndpoint(), BlockSize: 4, Silence: -1,
 		ReplayTimeout: time.Second, Next: pool})

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/router"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
@@ -15,16 +14,19 @@ import (
 	"github.com/kvrouter/kvrouter/messages/wire"
 )
 
-// PoolProps returns a pool of size normalizer actors behind a consistent-hash
-// router keyed by worker (messages.EngineBatch.Hash), so one worker's
-// batches are always normalized by the same actor, in order. Each actor sends
-// its NormalizedBatches to next.
-func PoolProps(size int, next *actor.PID, lim wire.Limits) *actor.Props {
-	return router.NewConsistentHashPool(size, actor.WithProducer(func() actor.Actor {
+// Props returns one normalizer actor, which sends its NormalizedBatches to
+// next. A pool of them (actors/pipeline) gives each worker's batches to
+// one actor, always the same (Of), so they are normalized in order.
+func Props(next *actor.PID, lim wire.Limits) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
 		return &Actor{next: next, lim: lim, workers: map[messages.StreamID]*Normalizer{}, lost: map[messages.StreamID]uint64{},
 			decoders: map[string]*wire.Decoder{}, engines: map[messages.StreamID]*engine.Detector{}}
-	}), mailbox.Counted(mailbox.Normalizer))
+	}, mailbox.Counted(mailbox.Normalizer))
 }
+
+// Of is the actor of a pool of n that normalizes a stream's batches: by
+// worker, so every dp rank of a worker goes to the same one.
+func Of(s messages.StreamID, n int) int { return int(uint64(s.Worker) % uint64(n)) }
 
 // PoolStats are one normalizer actor's counters.
 type PoolStats struct {
@@ -45,16 +47,9 @@ type PoolStats struct {
 	StreamEngine engine.Detection
 }
 
-// StatsRequest asks the normalizer that handles Stream for its counters
-// (answered with *PoolStats; Stream fills its Stream field). It is routed by
-// the pool's consistent hash like the stream's batches.
+// StatsRequest asks the normalizer that handles Stream (Of) for its
+// counters (answered with *PoolStats; Stream fills its Stream field).
 type StatsRequest struct{ Stream messages.StreamID }
-
-// Hash keys the pool's consistent hashing (the same key as the stream's
-// EngineBatches).
-func (r *StatsRequest) Hash() string {
-	return (&messages.EngineBatch{Stream: r.Stream}).Hash()
-}
 
 // Actor decodes and normalizes the batches of the workers hashed to it. It
 // keeps one Normalizer and one engine Detector per stream, and one decoder

@@ -11,7 +11,7 @@ import (
 	"github.com/kvrouter/kvrouter/messages/wire/wirefix"
 )
 
-// spawnPool starts a one-actor pool whose NormalizedBatches arrive on got.
+// spawnPool starts a normalizer actor whose NormalizedBatches arrive on got.
 func spawnPool() (system *actor.ActorSystem, pool *actor.PID, got chan *messages.NormalizedBatch) {
 	system = actor.NewActorSystem()
 	got = make(chan *messages.NormalizedBatch, 8)
@@ -20,7 +20,7 @@ func spawnPool() (system *actor.ActorSystem, pool *actor.PID, got chan *messages
 			got <- b
 		}
 	}))
-	return system, system.Root.Spawn(PoolProps(1, next, wire.DefaultLimits())), got
+	return system, system.Root.Spawn(Props(next, wire.DefaultLimits())), got
 }
 
 // TestLostEventsDropTheStream checks that a batch the index cannot fully
@@ -107,5 +107,27 @@ func TestBadHintKeepsTheBlocks(t *testing.T) {
 	}
 	if st.StreamHistoryLost != 0 || st.Stream.Blocks != 4 {
 		t.Errorf("history lost %d, blocks %d; want 0 and 4", st.StreamHistoryLost, st.Stream.Blocks)
+	}
+}
+
+// Of keeps every dp rank of a worker on one actor of the pool and spreads
+// workers over all of them.
+func TestOfKeepsAWorkerOnOneActor(t *testing.T) {
+	const n = 3
+	used := map[int]bool{}
+	for w := messages.WorkerID(1); w <= 30; w++ {
+		i := Of(messages.StreamID{Worker: w}, n)
+		if i < 0 || i >= n {
+			t.Fatalf("worker %d: actor %d of %d", w, i, n)
+		}
+		for r := messages.DpRank(1); r < 4; r++ {
+			if j := Of(messages.StreamID{Worker: w, DpRank: r}, n); j != i {
+				t.Fatalf("worker %d: rank %d on actor %d, rank 0 on %d", w, r, j, i)
+			}
+		}
+		used[i] = true
+	}
+	if len(used) != n {
+		t.Errorf("30 workers used %d of %d actors", len(used), n)
 	}
 }

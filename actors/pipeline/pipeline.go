@@ -7,6 +7,7 @@ package pipeline
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,12 +51,13 @@ type Config struct {
 
 // Pipeline is a running ingest pipeline.
 type Pipeline struct {
-	system     *actor.ActorSystem
-	index      Index
-	hub        *actor.PID
-	normalizer *actor.PID
-	publisher  *actor.PID // nil unless router events are republished
-	sessions   *actor.PID
+	system *actor.ActorSystem
+	index  Index
+	hub    *actor.PID
+	// normalizers: a worker's batches go to normalizers[normalizer.Of].
+	normalizers []*actor.PID
+	publisher   *actor.PID // nil unless router events are republished
+	sessions    *actor.PID
 
 	mu        sync.Mutex // listeners: the index's rebuild reads them from its own goroutine
 	listeners map[messages.StreamID]*actor.PID
@@ -88,7 +90,9 @@ func Start(system *actor.ActorSystem, cfg Config) (*Pipeline, error) {
 	}
 	p.index = newIndex(env)
 	p.hub = root.Spawn(coalescer.HubProps(p.index.PID(), cfg.Coalescer))
-	p.normalizer = root.Spawn(normalizer.PoolProps(cfg.Normalizers, p.hub, cfg.Limits))
+	for range cfg.Normalizers {
+		p.normalizers = append(p.normalizers, root.Spawn(normalizer.Props(p.hub, cfg.Limits)))
+	}
 	return p, nil
 }
 
@@ -100,7 +104,7 @@ func (p *Pipeline) AddListener(cfg listener.Config) error {
 	if _, dup := p.listeners[cfg.Stream]; dup {
 		return fmt.Errorf("worker %d rank %d already has a listener", cfg.Stream.Worker, cfg.Stream.DpRank)
 	}
-	cfg.Next = p.normalizer
+	cfg.Next = p.normalizerOf(cfg.Stream)
 	props, err := listener.Props(cfg)
 	if err != nil {
 		return err
@@ -201,7 +205,12 @@ func (p *Pipeline) Dump(timeout time.Duration) (*indexer.DumpResult, error) {
 // NormalizerStats returns the counters of the normalizer handling a stream
 // (its own in PoolStats.Stream).
 func (p *Pipeline) NormalizerStats(s messages.StreamID, timeout time.Duration) (*normalizer.PoolStats, error) {
-	return request[*normalizer.PoolStats](p.system, p.normalizer, &normalizer.StatsRequest{Stream: s}, timeout)
+	return request[*normalizer.PoolStats](p.system, p.normalizerOf(s), &normalizer.StatsRequest{Stream: s}, timeout)
+}
+
+// normalizerOf is the normalizer of a stream's batches.
+func (p *Pipeline) normalizerOf(s messages.StreamID) *actor.PID {
+	return p.normalizers[normalizer.Of(s, len(p.normalizers))]
 }
 
 // IndexStats returns the index's counters and per-stream sizes.
@@ -239,7 +248,7 @@ func (p *Pipeline) Stop() {
 	for _, pid := range p.listenerPIDs() {
 		_ = p.system.Root.StopFuture(pid).Wait()
 	}
-	for _, pid := range []*actor.PID{p.normalizer, p.hub} {
+	for _, pid := range append(slices.Clone(p.normalizers), p.hub) {
 		_ = p.system.Root.StopFuture(pid).Wait()
 	}
 	p.index.Stop()
