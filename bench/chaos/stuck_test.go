@@ -64,7 +64,7 @@ func TestStuckConsumerIsBoundedAndRecovers(t *testing.T) {
 	index := indexer.Spawn(root, indexer.Config{})
 	t.Cleanup(index.Stop)
 	hub := root.Spawn(coalescer.HubProps(index.PID(), coalescer.Config{}))
-	norm := root.Spawn(normalizer.PoolProps(1, hub, wire.Limits{}))
+	norm := root.Spawn(normalizer.Props(hub, wire.Limits{}))
 	gate := root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &stuckGate{next: norm, closed: true} }))
 
 	eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
