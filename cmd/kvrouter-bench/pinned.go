@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -46,20 +43,8 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 	kvrouter := fs.String("kvrouter", "", "the kvrouter `binary` (default: kvrouter beside this binary)")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this `file`")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	set := map[string]func(*pinned.Config) error{}
-	def := pinned.DefaultConfig()
-	list := func(name, usage string, field func(*pinned.Config) *[]float64) {
-		v := fs.String(name, "", usage)
-		set[name] = func(c *pinned.Config) (err error) { *field(c), err = cli.FloatList("--"+name, *v); return err }
-	}
-	num := func(name, usage string, field func(*pinned.Config) *int) {
-		v := fs.Int(name, *field(&def), usage)
-		set[name] = func(c *pinned.Config) error { *field(c) = *v; return nil }
-	}
-	span := func(name, usage string, field func(*pinned.Config) *time.Duration) {
-		v := fs.Duration(name, *field(&def), usage)
-		set[name] = func(c *pinned.Config) error { *field(c) = *v; return nil }
-	}
+	pf := newPresetFlags(fs, pinned.DefaultConfig())
+	list, num, span := pf.list, pf.num, pf.span
 	list("rates", "comma-separated offered /route `rates`, requests/s (default 1000,5000,10000,20000)", func(c *pinned.Config) *[]float64 { return &c.Rates })
 	list("ingest", "comma-separated engine ingest `rates`, stored blocks/s in all (default 100000,500000)", func(c *pinned.Config) *[]float64 { return &c.Ingest })
 	num("engines", "simulated engine processes", func(c *pinned.Config) *int { return &c.Engines })
@@ -77,23 +62,16 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 	profile := fs.String("router-cpuprofile", "", "write a CPU profile of the router process over the measured part of one point to this `file` (go tool pprof; serve runs with --pprof-listen on loopback)")
 	profileRate := fs.Float64("profile-rate", 0, "--router-cpuprofile: the offered `rate` of the profiled point, at the first ingest rate (default: the highest of --rates)")
 	genProfile := fs.String("generator-cpuprofile", "", "write a CPU profile of this process (the generator) over the whole run to this `file` (go tool pprof)")
-	pin := fs.Bool("pin", true, "pin with taskset (false: run unpinned)")
-	set["pin"] = func(c *pinned.Config) error { c.Pin = *pin; return nil }
+	pf.flag("pin", "pin with taskset (false: run unpinned)", func(c *pinned.Config) *bool { return &c.Pin })
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter-bench pinned: %v\n", err); return 1 }
-	cfg := def
+	cfg := pf.def
 	if *quick {
 		cfg = pinned.QuickConfig()
 	}
-	var err error
-	fs.Visit(func(f *flag.Flag) {
-		if apply, ok := set[f.Name]; ok && err == nil {
-			err = apply(&cfg)
-		}
-	})
-	if err != nil {
+	if err := pf.apply(&cfg); err != nil {
 		return fail(err)
 	}
 	cfg.RouterProfile, cfg.ProfileRate = *profile, *profileRate
@@ -104,12 +82,9 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	cfg.KVRouter, cfg.Floor = *kvrouter, []string{self, "floor-server"}
-	if cfg.KVRouter == "" {
-		cfg.KVRouter = filepath.Join(filepath.Dir(self), "kvrouter")
-	}
-	if _, err := os.Stat(cfg.KVRouter); err != nil {
-		return fail(fmt.Errorf("kvrouter binary: %v (make build, or --kvrouter)", err))
+	cfg.Floor = []string{self, "floor-server"}
+	if cfg.KVRouter, err = kvrouterBinary(*kvrouter, self); err != nil {
+		return fail(err)
 	}
 	if !*quiet {
 		cfg.Progress = stderr
@@ -124,20 +99,11 @@ func runPinned(args []string, stdout, stderr io.Writer) int {
 		defer stopProfile()
 	}
 	rep, err := pinned.Run(ctx, cfg)
+	if err == nil {
+		err = writeReport(stdout, *jsonPath, rep)
+	}
 	if err != nil {
 		return fail(err)
-	}
-	if err := rep.WriteTable(stdout); err != nil {
-		return fail(err)
-	}
-	if *jsonPath != "" {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err == nil {
-			err = os.WriteFile(*jsonPath, b, 0o644)
-		}
-		if err != nil {
-			return fail(err)
-		}
 	}
 	return 0
 }

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -45,18 +42,9 @@ func runPinnedIngest(args []string, stdout, stderr io.Writer) int {
 	kvrouter := fs.String("kvrouter", "", "the kvrouter `binary` (default: kvrouter beside this binary)")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this `file`")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	set := map[string]func(*pinned.IngestConfig) error{}
-	def := pinned.DefaultIngestConfig()
-	rates := fs.String("rates", "", "comma-separated offered `rates`, stored blocks/s of all publishers; 0 is flat out (default 250000,500000,1000000,1500000,2000000,0)")
-	set["rates"] = func(c *pinned.IngestConfig) (err error) { c.Rates, err = cli.FloatList("--rates", *rates); return err }
-	num := func(name, usage string, field func(*pinned.IngestConfig) *int) {
-		v := fs.Int(name, *field(&def), usage)
-		set[name] = func(c *pinned.IngestConfig) error { *field(c) = *v; return nil }
-	}
-	span := func(name, usage string, field func(*pinned.IngestConfig) *time.Duration) {
-		v := fs.Duration(name, *field(&def), usage)
-		set[name] = func(c *pinned.IngestConfig) error { *field(c) = *v; return nil }
-	}
+	pf := newPresetFlags(fs, pinned.DefaultIngestConfig())
+	num, span := pf.num, pf.span
+	pf.list("rates", "comma-separated offered `rates`, stored blocks/s of all publishers; 0 is flat out (default 250000,500000,1000000,1500000,2000000,0)", func(c *pinned.IngestConfig) *[]float64 { return &c.Rates })
 	num("publishers", "replay publisher processes (kvrouter sim --pre-encode), each offering its share of the rate", func(c *pinned.IngestConfig) *int { return &c.Publishers })
 	num("pre-encode", "stored blocks each publisher encodes before it publishes (one pass of its loop)", func(c *pinned.IngestConfig) *int { return &c.PreEncode })
 	num("capacity", "each publisher's cache while it records, in blocks", func(c *pinned.IngestConfig) *int { return &c.Capacity })
@@ -68,23 +56,16 @@ func runPinnedIngest(args []string, stdout, stderr io.Writer) int {
 	span("warmup", "unmeasured time per point before --duration, at the point's rate", func(c *pinned.IngestConfig) *time.Duration { return &c.Warmup })
 	profile := fs.String("router-cpuprofile", "", "write a CPU profile of the router over the measured part of one point to this `file` (go tool pprof; serve runs with --pprof-listen on loopback)")
 	profileRate := fs.Float64("profile-rate", -1, "--router-cpuprofile: the offered `rate` of the profiled point (default: the last of --rates)")
-	pin := fs.Bool("pin", true, "pin with taskset (false: run unpinned)")
-	set["pin"] = func(c *pinned.IngestConfig) error { c.Pin = *pin; return nil }
+	pf.flag("pin", "pin with taskset (false: run unpinned)", func(c *pinned.IngestConfig) *bool { return &c.Pin })
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter-bench pinned-ingest: %v\n", err); return 1 }
-	cfg := def
+	cfg := pf.def
 	if *quick {
 		cfg = pinned.QuickIngestConfig()
 	}
-	var err error
-	fs.Visit(func(f *flag.Flag) {
-		if apply, ok := set[f.Name]; ok && err == nil {
-			err = apply(&cfg)
-		}
-	})
-	if err != nil {
+	if err := pf.apply(&cfg); err != nil {
 		return fail(err)
 	}
 	cfg.RouterProfile, cfg.ProfileRate = *profile, *profileRate
@@ -95,12 +76,8 @@ func runPinnedIngest(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	cfg.KVRouter = *kvrouter
-	if cfg.KVRouter == "" {
-		cfg.KVRouter = filepath.Join(filepath.Dir(self), "kvrouter")
-	}
-	if _, err := os.Stat(cfg.KVRouter); err != nil {
-		return fail(fmt.Errorf("kvrouter binary: %v (make build, or --kvrouter)", err))
+	if cfg.KVRouter, err = kvrouterBinary(*kvrouter, self); err != nil {
+		return fail(err)
 	}
 	if !*quiet {
 		cfg.Progress = stderr
@@ -108,20 +85,11 @@ func runPinnedIngest(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := pinned.RunIngest(ctx, cfg)
+	if err == nil {
+		err = writeReport(stdout, *jsonPath, rep)
+	}
 	if err != nil {
 		return fail(err)
-	}
-	if err := rep.WriteTable(stdout); err != nil {
-		return fail(err)
-	}
-	if *jsonPath != "" {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err == nil {
-			err = os.WriteFile(*jsonPath, b, 0o644)
-		}
-		if err != nil {
-			return fail(err)
-		}
 	}
 	return 0
 }
