@@ -137,6 +137,9 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 	case expireTick:
 		a.index.Expire(a.cfg.Now())
 	case *actor.Started:
+		if err := a.cfg.Index.Check(); err != nil {
+			ctx.Logger().Warn("sessions: a bound is lowered to its cap", "error", err)
+		}
 		if a.cfg.ExpireEvery > 0 {
 			a.stopTicker = tick(ctx.ActorSystem().Root, ctx.Self(), a.cfg.ExpireEvery)
 		}

@@ -3,7 +3,9 @@ package sessions
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,5 +163,58 @@ func TestActorShedsExpiredCredit(t *testing.T) {
 	due := ask[*CreditReply](t, root, pid, &CreditRequest{ID: "s", Weight: 1, Candidates: cands, Deadline: t0.Add(time.Millisecond)})
 	if due.Err != nil || !slices.Equal(due.Bonus, []Bonus{{Key: wk(1, 0), Blocks: 2}}) {
 		t.Errorf("before its deadline: %+v", due)
+	}
+}
+
+// syncBuffer is a log sink the actor writes to on its goroutine while the
+// test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// TestBoundPastItsCapIsLogged: a MaxSessions or MaxDepth above its cap is
+// lowered to it (Config shows the cap) and reported by Check, which the
+// actor logs once when it starts; bounds within the caps log nothing.
+func TestBoundPastItsCapIsLogged(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{MaxSessions: MaxSessionsCap + 1}, "MaxSessions 1048577 is above its cap 1048576"},
+		{Config{MaxDepth: 1 << 20}, "MaxDepth 1048576 is above its cap 262144"},
+		{Config{MaxSessions: MaxSessionsCap, MaxDepth: MaxDepthCap}, ""},
+	} {
+		got := New(c.cfg).Config()
+		if got.MaxSessions > MaxSessionsCap || got.MaxDepth > MaxDepthCap {
+			t.Errorf("%+v: the index uses %d sessions, depth %d", c.cfg, got.MaxSessions, got.MaxDepth)
+		}
+		if err := c.cfg.Check(); (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: Check = %v, want %q", c.cfg, err, c.want)
+		}
+		var logs syncBuffer
+		system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.NewTextHandler(&logs, nil))
+		}))
+		pid := system.Root.Spawn(Props(ActorConfig{Index: c.cfg}))
+		ask[*Stats](t, system.Root, pid, &StatsRequest{}) // Started is handled first
+		_ = system.Root.StopFuture(pid).Wait()
+		system.Shutdown()
+		if n := strings.Count(logs.String(), "lowered to its cap"); n != min(len(c.want), 1) || !strings.Contains(logs.String(), c.want) {
+			t.Errorf("%+v: %d warnings, want them to say %q:\n%s", c.cfg, n, c.want, logs.String())
+		}
 	}
 }

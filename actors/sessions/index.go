@@ -22,16 +22,23 @@ const (
 	DefaultMaxIDLen    = 256
 )
 
+// The caps of Config's bounds: a stream's lineage ids and a lineage's
+// positions fit 20 bits of an owner slot (owners.go). New lowers a bound
+// above its cap to it; Config.Check reports one.
+const (
+	MaxSessionsCap = maxLineageIDs // 2^20
+	MaxDepthCap    = maxSpan / 2   // 2^18
+)
+
 // Config bounds the index. Zero fields keep their defaults.
 type Config struct {
 	// MaxSessions caps the sessions held (--max-sessions); the least
-	// recently stored one is evicted (default 2^16, at most 2^20: a
-	// stream's lineage ids fit 20 bits).
+	// recently stored one is evicted (default 2^16, at most
+	// MaxSessionsCap).
 	MaxSessions int
 	// MaxDepth caps the blocks of one (stream, session) lineage; past it the
 	// oldest stored blocks are dropped, down to MaxDepth − MaxDepth/8 so the
-	// compaction is amortised (default 1024, at most 2^18: a lineage's
-	// positions fit 20 bits).
+	// compaction is amortised (default 1024, at most MaxDepthCap).
 	MaxDepth int
 	// MaxHolders caps the (worker, dp_rank) lineages of one session; a new
 	// one drops the session's least recently stored lineage (default 16).
@@ -48,15 +55,28 @@ type Config struct {
 	MaxIDLen int
 }
 
+// Check reports a bound above its cap, which New lowers to the cap (the
+// session actor logs it when it starts; kvrouter serve refuses such a
+// --max-sessions).
+func (c Config) Check() error {
+	if c.MaxSessions > MaxSessionsCap {
+		return fmt.Errorf("sessions: MaxSessions %d is above its cap %d (lineage ids fit 20 bits); %d is used", c.MaxSessions, MaxSessionsCap, MaxSessionsCap)
+	}
+	if c.MaxDepth > MaxDepthCap {
+		return fmt.Errorf("sessions: MaxDepth %d is above its cap %d (lineage positions fit 20 bits); %d is used", c.MaxDepth, MaxDepthCap, MaxDepthCap)
+	}
+	return nil
+}
+
 func (c *Config) defaults() {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
 	}
-	c.MaxSessions = min(c.MaxSessions, maxLineageIDs)
+	c.MaxSessions = min(c.MaxSessions, MaxSessionsCap)
 	if c.MaxDepth <= 0 {
 		c.MaxDepth = DefaultMaxDepth
 	}
-	c.MaxDepth = min(c.MaxDepth, maxSpan/2)
+	c.MaxDepth = min(c.MaxDepth, MaxDepthCap)
 	if c.MaxHolders <= 0 {
 		c.MaxHolders = DefaultMaxHolders
 	}

@@ -120,7 +120,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: deterministic argmin)")
 	timeout := fs.Duration("timeout", 50*time.Millisecond, "deadline of one actor request on the route path (an index query gets 1µs more per block of its prompt)")
 	maxPrompt := fs.Int("max-prompt-tokens", httpapi.DefaultMaxPromptTokens, "largest token_ids of one /route or /query request (413 too_many_tokens past it); the request body cap follows from it (12 bytes a token + 64 KiB: 12.1 MiB at the default)")
-	maxSessions := fs.Int("max-sessions", sessions.DefaultMaxSessions, "sessions whose lineage is kept per (model, tenant); the least recently stored is evicted")
+	maxSessions := fs.Int("max-sessions", sessions.DefaultMaxSessions, fmt.Sprintf("sessions whose lineage is kept per (model, tenant), at most %d (a stream's lineage ids fit 20 bits); the least recently stored is evicted", sessions.MaxSessionsCap))
 	sessionCredit := fs.Float64("session-credit", 1, "weight of a /route session_id's lineage: extra overlap blocks = weight × the session's newest chain depth (0: off)")
 	sessionIdle := fs.Duration("session-idle", sessions.DefaultIdleTTL, "drop a session's lineage after this long without a store")
 	tokenFlag := fs.String("api-token", "", "bearer token for mutating endpoints (prefer KVROUTER_API_TOKEN or --api-token-file)")
@@ -169,6 +169,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rc.Temperature = *temperature
 	if *maxSessions <= 0 || *sessionIdle <= 0 {
 		fmt.Fprintf(stderr, "kvrouter serve: --max-sessions and --session-idle must be positive\n")
+		return 2
+	}
+	if *maxSessions > sessions.MaxSessionsCap {
+		fmt.Fprintf(stderr, "kvrouter serve: --max-sessions %d: at most %d (a stream's lineage ids fit 20 bits)\n", *maxSessions, sessions.MaxSessionsCap)
 		return 2
 	}
 	if *maxPrompt <= 0 {
