@@ -65,6 +65,10 @@ type Actor struct {
 	stats    PoolStats
 	log      *slog.Logger
 	lastWarn time.Time
+	// outcomes is Normalizer.Batch's output, reused batch to batch: it
+	// never leaves the actor (the accepted events are copied into the
+	// NormalizedBatch, which is sent and then not touched again).
+	outcomes []Outcome
 }
 
 // Receive implements actor.Actor.
@@ -146,11 +150,14 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 	}
 	mismatched := n.Stats().Rejected[messages.ReasonBlockSizeMismatch]
 	a.warnHints(m.Stream, m.Seq, b)
-	for _, o := range n.Batch(b, nil) {
-		if o.Accepted() {
-			out.Events = append(out.Events, o.Event)
-		}
-		lost = lost || o.Reason.LosesHistory()
+	a.outcomes = n.Batch(b, a.outcomes[:0])
+	out.Events = accepted(a.outcomes)
+	for i := range a.outcomes {
+		lost = lost || a.outcomes[i].Reason.LosesHistory()
+	}
+	clear(a.outcomes) // keeps no event's slices alive past the batch
+	if cap(a.outcomes) > maxKeptOutcomes {
+		a.outcomes = nil // a huge batch does not pin its buffer
 	}
 	if sp.Recording() {
 		sp.SetAttributes(tracectx.Worker.Int64(int64(m.Stream.Worker)), tracectx.DpRank.Int64(int64(m.Stream.DpRank)),
@@ -161,6 +168,31 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 		a.log.Error("worker sends blocks of another size than configured: its events are rejected",
 			"worker", m.Stream.Worker, "dp_rank", m.Stream.DpRank, "configured", m.BlockSize)
 	}
+}
+
+// maxKeptOutcomes is the largest outcome buffer an Actor keeps between
+// batches.
+const maxKeptOutcomes = 1024
+
+// accepted returns the accepted outcomes' events in order, in a slice of
+// their exact length (one allocation, none when nothing was accepted).
+func accepted(outcomes []Outcome) []messages.PlacementEvent {
+	n := 0
+	for i := range outcomes {
+		if outcomes[i].Accepted() {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	events := make([]messages.PlacementEvent, 0, n)
+	for i := range outcomes {
+		if outcomes[i].Accepted() {
+			events = append(events, outcomes[i].Event)
+		}
+	}
+	return events
 }
 
 // lostHistory turns a batch's resync into one that drops the stream's
