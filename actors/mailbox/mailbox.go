@@ -46,9 +46,10 @@ var kinds = map[string]*depth{
 }
 
 // Counted is the props option giving an actor of kind an unbounded mailbox
-// whose depth is counted. An unknown kind panics: kinds are constants.
+// whose depth is counted, run by the dispatcher that keeps its goroutines
+// (dispatcher). An unknown kind panics: kinds are constants.
 func Counted(kind string) actor.PropsOption {
-	return actor.WithMailbox(actor.Unbounded(of(kind)))
+	return with(actor.Unbounded(of(kind)))
 }
 
 // CountedPriority is Counted with protoactor's priority mailbox: a message
@@ -59,7 +60,14 @@ func Counted(kind string) actor.PropsOption {
 // batches still queued (messages.BackgroundPriority); their ordered reads
 // are sent at the batches' priority.
 func CountedPriority(kind string) actor.PropsOption {
-	return actor.WithMailbox(actor.UnboundedPriority(of(kind)))
+	return with(actor.UnboundedPriority(of(kind)))
+}
+
+func with(m actor.MailboxProducer) actor.PropsOption {
+	return func(p *actor.Props) {
+		actor.WithMailbox(m)(p)
+		actor.WithDispatcher(turns)(p)
+	}
 }
 
 func of(kind string) *depth {

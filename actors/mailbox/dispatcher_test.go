@@ -1,0 +1,78 @@
+package mailbox
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/kvrouter/kvrouter/messages/eventually"
+)
+
+func waitParked(t *testing.T, d *dispatcher, want int64) {
+	t.Helper()
+	eventually.True(t, fmt.Sprint(want, " parked"), func() (bool, string) {
+		return d.parked.Load() == want, fmt.Sprint("parked ", d.parked.Load())
+	})
+}
+
+// A turn goes to the goroutine parked after the last one, not to a new
+// goroutine: while it runs nothing is parked, and after it one is again.
+func TestTurnTakesAParkedGoroutine(t *testing.T) {
+	d := newDispatcher(throughput, 4)
+	ran := make(chan struct{})
+	d.Schedule(func() { ran <- struct{}{} })
+	<-ran
+	waitParked(t, d, 1)
+	release := make(chan struct{})
+	parkedDuring := make(chan int64, 1)
+	d.Schedule(func() { parkedDuring <- d.parked.Load(); <-release })
+	if got := <-parkedDuring; got != 0 {
+		t.Fatalf("%d goroutines parked during the second turn, want 0 (the parked one runs it)", got)
+	}
+	close(release)
+	waitParked(t, d, 1)
+}
+
+// A turn that blocks holds up no other: a turn scheduled meanwhile runs on
+// another goroutine; once both end, both are parked.
+func TestBlockedTurnHoldsUpNoOther(t *testing.T) {
+	d := newDispatcher(throughput, 4)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	d.Schedule(func() { close(started); <-release })
+	<-started
+	ran := make(chan struct{})
+	d.Schedule(func() { close(ran) })
+	<-ran // would hang if the second turn waited for the first
+	close(release)
+	waitParked(t, d, 2)
+}
+
+// No more than maxParked goroutines stay parked: of three turns running at
+// once with room for two, one goroutine ends; the parked two still run
+// later turns.
+func TestParkedAreBounded(t *testing.T) {
+	before := runtime.NumGoroutine()
+	d := newDispatcher(throughput, 2)
+	release := make(chan struct{})
+	started := make(chan struct{}, 3)
+	for range 3 {
+		d.Schedule(func() { started <- struct{}{}; <-release })
+	}
+	for range 3 {
+		<-started
+	}
+	close(release)
+	waitParked(t, d, 2)
+	eventually.True(t, "the third goroutine ended", func() (bool, string) {
+		n := runtime.NumGoroutine()
+		return n <= before+2, fmt.Sprint(n, " goroutines, ", before, " before")
+	})
+	done := make(chan struct{}, 2)
+	for range 2 {
+		d.Schedule(func() { done <- struct{}{} })
+	}
+	<-done
+	<-done
+	waitParked(t, d, 2)
+}
