@@ -75,8 +75,9 @@
 // table: one entry per engine hash stored and not yet removed, so it grows
 // with the engine's cache only and is freed on Cleared. A hash stored once
 // on the device tier (nearly all of them) is a slot of an 8-byte-slot set
-// (actors/internal/hashtab), ~14 bytes a hash; any other is a Go map entry holding the counts of the
-// four tiers packed in one word, ~24 bytes (refs.go). Because
+// (actors/internal/hashtab: 7/16 to 7/8 full), ~13 bytes a hash; any
+// other is a Go map entry holding the counts of the four tiers packed in
+// one word, ~24 bytes (refs.go). Because
 // engines are untrusted (one that never removes would grow it forever) the
 // table is capped by MaxTrackedBlocks (default 2^20 hashes per stream,
 // roughly 25 MB in the worst case). Past the cap, new hashes are not counted

@@ -4,7 +4,7 @@
 //
 // A Map is open addressing with linear probing in one slice of slots (key
 // and value side by side: a lookup is one cache line, and a miss followed by
-// an insert of the same key finds that line warm), at most 3/4 full. A Go
+// an insert of the same key finds that line warm), at most 7/8 full. A Go
 // map of uint64 keys costs control bytes, groups and a table directory on
 // top of its slots, and its probe is a call; on the ingest path every stored
 // block misses in it once and is then inserted. Key 0 marks an empty slot,
@@ -17,6 +17,20 @@
 // i to about slot 2i, and a growth reads the old slots and writes the new
 // ones front to back (the hardware prefetches both) instead of one cache
 // miss per key at a random slot.
+//
+// At most 7/8 full, doubling, a table is 7/16 to 7/8 full: its slots cost
+// ~1.65 times their size per key over that range (~13 bytes for a set's
+// 8-byte slots, ~26 for 16-byte ones), against ~1.9 times at the 3/4 it
+// filled to before (in process, the tree 63–64 → 57–59 and the
+// coalescers 16–18 → 13–16 bytes per (block, worker) entry:
+// bench/README.md, "Where the memory goes"). The longer probes near 7/8
+// cost the wire path nothing measurable (a probe's first slot is its
+// cache miss, the rest its neighbours; BenchmarkWirePath, BenchmarkChurn
+// and BenchmarkPush alternated before and after). Growing by half instead
+// of doubling (any size, the home slot the mix scaled to it, still front
+// to back) would save another ~15 % of the slots, but each key is then
+// moved twice while a table grows instead of once: it cost 7–13 % of the
+// wire path's rate from an empty index at 16 workers, so tables double.
 package hashtab
 
 import (
@@ -27,6 +41,9 @@ import (
 
 // minSlots is the size of a Map's first slot array.
 const minSlots = 8
+
+// full reports whether n keys pass the maximum load of size slots, 7/8.
+func full(n, size int) bool { return 8*n > 7*size }
 
 // Map maps uint64-like keys to values. The zero value is an empty map; it is
 // not safe for concurrent use.
@@ -108,7 +125,7 @@ func (m *Map[K, V]) Put(k K, v V) bool {
 		m.zero, m.zeroV = true, v
 		return added
 	}
-	if 4*(m.n+1) > 3*len(m.slots) {
+	if full(m.n+1, len(m.slots)) {
 		m.grow()
 	}
 	mask := len(m.slots) - 1
@@ -134,7 +151,7 @@ func (m *Map[K, V]) Upsert(k K) (v *V, added bool) {
 		m.zero = true
 		return &m.zeroV, added
 	}
-	if 4*(m.n+1) > 3*len(m.slots) {
+	if full(m.n+1, len(m.slots)) {
 		m.grow()
 	}
 	mask := len(m.slots) - 1
@@ -220,7 +237,7 @@ func (m *Map[K, V]) DeleteFunc(del func(K, V) bool) {
 		return
 	}
 	size := minSlots
-	for 4*len(kept) > 3*size {
+	for full(len(kept), size) {
 		size *= 2
 	}
 	m.resize(size, kept)
@@ -229,7 +246,7 @@ func (m *Map[K, V]) DeleteFunc(del func(K, V) bool) {
 // quadrupleBelow is the slot count below which a Map grows fourfold
 // instead of twofold (8, 32, 128, 512 slots, then doubling): a small
 // table's growth is mostly its allocation, and a new stream's table passes
-// the small sizes in half as many steps. A table of more than 96 keys has
+// the small sizes in half as many steps. A table of more than 112 keys has
 // the size doubling would give it; a smaller one at most 512 slots.
 const quadrupleBelow = 256
 

@@ -82,13 +82,13 @@ func TestSetSlot(t *testing.T) {
 	}
 }
 
-// BenchmarkGrow doubles a map of 2^20 slots at its fullest (3/4): the
+// BenchmarkGrow doubles a map of 2^20 slots at its fullest (7/8): the
 // rehash every doubling pays for what the map holds (bench/README.md, "Wire
 // path against its floor").
 func BenchmarkGrow(b *testing.B) {
 	var full Map[uint64, uint64]
 	rng := rand.New(rand.NewPCG(1, 2))
-	for full.Len() < 3<<18 {
+	for full.Len() < 7<<17 {
 		k := rng.Uint64()
 		full.Put(k, k)
 	}
