@@ -130,7 +130,7 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 			// keep positions within their bits) and again at its end, so
 			// it ends as a trim at the end leaves it; blocks trimmed here
 			// no longer count as held for the rest of the event.
-			x.trim(l, l.live-(x.cfg.MaxDepth-x.cfg.MaxDepth/8))
+			x.trim(l, int(l.live)-(x.cfg.MaxDepth-x.cfg.MaxDepth/8))
 			spanned = true
 			if prevPos >= 0 { // moved, or dropped: then a segment under prev
 				var ok bool
@@ -155,8 +155,8 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 	if appended {
 		x.seq++
 		l.stamp, l.updated = x.seq, now
-		if l.live > x.cfg.MaxDepth || spanned {
-			x.trim(l, l.live-(x.cfg.MaxDepth-x.cfg.MaxDepth/8))
+		if int(l.live) > x.cfg.MaxDepth || spanned {
+			x.trim(l, int(l.live)-(x.cfg.MaxDepth-x.cfg.MaxDepth/8))
 		}
 	}
 	for x.blocks > x.cfg.MaxBlocks && x.tail != s {
@@ -200,7 +200,7 @@ func (x *Index) newLineage(s *session, id string, key messages.WorkerKey, now ti
 		st = &stream{key: key}
 		x.streams[key] = st
 	}
-	l := &lineage{key: key, sess: s, st: st, dirtyFrom: -1}
+	l := &lineage{sess: s, st: st, dirtyFrom: -1}
 	s.lins = append(s.lins, l)
 	st.addLineage(l)
 	x.lineages++

@@ -78,7 +78,7 @@
 //
 // # Cost
 //
-// What the index stores per lineage block, ~31 bytes per (block, worker)
+// What the index stores per lineage block, ~30 bytes per (block, worker)
 // entry all told when every entry is a lineage block (bench/README.md,
 // "Where the memory goes"):
 //
@@ -101,9 +101,12 @@
 //     and counted by a walk over the runs to its segment's start only
 //     when a store branches, the newest is removed or the lineage is
 //     compacted.
-//   - Per session and lineage, ~330 bytes (the session, its map entry and
-//     id, the lineage and its lists' headers): ~12 bytes per block at the
-//     ~28 blocks a conversation's lineage holds in the benchmark.
+//   - Per session and lineage, ~300 bytes (the session, its map entry and
+//     id, the lineage's 144-byte record with its lists' headers, its one
+//     run): ~11 bytes per block at the ~28 blocks a conversation's
+//     lineage holds in the benchmark. The record names its stream, not
+//     the stream's key (st.key), and counts blocks in 32 bits, so it is
+//     one size class of Go's allocator smaller (176 bytes before).
 //
 // The obvious alternatives cost more: a Go map from hash to (lineage,
 // position) per stream holds the hash again in a 16-byte slot and fills
@@ -125,11 +128,11 @@
 // when live slots and tombstones would pass 7/8.
 //
 // Against the router's target of 100 bytes of per-block state per (block,
-// worker) entry with sessions on, this layout leaves the whole router at
-// ~111–113 bytes in process (bench/README.md, "Where the memory goes"):
-// 11–13 over. The rest is outside this index — the tree's node and
-// engine-hash table (~64), the coalescer's set of the same hashes
-// (~16–18) — and here the per-session records (~12), the lists (~9) and
+// worker) entry with sessions on, the whole router holds 100–104 bytes in
+// process (bench/README.md, "Where the memory goes"): met at 16 workers,
+// 4 over at 64. The rest is outside this index — the tree's node and
+// engine-hash table (~57–59), the coalescer's set of the same hashes
+// (~13–16) — and here the per-session records (~11), the lists (~9) and
 // the owner slots (~8, a second table of hashes the tree already holds
 // per stream, kept because the session actor owns its state).
 package sessions

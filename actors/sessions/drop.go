@@ -67,7 +67,7 @@ func (x *Index) dropLineage(l *lineage, unown bool) {
 			}
 		}
 	}
-	x.blocks -= l.live
+	x.blocks -= int(l.live)
 	x.lineages--
 	st.dropLineage(l)
 	if st.n == 0 && x.streams[st.key] == st {

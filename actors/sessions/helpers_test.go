@@ -95,22 +95,22 @@ func checkInvariants(t testing.TB, x *Index) {
 		keys := map[messages.WorkerKey]bool{}
 		for _, l := range s.lins {
 			lineages++
-			if keys[l.key] {
-				t.Fatalf("session %q: two lineages on %v", id, l.key)
+			if keys[l.st.key] {
+				t.Fatalf("session %q: two lineages on %v", id, l.st.key)
 			}
-			keys[l.key] = true
-			if l.sess != s || x.streams[l.key] != l.st {
-				t.Fatalf("session %q: lineage on %v not linked", id, l.key)
+			keys[l.st.key] = true
+			if l.sess != s || x.streams[l.st.key] != l.st {
+				t.Fatalf("session %q: lineage on %v not linked", id, l.st.key)
 			}
 			if int(l.id) >= len(l.st.lins) || l.st.lins[l.id] != l {
-				t.Fatalf("session %q: lineage on %v not in its stream", id, l.key)
+				t.Fatalf("session %q: lineage on %v not in its stream", id, l.st.key)
 			}
 			if len(l.hashes) != len(l.tiers) || len(l.runs) == 0 || l.runs[0].start != 0 {
-				t.Fatalf("session %q %v: %d hashes, %d tiers, runs %+v", id, l.key, len(l.hashes), len(l.tiers), l.runs)
+				t.Fatalf("session %q %v: %d hashes, %d tiers, runs %+v", id, l.st.key, len(l.hashes), len(l.tiers), l.runs)
 			}
 			for i, r := range l.runs {
 				if r.parent >= r.start || (i > 0 && r.start <= l.runs[i-1].start) || int(r.start) >= len(l.hashes) || (r.parent >= 0 && r.hasAnchor) {
-					t.Fatalf("session %q %v: runs %+v", id, l.key, l.runs)
+					t.Fatalf("session %q %v: runs %+v", id, l.st.key, l.runs)
 				}
 			}
 			live, dead := 0, 0
@@ -121,21 +121,21 @@ func checkInvariants(t testing.TB, x *Index) {
 				}
 				live++
 				if p, ok := l.lookup(h); !ok || int(p) != i {
-					t.Fatalf("session %q %v: block %d (%d) found at %d %v", id, l.key, i, h, p, ok)
+					t.Fatalf("session %q %v: block %d (%d) found at %d %v", id, l.st.key, i, h, p, ok)
 				}
 				if pp := l.parent(int32(i)); pp >= 0 && (int(pp) >= i || l.tiers[pp] == 0) {
-					t.Fatalf("session %q %v: block %d parent %d (tiers %b)", id, l.key, i, pp, l.tiers[pp])
+					t.Fatalf("session %q %v: block %d parent %d (tiers %b)", id, l.st.key, i, pp, l.tiers[pp])
 				}
-				owned[l.key]++
+				owned[l.st.key]++
 			}
-			if live != l.live || dead != l.dead || live == 0 || l.tiers[len(l.tiers)-1] == 0 {
-				t.Fatalf("session %q %v: live %d/%d dead %d/%d", id, l.key, live, l.live, dead, l.dead)
+			if live != int(l.live) || dead != int(l.dead) || live == 0 || l.tiers[len(l.tiers)-1] == 0 {
+				t.Fatalf("session %q %v: live %d/%d dead %d/%d", id, l.st.key, live, l.live, dead, l.dead)
 			}
 			if n := int32(len(l.hashes)); l.depth != l.chainLen(n-1) {
-				t.Fatalf("session %q %v: newest's depth %d, chain %d", id, l.key, l.depth, l.chainLen(n-1))
+				t.Fatalf("session %q %v: newest's depth %d, chain %d", id, l.st.key, l.depth, l.chainLen(n-1))
 			}
 			if l.dirtyFrom != -1 {
-				t.Fatalf("session %q %v: dirtyFrom %d", id, l.key, l.dirtyFrom)
+				t.Fatalf("session %q %v: dirtyFrom %d", id, l.st.key, l.dirtyFrom)
 			}
 			blocks += live
 		}

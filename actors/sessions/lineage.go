@@ -20,8 +20,10 @@ import (
 // earlier position (a branch), or none (a segment start, with the hash it
 // was stored under when the lineage did not hold it: its anchor). A
 // session that keeps continuing its newest block is one run.
+//
+// Its stream's key is st.key, not a field: the record is 144 bytes, a
+// size class of Go's allocator (the next field would make it 160).
 type lineage struct {
-	key    messages.WorkerKey
 	sess   *session
 	st     *stream
 	hashes []messages.ExternalHash
@@ -34,14 +36,14 @@ type lineage struct {
 	base uint32
 	// depth is the newest block's: the blocks from it back to its
 	// segment's first block (the only depth routing asks for).
-	depth   uint32
-	live    int
-	dead    int
-	stamp   uint64    // Index.seq at the last append
-	updated time.Time // now at the last append
+	depth uint32
+	live  int32
+	dead  int32
 	// dirtyFrom is the lowest position killed by the Removed event being
 	// applied (-1: none).
 	dirtyFrom int32
+	stamp     uint64    // Index.seq at the last append
+	updated   time.Time // now at the last append
 }
 
 // run is a chain of consecutive positions from start to the next run's
@@ -209,7 +211,7 @@ func (x *Index) settle(l *lineage) {
 	switch {
 	case l.live == 0:
 		x.dropLineage(l, true)
-	case 2*l.dead > len(l.hashes):
+	case 2*int(l.dead) > len(l.hashes):
 		x.compact(l, 0)
 	}
 }
@@ -311,7 +313,7 @@ func (s *session) find(key messages.WorkerKey) *lineage {
 		return nil
 	}
 	for _, l := range s.lins {
-		if l.key == key {
+		if l.st.key == key {
 			return l
 		}
 	}

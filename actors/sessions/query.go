@@ -60,7 +60,7 @@ func (x *Index) holders(s *session, chain bool) []Holder {
 	lins := sortedLins(s, nil)
 	out := make([]Holder, len(lins))
 	for i, l := range lins {
-		h := Holder{Key: l.key, Depth: l.depth, Blocks: l.live, Newest: l.newest(), Updated: l.updated}
+		h := Holder{Key: l.st.key, Depth: l.depth, Blocks: int(l.live), Newest: l.newest(), Updated: l.updated}
 		if chain {
 			h.Chain = make([]messages.ExternalHash, l.depth)
 			j := len(h.Chain)
@@ -125,7 +125,7 @@ func (x *Index) Credit(id string, weight float64, cands []routing.Candidate, dst
 			continue
 		}
 		for i := range cands {
-			if cands[i].Key == l.key {
+			if cands[i].Key == l.st.key {
 				best = l
 				break
 			}
@@ -138,7 +138,7 @@ func (x *Index) Credit(id string, weight float64, cands []routing.Candidate, dst
 	if b < 1 {
 		return dst
 	}
-	return append(dst, Bonus{Key: best.key, Blocks: uint32(min(b, math.MaxUint32))})
+	return append(dst, Bonus{Key: best.st.key, Blocks: uint32(min(b, math.MaxUint32))})
 }
 
 // Combine appends to dst the overlaps with the credits added: for each

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/routerevent"
@@ -413,5 +414,14 @@ func TestLongEvent(t *testing.T) {
 		}) || x.Stats() != wantStats[0] {
 			t.Errorf("span %d: %+v %+v, want %+v %+v", span, got.Holders, x.Stats(), want[0].Holders, wantStats[0])
 		}
+	}
+}
+
+// TestLineageRecord: a lineage record stays in the 144-byte size class
+// (doc.go, "Cost": the per-lineage records are a third of what a lineage
+// block costs at the ~28 blocks a conversation's lineage holds).
+func TestLineageRecord(t *testing.T) {
+	if n := unsafe.Sizeof(lineage{}); n > 144 {
+		t.Errorf("lineage record is %d bytes, want at most 144", n)
 	}
 }
