@@ -75,6 +75,21 @@ func TestMapModel(t *testing.T) {
 	}
 }
 
+// TestFillsToSevenEighths: a table doubles only when a key would pass 7/8
+// of its slots, so past the fourfold sizes half its slots could not hold
+// its keys.
+func TestFillsToSevenEighths(t *testing.T) {
+	var m Map[uint64, struct{}]
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := 1; n <= 20000; n++ {
+		m.Put(rng.Uint64()|1, struct{}{})
+		size := len(m.slots)
+		if full(n, size) || (size > 4*quadrupleBelow && !full(n, size/2)) {
+			t.Fatalf("%d keys in %d slots", n, size)
+		}
+	}
+}
+
 // TestSetSlot checks that a set (zero-size values) takes 8-byte slots.
 func TestSetSlot(t *testing.T) {
 	if n := unsafe.Sizeof(slot[uint64, struct{}]{}); n != 8 {
