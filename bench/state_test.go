@@ -31,7 +31,7 @@ func TestStateBytesPerEntry(t *testing.T) {
 		runtime.KeepAlive(p)
 		per := func(a, b uint64) float64 { return (float64(a) - float64(b)) / float64(entries) }
 		s, c, x := per(all, noSessions), per(noSessions, noCoalescers), per(noCoalescers, noTree)
-		t.Logf("%4d workers, %d entries: B/entry %.0f = sessions %.0f + coalescers %.0f + tree %.0f", workers, entries, s+c+x, s, c, x)
+		t.Logf("%4d workers, %d entries: B/entry %.1f = sessions %.1f + coalescers %.1f + tree %.1f", workers, entries, s+c+x, s, c, x)
 	}
 }
 
