@@ -65,11 +65,14 @@ func benchInputs(requests, chunks, interleave int) ([]messages.PlacementEvent, i
 // event): "chains32" is one request at a time (4 chunks of 32 blocks merge
 // into one 128-block event, evictions likewise); "interleaved4" has four
 // sessions' chunks alternating, so stores do not merge (evictions still do).
+// The "-batch6" runs also Flush after every sixth input, as the actor does
+// at the end of each engine batch.
 func BenchmarkPush(b *testing.B) {
 	for _, c := range []struct {
 		name       string
 		interleave int
-	}{{"chains32", 1}, {"interleaved4", 4}} {
+		batch      int // inputs between Flushes; 0: no Flush
+	}{{"chains32", 1, 0}, {"interleaved4", 4, 0}, {"chains32-batch6", 1, 6}, {"interleaved4-batch6", 4, 6}} {
 		b.Run(c.name, func(b *testing.B) {
 			evs, blocks := benchInputs(256, 4, c.interleave)
 			s := coalescer.New(key, coalescer.Config{})
@@ -79,6 +82,9 @@ func BenchmarkPush(b *testing.B) {
 			runtime.ReadMemStats(&m0)
 			for i := 0; b.Loop(); i++ {
 				out = s.Push(evs[i%len(evs)], out[:0])
+				if c.batch > 0 && i%c.batch == c.batch-1 {
+					out = s.Flush(out)
+				}
 			}
 			runtime.ReadMemStats(&m1)
 			secs := b.Elapsed().Seconds()

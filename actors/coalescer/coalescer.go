@@ -1,6 +1,10 @@
 package coalescer
 
-import "github.com/kvrouter/kvrouter/messages"
+import (
+	"slices"
+
+	"github.com/kvrouter/kvrouter/messages"
+)
 
 // Defaults for Config's zero values.
 const (
@@ -51,17 +55,20 @@ type Stream struct {
 	maxBlocks  int
 	maxTracked int
 
-	lastID  uint64
-	pend    event // pend.kind == 0: nothing pending
-	refs    refTable
-	scratch []messages.ExternalHash
-	stats   Stats
-	touched messages.ExternalHash // keeps Push's warming loads (hashtab.Map.Touch)
+	lastID uint64
+	pend   event // pend.kind == 0: nothing pending
+	// startB and startR are the capacity the next pending Stored or
+	// Removed event's buffer starts at (hold).
+	startB, startR int
+	refs           refTable
+	scratch        []messages.ExternalHash
+	stats          Stats
+	touched        messages.ExternalHash // keeps Push's warming loads (hashtab.Map.Touch)
 }
 
 // event is one event's header and data: an input being added, a piece of a
-// split input, or the pending event (whose slices are the Stream's reused
-// buffers).
+// split input, or the pending event (whose slices are its own, and leave
+// with it).
 type event struct {
 	kind      messages.EventKind
 	tier      messages.StorageTier
@@ -70,6 +77,7 @@ type event struct {
 	parent    messages.ExternalHash
 	blocks    []messages.StoredBlock
 	removed   []messages.ExternalHash
+	merged    bool // the pending event took a merge
 }
 
 func (e *event) size() int { return len(e.blocks) + len(e.removed) }
@@ -102,7 +110,6 @@ func New(key messages.WorkerKey, cfg Config) *Stream {
 		key:        key,
 		maxBlocks:  cfg.MaxBlocks,
 		maxTracked: cfg.MaxTrackedBlocks,
-		refs:       newRefTable(),
 	}
 }
 
@@ -156,16 +163,24 @@ func (s *Stream) Push(ev messages.PlacementEvent, out []messages.RouterEvent) []
 			s.stats.DroppedEmpty++
 			return out
 		}
-		kept := s.scratch[:0]
-		for _, h := range ev.Event.Removed {
-			if s.unref(in.tier, h) {
+		// Nearly every remove passes whole: in takes ev's hashes (add
+		// copies what it keeps), and only a remove that loses a hash
+		// builds the ones kept in the scratch buffer.
+		kept, filtered := ev.Event.Removed, false
+		for i, h := range ev.Event.Removed {
+			switch pass := s.unref(in.tier, h); {
+			case !pass && !filtered:
+				kept, filtered = append(s.scratch[:0], ev.Event.Removed[:i]...), true
+			case pass && filtered:
 				kept = append(kept, h)
 			}
 		}
-		s.stats.FilteredHashes += uint64(len(ev.Event.Removed) - len(kept))
-		s.scratch = kept
-		if cap(s.scratch) > maxScratch {
-			s.scratch = nil // a huge remove does not pin its buffer
+		if filtered {
+			s.stats.FilteredHashes += uint64(len(ev.Event.Removed) - len(kept))
+			s.scratch = kept[:0]
+			if cap(s.scratch) > maxScratch {
+				s.scratch = nil // a huge remove does not pin its buffer
+			}
 		}
 		if len(kept) == 0 {
 			s.stats.DroppedRemoves++
@@ -174,8 +189,8 @@ func (s *Stream) Push(ev messages.PlacementEvent, out []messages.RouterEvent) []
 		in.removed = kept
 	case messages.KindCleared:
 		out = s.flush(out)
-		s.refs = newRefTable() // frees the table, unlike clear()
-		return s.emit(out, &in)
+		s.refs = refTable{} // frees the table, unlike clear()
+		return s.emit(out, in)
 	case messages.KindOffloaded:
 		if len(ev.Event.Offloaded) == 0 {
 			s.stats.DroppedEmpty++
@@ -185,7 +200,7 @@ func (s *Stream) Push(ev messages.PlacementEvent, out []messages.RouterEvent) []
 			s.ref(in.tier, h) // its remove on that tier must pass later
 		}
 		in.removed = ev.Event.Offloaded
-		return s.emit(s.flush(out), &in) // alone, in order, without an id
+		return s.emit(s.flush(out), in.copied()) // alone, in order, without an id
 	default:
 		s.stats.Invalid++
 		return out
@@ -194,7 +209,7 @@ func (s *Stream) Push(ev messages.PlacementEvent, out []messages.RouterEvent) []
 }
 
 // maxScratch is the largest remove-filter buffer a Stream keeps between
-// events.
+// events (only a stream whose removes were filtered has one).
 const maxScratch = 4096
 
 // Flush appends the pending event, if any, to out.
@@ -212,8 +227,9 @@ func (s *Stream) add(out []messages.RouterEvent, in *event) []messages.RouterEve
 	if p.kind != 0 {
 		if s.continues(in) {
 			if p.size()+in.size() <= s.maxBlocks {
-				p.blocks = append(p.blocks, in.blocks...)
-				p.removed = append(p.removed, in.removed...)
+				p.blocks = append(room(p.blocks, len(in.blocks), s.maxBlocks), in.blocks...)
+				p.removed = append(room(p.removed, len(in.removed), s.maxBlocks), in.removed...)
+				p.merged = true
 				s.stats.Merged++
 				if p.size() == s.maxBlocks {
 					s.stats.CapFlushes++
@@ -230,8 +246,7 @@ func (s *Stream) add(out []messages.RouterEvent, in *event) []messages.RouterEve
 	if in.size() > s.maxBlocks {
 		s.stats.Split++
 		for in.size() > s.maxBlocks {
-			piece := in.take(s.maxBlocks)
-			out = s.emit(out, &piece)
+			out = s.emit(out, in.take(s.maxBlocks).copied())
 		}
 	}
 	s.hold(in)
@@ -257,42 +272,75 @@ func (s *Stream) continues(in *event) bool {
 	return false
 }
 
-// hold makes in the pending event, copying its data into the Stream's
-// buffers (allocated once, at most MaxBlocks long).
+// hold makes in the pending event, copying its data into a buffer of the
+// pending event's own, which leaves with it (flush). While the pending
+// events of its kind take merges (those tend to follow each other: a
+// prefill reported in chunks, evictions one block at a time), a buffer
+// starts at the largest size they reached; after one that took none, at
+// in's size. So merges rarely grow a buffer step by step, and an event that
+// takes none leaves at about its size.
 func (s *Stream) hold(in *event) {
 	p := &s.pend
-	blocks, removed := p.blocks[:0], p.removed[:0]
 	*p = *in
-	if in.kind == messages.KindStored {
-		if blocks == nil {
-			blocks = make([]messages.StoredBlock, 0, min(s.maxBlocks, 1024))
-		}
-		p.blocks = append(blocks, in.blocks...)
-		p.removed = removed
-	} else {
-		if removed == nil {
-			removed = make([]messages.ExternalHash, 0, min(s.maxBlocks, 1024))
-		}
-		p.removed = append(removed, in.removed...)
-		p.blocks = blocks
-	}
+	p.blocks = append(buffer[messages.StoredBlock](len(in.blocks), s.startB, s.maxBlocks), in.blocks...)
+	p.removed = append(buffer[messages.ExternalHash](len(in.removed), s.startR, s.maxBlocks), in.removed...)
 }
 
-// flush emits the pending event, if any, and empties it (keeping its
-// buffers).
+// buffer returns an empty buffer of capacity max(n, start) at most limit
+// (MaxBlocks, the most a pending event holds), nil when n is 0.
+func buffer[T any](n, start, limit int) []T {
+	if n == 0 {
+		return nil
+	}
+	return make([]T, 0, max(n, min(start, limit)))
+}
+
+// room returns buf with room for n more elements, doubling it when full
+// (never past limit).
+func room[T any](buf []T, n, limit int) []T {
+	need := len(buf) + n
+	if need <= cap(buf) {
+		return buf
+	}
+	grown := make([]T, len(buf), max(need, min(2*cap(buf), limit)))
+	copy(grown, buf)
+	return grown
+}
+
+// flush emits the pending event, if any, with its buffers: the Stream keeps
+// none, so a stream between engine batches (its owner flushes at the end of
+// each) holds no event data.
 func (s *Stream) flush(out []messages.RouterEvent) []messages.RouterEvent {
 	p := &s.pend
 	if p.kind == 0 {
 		return out
 	}
-	out = s.emit(out, p)
-	*p = event{blocks: p.blocks[:0], removed: p.removed[:0]}
+	start := &s.startR
+	if p.kind == messages.KindStored {
+		start = &s.startB
+	}
+	if p.merged {
+		*start = max(*start, p.size()) // one cut short by a Flush does not lower it
+	} else {
+		*start = 0
+	}
+	out = s.emit(out, *p)
+	*p = event{}
 	return out
 }
 
-// emit appends e as the stream's next event, with the next id and slices of
-// its own.
-func (s *Stream) emit(out []messages.RouterEvent, e *event) []messages.RouterEvent {
+// copied returns e with copies of its data, for a piece of the caller's
+// input that leaves as an event.
+func (e event) copied() event {
+	e.blocks = slices.Clone(e.blocks)
+	e.removed = slices.Clone(e.removed)
+	return e
+}
+
+// emit appends e as the stream's next event, with the next id. The event
+// takes e's slices: nothing the Stream later appends to may be among them
+// (copied).
+func (s *Stream) emit(out []messages.RouterEvent, e event) []messages.RouterEvent {
 	s.stats.Emitted[e.kind]++
 	ev := messages.RouterEvent{
 		WorkerID:    s.key.Worker,
@@ -310,14 +358,11 @@ func (s *Stream) emit(out []messages.RouterEvent, e *event) []messages.RouterEve
 	switch e.kind {
 	case messages.KindStored:
 		ev.Event.HasParent, ev.Event.ParentHash = e.hasParent, e.parent
-		ev.Event.Blocks = make([]messages.StoredBlock, len(e.blocks))
-		copy(ev.Event.Blocks, e.blocks)
+		ev.Event.Blocks = e.blocks
 	case messages.KindRemoved:
-		ev.Event.Removed = make([]messages.ExternalHash, len(e.removed))
-		copy(ev.Event.Removed, e.removed)
+		ev.Event.Removed = e.removed
 	case messages.KindOffloaded:
-		ev.Event.Offloaded = make([]messages.ExternalHash, len(e.removed))
-		copy(ev.Event.Offloaded, e.removed)
+		ev.Event.Offloaded = e.removed
 	}
 	return append(out, ev)
 }

@@ -70,14 +70,33 @@
 //
 // # Memory
 //
-// A Stream holds one pending event (at most MaxBlocks blocks, in buffers it
-// reuses), a scratch buffer for filtering removes, and the reference-count
-// table: one entry per engine hash stored and not yet removed, so it grows
-// with the engine's cache only and is freed on Cleared. A hash stored once
-// on the device tier (nearly all of them) is a slot of an 8-byte-slot set
-// (actors/internal/hashtab: 7/16 to 7/8 full), ~13 bytes a hash; any
-// other is a Go map entry holding the counts of the four tiers packed in
-// one word, ~24 bytes (refs.go). Because
+// Between engine batches a Stream holds no event data: its ~380-byte
+// record (counters included) and the reference-count table. The pending
+// event's data (at most MaxBlocks blocks or hashes) is in buffers of its
+// own that leave with it as the emitted event's slices, so emitting it
+// copies nothing, and the owner's Flush at the end of every batch leaves
+// the Stream without any. A buffer starts at its first input's size, or,
+// while the stream's pending events take merges, at the largest size they
+// reached (merges seldom regrow one step by step: one allocation per
+// emitted event, as a copy at emission took), and doubles up to MaxBlocks;
+// an event that takes no merge leaves at its own size, one cut short by a
+// Flush with up to MaxBlocks of room (for as long as the index and its
+// followers take to apply it). A remove that loses no hash to the counts is passed on
+// without a copy; only a stream whose removes were filtered keeps a
+// scratch buffer (at most 4,096 hashes). Preallocated, the buffers cost
+// every stream that ever stored 2 KiB (MaxBlocks × 16 bytes), 1 KiB more
+// once it removed: ~2.6 bytes per (block, worker) entry at the ~790
+// entries per stream of the in-process memory test at 64 workers, nothing
+// at an engine's 10^5–10^6 blocks, but a router of many small streams
+// (many workers or dp ranks, small caches) pays them.
+//
+// The reference-count table has one entry per engine hash stored and not
+// yet removed, so it grows with the engine's cache only and is freed on
+// Cleared. A hash stored once on the device tier (nearly all of them) is
+// a slot of an 8-byte-slot set (actors/internal/hashtab: 7/16 to 7/8
+// full), ~13 bytes a hash; any other is a Go map entry holding the counts
+// of the four tiers packed in one word, ~24 bytes (refs.go; the map is
+// made by the first such hash). Because
 // engines are untrusted (one that never removes would grow it forever) the
 // table is capped by MaxTrackedBlocks (default 2^20 hashes per stream,
 // roughly 25 MB in the worst case). Past the cap, new hashes are not counted

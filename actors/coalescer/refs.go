@@ -31,14 +31,12 @@ const (
 	onceCounts = 1 << (refBits * uint(messages.TierDevice))
 )
 
-// refTable is a Stream's reference counts.
+// refTable is a Stream's reference counts. The zero value is empty: refs
+// is made by the first hash counted otherwise than once, so a stream
+// whose hashes are all stored once never has one.
 type refTable struct {
 	once hashtab.Map[messages.ExternalHash, struct{}]
 	refs map[messages.ExternalHash]uint64
-}
-
-func newRefTable() refTable {
-	return refTable{refs: make(map[messages.ExternalHash]uint64)}
 }
 
 func (t *refTable) len() int { return t.once.Len() + len(t.refs) }
@@ -71,6 +69,9 @@ func (t *refTable) set(h messages.ExternalHash, c uint64) {
 		t.once.Put(h, struct{}{})
 	default:
 		t.once.Delete(h)
+		if t.refs == nil {
+			t.refs = make(map[messages.ExternalHash]uint64)
+		}
 		t.refs[h] = c
 	}
 }
