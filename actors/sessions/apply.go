@@ -150,11 +150,11 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 	if !touched {
 		return out
 	}
-	s.lastSeen = now
+	s.lastSeen = x.clock(now)
 	x.toFront(s)
 	if appended {
 		x.seq++
-		l.stamp, l.updated = x.seq, now
+		l.stamp, l.updated = x.seq, s.lastSeen
 		if int(l.live) > x.cfg.MaxDepth || spanned {
 			x.trim(l, int(l.live)-(x.cfg.MaxDepth-x.cfg.MaxDepth/8))
 		}
@@ -171,7 +171,7 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 // MaxHolders).
 func (x *Index) newLineage(s *session, id string, key messages.WorkerKey, now time.Time) (*session, *lineage) {
 	if s == nil {
-		s = &session{id: id, lastSeen: now}
+		s = &session{id: id, lastSeen: x.clock(now)}
 		x.sessions[id] = s
 		x.toFront(s)
 		for len(x.sessions) > x.cfg.MaxSessions {

@@ -39,7 +39,7 @@ func (x *Index) Expire(now time.Time) int {
 		return 0
 	}
 	n := 0
-	for x.tail != nil && !now.Before(x.tail.lastSeen.Add(x.cfg.IdleTTL)) {
+	for x.tail != nil && !now.Before(x.at(x.tail.lastSeen).Add(x.cfg.IdleTTL)) {
 		x.dropSession(x.tail)
 		n++
 	}

@@ -105,6 +105,10 @@ type Index struct {
 	lineages   int    // lineages held
 	seq        uint64 // store stamp, bumped per lineage append
 	stats      Stats
+	// epoch is the now of the first store: records keep their times as
+	// offsets from it (clock), 8 bytes instead of a time.Time's 24.
+	epoch   time.Time
+	started bool
 
 	// scratch for one Removed event: the lineages it pruned, the holders
 	// of one hash.
@@ -120,9 +124,22 @@ type Index struct {
 type session struct {
 	id         string
 	prev, next *session
-	lastSeen   time.Time
+	lastSeen   int64 // now at the last store (Index.clock)
 	lins       []*lineage
 }
+
+// clock returns now as the records keep it: its offset from the epoch (set
+// by the first call). Offsets take the monotonic clock when both times
+// carry it, as time.Time's Sub does.
+func (x *Index) clock(now time.Time) int64 {
+	if !x.started {
+		x.epoch, x.started = now, true
+	}
+	return int64(now.Sub(x.epoch))
+}
+
+// at returns the time a record's offset names.
+func (x *Index) at(t int64) time.Time { return x.epoch.Add(time.Duration(t)) }
 
 // stream is one (worker, dp_rank): its sessions' lineages and, per engine
 // hash, the lineages holding it and where (engine hashes mean something

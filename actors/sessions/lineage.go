@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"sort"
-	"time"
 
 	"github.com/kvrouter/kvrouter/messages"
 )
@@ -21,8 +20,9 @@ import (
 // was stored under when the lineage did not hold it: its anchor). A
 // session that keeps continuing its newest block is one run.
 //
-// Its stream's key is st.key, not a field: the record is 144 bytes, a
-// size class of Go's allocator (the next field would make it 160).
+// Its stream's key is st.key, not a field, and its time is 8 bytes
+// (Index.clock): the record is 128 bytes, a size class of Go's allocator
+// (the next field would make it 144).
 type lineage struct {
 	sess   *session
 	st     *stream
@@ -42,8 +42,8 @@ type lineage struct {
 	// dirtyFrom is the lowest position killed by the Removed event being
 	// applied (-1: none).
 	dirtyFrom int32
-	stamp     uint64    // Index.seq at the last append
-	updated   time.Time // now at the last append
+	stamp     uint64 // Index.seq at the last append
+	updated   int64  // now at the last append (Index.clock)
 }
 
 // run is a chain of consecutive positions from start to the next run's

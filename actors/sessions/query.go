@@ -53,14 +53,14 @@ func (x *Index) Get(id string) (Session, bool) {
 	if s == nil {
 		return Session{}, false
 	}
-	return Session{ID: s.id, LastSeen: s.lastSeen, Holders: x.holders(s, true)}, true
+	return Session{ID: s.id, LastSeen: x.at(s.lastSeen), Holders: x.holders(s, true)}, true
 }
 
 func (x *Index) holders(s *session, chain bool) []Holder {
 	lins := sortedLins(s, nil)
 	out := make([]Holder, len(lins))
 	for i, l := range lins {
-		h := Holder{Key: l.st.key, Depth: l.depth, Blocks: int(l.live), Newest: l.newest(), Updated: l.updated}
+		h := Holder{Key: l.st.key, Depth: l.depth, Blocks: int(l.live), Newest: l.newest(), Updated: x.at(l.updated)}
 		if chain {
 			h.Chain = make([]messages.ExternalHash, l.depth)
 			j := len(h.Chain)
