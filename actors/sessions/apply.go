@@ -109,7 +109,7 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 				out = ReasonConflictingParent
 			}
 		} else if prevPos >= 0 {
-			if seg := l.segment(prevPos); seg.hasAnchor && seg.anchor == h {
+			if seg := l.segment(prevPos); seg.hasAnchor() && seg.anchor == h {
 				out = ReasonCycle // h would be its own segment's parent
 			}
 		}

@@ -101,7 +101,7 @@
 //     and counted by a walk over the runs to its segment's start only
 //     when a store branches, the newest is removed or the lineage is
 //     compacted.
-//   - Per session and lineage, ~270 bytes (the session's 64-byte record,
+//   - Per session and lineage, ~260 bytes (the session's 64-byte record,
 //     its map entry and id, the lineage's 128-byte record with its lists'
 //     headers, its one run): ~10 bytes per block at the ~28 blocks a
 //     conversation's lineage holds in the benchmark. The record names its
@@ -109,7 +109,9 @@
 //     keeps its last store's time, like the session, as 8 bytes (an
 //     offset from the index's first store, Index.clock) instead of a
 //     time.Time's 24, so it is two size classes of Go's allocator smaller
-//     than the 176 bytes it was, and the session one (80 bytes before).
+//     than the 176 bytes it was, and the session one (80 bytes before). A
+//     run is 16 bytes: a segment start's negative parent says whether it
+//     has an anchor, instead of a bool that padded it to 24.
 //
 // The obvious alternatives cost more: a Go map from hash to (lineage,
 // position) per stream holds the hash again in a 16-byte slot and fills

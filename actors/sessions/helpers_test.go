@@ -109,7 +109,7 @@ func checkInvariants(t testing.TB, x *Index) {
 				t.Fatalf("session %q %v: %d hashes, %d tiers, runs %+v", id, l.st.key, len(l.hashes), len(l.tiers), l.runs)
 			}
 			for i, r := range l.runs {
-				if r.parent >= r.start || (i > 0 && r.start <= l.runs[i-1].start) || int(r.start) >= len(l.hashes) || (r.parent >= 0 && r.hasAnchor) {
+				if r.parent >= r.start || (i > 0 && r.start <= l.runs[i-1].start) || int(r.start) >= len(l.hashes) || r.parent < anchored {
 					t.Fatalf("session %q %v: runs %+v", id, l.st.key, l.runs)
 				}
 			}

@@ -47,13 +47,32 @@ type lineage struct {
 }
 
 // run is a chain of consecutive positions from start to the next run's
-// start: its first block's parent is parent (-1: a segment start, stored
-// under anchor when hasAnchor), every other block's the one before it.
+// start: its first block's parent is parent (negative: a segment start,
+// stored under anchor when parent is anchored), every other block's the
+// one before it. 16 bytes: the anchor's presence is parent's, not a bool
+// of its own (which would pad the run to 24).
 type run struct {
 	start, parent int32
 	anchor        messages.ExternalHash
-	hasAnchor     bool
 }
+
+// A segment start's parent: without an anchor, or with one.
+const (
+	unanchored int32 = -1
+	anchored   int32 = -2
+)
+
+// segmentStart returns the run of a segment start at start, anchored at
+// the hash its first block was stored under when the lineage has one.
+func segmentStart(start int32, anchor messages.ExternalHash, hasAnchor bool) run {
+	if hasAnchor {
+		return run{start: start, parent: anchored, anchor: anchor}
+	}
+	return run{start: start, parent: unanchored}
+}
+
+// hasAnchor reports whether r is a segment start stored under its anchor.
+func (r *run) hasAnchor() bool { return r.parent == anchored }
 
 // lookup is nil-safe: a session without a lineage on the stream holds
 // nothing.
@@ -73,7 +92,8 @@ func (l *lineage) runOf(pos int32) int {
 	return sort.Search(n, func(i int) bool { return l.runs[i].start > pos }) - 1
 }
 
-// parent returns the position of pos's parent, -1 for a segment start.
+// parent returns the position of pos's parent, negative for a segment
+// start.
 func (l *lineage) parent(pos int32) int32 {
 	if r := &l.runs[l.runOf(pos)]; r.start == pos {
 		return r.parent
@@ -90,7 +110,7 @@ func (l *lineage) parentHash(pos int32) (messages.ExternalHash, bool) {
 	case r.parent >= 0:
 		return l.hashes[r.parent], true
 	}
-	return r.anchor, r.hasAnchor
+	return r.anchor, r.hasAnchor()
 }
 
 // segment returns the run starting pos's segment (the run of the segment
@@ -154,7 +174,7 @@ func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, pre
 		depth = l.chainLen(prevPos) + 1
 		l.runs = append(l.runs, run{start: pos, parent: prevPos})
 	default:
-		l.runs = append(l.runs, run{start: pos, parent: -1, anchor: prev, hasAnchor: hasPrev})
+		l.runs = append(l.runs, segmentStart(pos, prev, hasPrev))
 	}
 	l.hashes = append(l.hashes, h)
 	l.tiers = append(l.tiers, tier)
@@ -255,9 +275,9 @@ func (x *Index) compact(l *lineage, keep int) {
 		case end <= k:
 			continue
 		case r.start < k: // cut: its block at keep loses its parent
-			r = run{start: k, parent: -1, anchor: l.hashes[k-1], hasAnchor: true}
+			r = segmentStart(k, l.hashes[k-1], true)
 		case r.parent >= 0 && r.parent < k:
-			r = run{start: r.start, parent: -1, anchor: l.hashes[r.parent], hasAnchor: true}
+			r = segmentStart(r.start, l.hashes[r.parent], true)
 		}
 		runs = append(runs, r)
 	}
