@@ -243,8 +243,9 @@ func (t *Tracker) Live(seq uint64, payload []byte) []Action {
 	restart := t.haveLive && seq <= t.lastLive
 	// A history learned from the replay alone (no live batch heard yet, the
 	// subscription joined late) gives no last live seq to compare with: a
-	// seq under it is a late copy or a restarted publisher's.
-	unverified := !t.haveLive && t.started && seq < t.next
+	// seq under it is a late copy or a restarted publisher's, and one that
+	// continues it may be a restarted publisher's too.
+	unverified := !t.haveLive && t.started && seq <= t.next
 	t.lastLive, t.haveLive = seq, true
 	if restart {
 		// The old publisher's cache went with it: whatever is held or
@@ -254,6 +255,15 @@ func (t *Tracker) Live(seq uint64, payload []byte) []Action {
 	}
 	if t.replaying {
 		return t.hold(seq, payload)
+	}
+	if unverified && seq == t.next && t.cfg.Replay && t.hashKnown {
+		// The first live batch continues a history learned from the
+		// replay alone — or a publisher that restarted since the replay
+		// answered has published as many batches as the replay held, and
+		// its new seqs continue ours by coincidence (the subscription
+		// joined late on a busy host). Verify the last delivered batch
+		// before placing this one (held until the replay ends).
+		return t.hold(seq, payload, t.replay(nil, t.next)...)
 	}
 	if t.started && seq < t.next {
 		if unverified && t.cfg.Replay && t.hashKnown {
