@@ -132,6 +132,8 @@
 // /proc/PID/stat (user + system, every thread; robust on a shared
 // machine, where the router's share of its core varies); the
 // publishers' sent blocks from their status lines (sent=N every 100 ms).
+// IngestConfig.Nice (--nice) sets the harness's, the router's and the
+// publishers' nice value as Config.Nice does for the route load.
 // The router kept up when it applied at least 95 % of what was sent
 // without a gap or a dropped state. The router's CPU seconds per million
 // blocks say what it would apply with a core to itself; a router that

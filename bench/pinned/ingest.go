@@ -45,6 +45,11 @@ type IngestConfig struct {
 	// unpinned.
 	RouterCPU, LoadCPU int
 	Pin                bool
+	// Nice is the nice value of the harness, the router and the
+	// publishers (0: left as is; below 0 needs CAP_SYS_NICE): on a machine
+	// shared with other jobs it gives the router its core back (setNice
+	// says why the session's autogroup is set too).
+	Nice int
 	// RouterProfile, when set, is where a CPU profile of the router is
 	// written, over the measured part of the point at ProfileRate.
 	RouterProfile string
@@ -83,6 +88,8 @@ func (c IngestConfig) Validate() error {
 		return errors.New("pinned ingest: publishers, pre-encoded blocks, capacity, tokens per block and shards must be positive, hwm not negative")
 	case c.Duration <= 0 || c.Warmup < 0:
 		return errors.New("pinned ingest: duration must be positive, warm-up not negative")
+	case c.Nice < -20 || c.Nice > 19:
+		return fmt.Errorf("pinned ingest: nice %d: want -20..19", c.Nice)
 	case c.RouterCPU < 0 || c.LoadCPU < 0 || c.Pin && c.RouterCPU == c.LoadCPU:
 		return fmt.Errorf("pinned ingest: router cpu %d and load cpu %d must be distinct and not negative", c.RouterCPU, c.LoadCPU)
 	}
@@ -132,6 +139,11 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (*IngestReport, error) {
 	}
 	pin, note := newPinning(cfg.Pin)
 	rep := &IngestReport{Config: cfg, Pinning: note, LoadBefore: loadAverage(), CPUs: runtime.NumCPU()}
+	restore, err := setNice(cfg.Nice)
+	defer restore()
+	if err != nil {
+		return nil, err
+	}
 	r := &ingestRunner{cfg: cfg, pin: pin, prompts: prompts}
 	for _, rate := range cfg.Rates {
 		p, err := r.point(ctx, rate)

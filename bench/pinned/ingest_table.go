@@ -15,8 +15,8 @@ func (r *IngestReport) WriteTable(w io.Writer) error {
 		place = r.Pinning
 	}
 	fmt.Fprintf(w, "pinned ingest: ZeroMQ → listener → normalizer → coalescer → index, out of process; %s\n", place)
-	fmt.Fprintf(w, "%d cpus, load average %s → %s; %v per point after %v warm-up; %s at %d tokens per block, %d blocks pre-encoded per publisher (caches of %d), PUB hwm %d; router --shards %d\n",
-		r.CPUs, r.LoadBefore, r.LoadAfter, c.Duration, c.Warmup, c.Trace, c.TokensPerBlock, c.PreEncode, c.Capacity, c.HWM, c.Shards)
+	fmt.Fprintf(w, "nice %d; %d cpus, load average %s → %s; %v per point after %v warm-up; %s at %d tokens per block, %d blocks pre-encoded per publisher (caches of %d), PUB hwm %d; router --shards %d\n",
+		c.Nice, r.CPUs, r.LoadBefore, r.LoadAfter, c.Duration, c.Warmup, c.Trace, c.TokensPerBlock, c.PreEncode, c.Capacity, c.HWM, c.Shards)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "offered\tsent blocks/s\tapplied blocks/s\tapplied/sent\trouter cpu\tcpu-s per M blocks\tM blocks per cpu-s\tgaps\treplays\tresyncs\tdropped\tkept up\t")
 	for _, p := range r.Points {

@@ -24,6 +24,7 @@ func TestRunIngestEndToEnd(t *testing.T) {
 	cfg.Rates, cfg.Publishers, cfg.PreEncode, cfg.Capacity = []float64{20_000}, 2, 5000, 1024
 	cfg.Warmup, cfg.Duration = 500*time.Millisecond, time.Second
 	cfg.Pin = runtime.NumCPU() >= 2
+	cfg.Nice = 1 // a lower priority needs no privilege; the table names it
 	var progress bytes.Buffer
 	cfg.Progress = &progress
 	rep, err := RunIngest(context.Background(), cfg)
@@ -44,7 +45,7 @@ func TestRunIngestEndToEnd(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, col := range []string{"applied blocks/s", "cpu-s per M blocks", "kept up", "20k"} {
+	for _, col := range []string{"nice 1;", "applied blocks/s", "cpu-s per M blocks", "kept up", "20k"} {
 		if !strings.Contains(table.String(), col) {
 			t.Errorf("table has no %q:\n%s", col, table.String())
 		}
@@ -80,5 +81,21 @@ func TestIngestPointFigures(t *testing.T) {
 	}
 	if unknown.cpuPerMillion() != -1 || unknown.perCPUSecond() != -1 {
 		t.Errorf("unknown applied blocks: cpu figures %v, %v, want -1", unknown.cpuPerMillion(), unknown.perCPUSecond())
+	}
+}
+
+// A nice value outside -20..19 is refused before anything starts.
+func TestIngestConfigRefusesABadNice(t *testing.T) {
+	for _, n := range []int{-21, 20} {
+		cfg := DefaultIngestConfig()
+		cfg.KVRouter, cfg.Nice = "kvrouter", n
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "nice") {
+			t.Errorf("nice %d: Validate() = %v, want an error naming the nice value", n, err)
+		}
+	}
+	cfg := DefaultIngestConfig()
+	cfg.KVRouter, cfg.Nice = "kvrouter", -15
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("nice -15: %v", err)
 	}
 }

@@ -57,6 +57,7 @@ func runPinnedIngest(args []string, stdout, stderr io.Writer) int {
 	profile := fs.String("router-cpuprofile", "", "write a CPU profile of the router over the measured part of one point to this `file` (go tool pprof; serve runs with --pprof-listen on loopback)")
 	profileRate := fs.Float64("profile-rate", -1, "--router-cpuprofile: the offered `rate` of the profiled point (default: the last of --rates)")
 	pf.flag("pin", "pin with taskset (false: run unpinned)", func(c *pinned.IngestConfig) *bool { return &c.Pin })
+	num("nice", "nice value of the router, the publishers and this process (-20..19; below 0 needs CAP_SYS_NICE): on a machine shared with other jobs, a raised priority gives the router its core back", func(c *pinned.IngestConfig) *int { return &c.Nice })
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
