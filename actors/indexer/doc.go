@@ -27,7 +27,7 @@
 // (bench/README.md, "Index and routing", has the before and after). A
 // channel is an in-process value, so the cluster's shard grains, asked
 // across hosts, keep futures. The hand-off wakes a parked worker
-// goroutine (workers.go), not a fresh goroutine per mailbox run whose
+// goroutine (mailbox.Dispatcher), not a fresh goroutine per mailbox run whose
 // stack then grows to the tree walk's depth. Lookups batch by themselves: queries that
 // arrive while a shard applies a batch wait in its priority mailbox and
 // are answered in the same mailbox run, ahead of the batches.

@@ -25,10 +25,14 @@ type Config struct {
 // to and the shard actors behind it. Its methods may be called from many
 // goroutines.
 type Index struct {
-	root    *actor.RootContext
-	front   *actor.PID
-	shards  []*actor.PID
-	workers *workers // the shards' dispatcher
+	root   *actor.RootContext
+	front  *actor.PID
+	shards []*actor.PID
+	// workers is the shards' dispatcher: a lookup on an idle shard runs on
+	// a parked goroutine whose stack has grown to the tree walk's depth
+	// (mailbox.Dispatcher). A mailbox has at most one turn at a time, so
+	// no more goroutines than shards stay parked; Stop ends them.
+	workers *mailbox.Dispatcher
 }
 
 // Spawn starts the shard actors and the front. Each applied batch is also
@@ -36,7 +40,7 @@ type Index struct {
 // session index); nil followers are skipped.
 func Spawn(root *actor.RootContext, cfg Config, followers ...*actor.PID) *Index {
 	n := max(cfg.Shards, 1)
-	x := &Index{root: root, shards: make([]*actor.PID, n), workers: newWorkers(shardThroughput)}
+	x := &Index{root: root, shards: make([]*actor.PID, n), workers: mailbox.NewDispatcher(shardThroughput, n)}
 	for i := range x.shards {
 		x.shards[i] = root.Spawn(shardProps(i, n, cfg.Listeners, x.workers))
 	}
@@ -139,7 +143,7 @@ func (x *Index) Stop() {
 	for _, pid := range x.shards {
 		_ = x.root.StopFuture(pid).Wait()
 	}
-	x.workers.stop()
+	x.workers.Stop()
 }
 
 // gather sends msg to every shard at once through the front, so each

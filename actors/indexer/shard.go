@@ -42,7 +42,7 @@ type shardActor struct {
 // handles before it yields (protoactor's default).
 const shardThroughput = 300
 
-func shardProps(n, shards int, listeners func() map[messages.StreamID]*actor.PID, d *workers) *actor.Props {
+func shardProps(n, shards int, listeners func() map[messages.StreamID]*actor.PID, d *mailbox.Dispatcher) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &shardActor{shard: NewShard(), n: n, shards: shards, listeners: listeners}
 	}, mailbox.CountedPriority(mailbox.Index), actor.WithDispatcher(d))

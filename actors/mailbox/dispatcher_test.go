@@ -3,12 +3,13 @@ package mailbox
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
-func waitParked(t *testing.T, d *dispatcher, want int64) {
+func waitParked(t *testing.T, d *Dispatcher, want int64) {
 	t.Helper()
 	eventually.True(t, fmt.Sprint(want, " parked"), func() (bool, string) {
 		return d.parked.Load() == want, fmt.Sprint("parked ", d.parked.Load())
@@ -18,7 +19,7 @@ func waitParked(t *testing.T, d *dispatcher, want int64) {
 // A turn goes to the goroutine parked after the last one, not to a new
 // goroutine: while it runs nothing is parked, and after it one is again.
 func TestTurnTakesAParkedGoroutine(t *testing.T) {
-	d := newDispatcher(throughput, 4)
+	d := NewDispatcher(throughput, 4)
 	ran := make(chan struct{})
 	d.Schedule(func() { ran <- struct{}{} })
 	<-ran
@@ -36,7 +37,7 @@ func TestTurnTakesAParkedGoroutine(t *testing.T) {
 // A turn that blocks holds up no other: a turn scheduled meanwhile runs on
 // another goroutine; once both end, both are parked.
 func TestBlockedTurnHoldsUpNoOther(t *testing.T) {
-	d := newDispatcher(throughput, 4)
+	d := NewDispatcher(throughput, 4)
 	release := make(chan struct{})
 	started := make(chan struct{})
 	d.Schedule(func() { close(started); <-release })
@@ -53,7 +54,7 @@ func TestBlockedTurnHoldsUpNoOther(t *testing.T) {
 // later turns.
 func TestParkedAreBounded(t *testing.T) {
 	before := runtime.NumGoroutine()
-	d := newDispatcher(throughput, 2)
+	d := NewDispatcher(throughput, 2)
 	release := make(chan struct{})
 	started := make(chan struct{}, 3)
 	for range 3 {
@@ -75,4 +76,64 @@ func TestParkedAreBounded(t *testing.T) {
 	<-done
 	<-done
 	waitParked(t, d, 2)
+}
+
+// Stop ends the parked goroutines; a turn scheduled after it still runs,
+// on a goroutine that then ends too.
+func TestStopEndsTheParked(t *testing.T) {
+	before := runtime.NumGoroutine()
+	d := NewDispatcher(throughput, 4)
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	for range 2 {
+		d.Schedule(func() { started <- struct{}{}; <-release })
+	}
+	<-started
+	<-started
+	close(release)
+	waitParked(t, d, 2)
+	d.Stop()
+	d.Stop() // twice is harmless
+	waitParked(t, d, 0)
+	ran := make(chan struct{})
+	d.Schedule(func() { close(ran) })
+	<-ran
+	waitParked(t, d, 0)
+	eventually.True(t, "every goroutine ended", func() (bool, string) {
+		n := runtime.NumGoroutine()
+		return n <= before, fmt.Sprint(n, " goroutines, ", before, " before")
+	})
+}
+
+// Every scheduled turn runs, whether a parked goroutine takes it or a new
+// one does, from many goroutines at once, and after Stop as well.
+func TestEveryTurnRuns(t *testing.T) {
+	d := NewDispatcher(1, 2)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ran := 0
+	run := func() {
+		mu.Lock()
+		ran++
+		mu.Unlock()
+		wg.Done()
+	}
+	for range 8 {
+		wg.Add(100)
+		go func() {
+			for range 100 {
+				d.Schedule(run)
+			}
+		}()
+	}
+	wg.Wait()
+	d.Stop()
+	wg.Add(10)
+	for range 10 {
+		d.Schedule(run)
+	}
+	wg.Wait()
+	if ran != 810 {
+		t.Errorf("%d turns ran, want 810", ran)
+	}
 }
