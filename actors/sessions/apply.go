@@ -232,11 +232,12 @@ func (x *Index) remove(key messages.WorkerKey, tier uint8, hashes []messages.Ext
 }
 
 func (x *Index) removeFrom(l *lineage, pos int32, tier uint8, dirty []*lineage) []*lineage {
-	t := &l.tiers[pos]
-	if *t&tier == 0 {
+	t := l.tier(pos)
+	if t&tier == 0 {
 		return dirty
 	}
-	if *t &^= tier; *t != 0 {
+	if t &^= tier; t != 0 {
+		l.setTier(pos, t)
 		return dirty
 	}
 	if l.dirtyFrom < 0 {

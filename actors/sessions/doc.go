@@ -82,9 +82,10 @@
 // entry all told when every entry is a lineage block (bench/README.md,
 // "Where the memory goes"):
 //
-//   - 9 bytes in the lineage's two lists (its engine hash, its tiers; 0
-//     tiers is a dead block waiting for compaction), grown by an eighth
-//     rather than append's doubling: ~9.2 bytes.
+//   - 9 bytes in the lineage's lists (its engine hash, its tiers; 0
+//     tiers is a dead block waiting for compaction), both in one array
+//     (the tiers packed eight to a word after room for the hashes), grown
+//     by an eighth rather than append's doubling: ~9.2 bytes.
 //   - One 6-byte slot in its stream's owner table (owners.go): an 8-bit
 //     tag of the hash's mix, the lineage's id in the stream (20 bits) and
 //     the block's absolute position (20 bits), no hash; 7/12 to 7/8 full,
@@ -101,17 +102,18 @@
 //     and counted by a walk over the runs to its segment's start only
 //     when a store branches, the newest is removed or the lineage is
 //     compacted.
-//   - Per session and lineage, ~260 bytes (the session's 64-byte record,
-//     its map entry and id, the lineage's 128-byte record with its lists'
-//     headers, its one run): ~10 bytes per block at the ~28 blocks a
-//     conversation's lineage holds in the benchmark. The record names its
-//     stream, not the stream's key (st.key), counts blocks in 32 bits and
-//     keeps its last store's time, like the session, as 8 bytes (an
-//     offset from the index's first store, Index.clock) instead of a
-//     time.Time's 24, so it is two size classes of Go's allocator smaller
-//     than the 176 bytes it was, and the session one (80 bytes before). A
-//     run is 16 bytes: a segment start's negative parent says whether it
-//     has an anchor, instead of a bool that padded it to 24.
+//   - Per session and lineage, ~240 bytes (the session's 64-byte record,
+//     its map entry and id, the lineage's 112-byte record, its one run):
+//     ~9 bytes per block at the ~28 blocks a conversation's lineage holds
+//     in the benchmark. The record names its stream, not the stream's key
+//     (st.key), counts blocks in 32 bits, keeps its last store's time,
+//     like the session, as 8 bytes (an offset from the index's first
+//     store, Index.clock) instead of a time.Time's 24, and has one slice
+//     header for its hashes and tiers, not two: three size classes of
+//     Go's allocator smaller than the 176 bytes it was, and the session
+//     one (80 bytes before). A run is 16 bytes: a segment start's negative
+//     parent says whether it has an anchor, instead of a bool that padded
+//     it to 24.
 //
 // The obvious alternatives cost more: a Go map from hash to (lineage,
 // position) per stream holds the hash again in a 16-byte slot and fills

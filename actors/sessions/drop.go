@@ -62,7 +62,7 @@ func (x *Index) dropLineage(l *lineage, unown bool) {
 	st, s := l.st, l.sess
 	if unown {
 		for i, h := range l.hashes {
-			if l.tiers[i] != 0 {
+			if l.tier(int32(i)) != 0 {
 				st.unown(h, l, int32(i))
 			}
 		}

@@ -105,8 +105,8 @@ func checkInvariants(t testing.TB, x *Index) {
 			if int(l.id) >= len(l.st.lins) || l.st.lins[l.id] != l {
 				t.Fatalf("session %q: lineage on %v not in its stream", id, l.st.key)
 			}
-			if len(l.hashes) != len(l.tiers) || len(l.runs) == 0 || l.runs[0].start != 0 {
-				t.Fatalf("session %q %v: %d hashes, %d tiers, runs %+v", id, l.st.key, len(l.hashes), len(l.tiers), l.runs)
+			if len(l.hashes) > int(l.tierAt) || len(l.runs) == 0 || l.runs[0].start != 0 {
+				t.Fatalf("session %q %v: %d hashes, room for %d, runs %+v", id, l.st.key, len(l.hashes), l.tierAt, l.runs)
 			}
 			for i, r := range l.runs {
 				if r.parent >= r.start || (i > 0 && r.start <= l.runs[i-1].start) || int(r.start) >= len(l.hashes) || r.parent < anchored {
@@ -115,7 +115,7 @@ func checkInvariants(t testing.TB, x *Index) {
 			}
 			live, dead := 0, 0
 			for i, h := range l.hashes {
-				if l.tiers[i] == 0 {
+				if l.tier(int32(i)) == 0 {
 					dead++
 					continue
 				}
@@ -123,12 +123,12 @@ func checkInvariants(t testing.TB, x *Index) {
 				if p, ok := l.lookup(h); !ok || int(p) != i {
 					t.Fatalf("session %q %v: block %d (%d) found at %d %v", id, l.st.key, i, h, p, ok)
 				}
-				if pp := l.parent(int32(i)); pp >= 0 && (int(pp) >= i || l.tiers[pp] == 0) {
-					t.Fatalf("session %q %v: block %d parent %d (tiers %b)", id, l.st.key, i, pp, l.tiers[pp])
+				if pp := l.parent(int32(i)); pp >= 0 && (int(pp) >= i || l.tier(pp) == 0) {
+					t.Fatalf("session %q %v: block %d parent %d (tiers %b)", id, l.st.key, i, pp, l.tier(pp))
 				}
 				owned[l.st.key]++
 			}
-			if live != int(l.live) || dead != int(l.dead) || live == 0 || l.tiers[len(l.tiers)-1] == 0 {
+			if live != int(l.live) || dead != int(l.dead) || live == 0 || l.tier(int32(len(l.hashes)-1)) == 0 {
 				t.Fatalf("session %q %v: live %d/%d dead %d/%d", id, l.st.key, live, l.live, dead, l.dead)
 			}
 			if n := int32(len(l.hashes)); l.depth != l.chainLen(n-1) {
@@ -167,7 +167,7 @@ func checkInvariants(t testing.TB, x *Index) {
 				t.Fatalf("stream %v: slot %#x names a free lineage", key, sl)
 			}
 			idx := relPos(l, slotPos(sl))
-			if int(idx) >= len(l.hashes) || l.tiers[idx] == 0 || slotOf(o.mix(l.hashes[idx]), l.id, slotPos(sl)) != sl {
+			if int(idx) >= len(l.hashes) || l.tier(idx) == 0 || slotOf(o.mix(l.hashes[idx]), l.id, slotPos(sl)) != sl {
 				t.Fatalf("stream %v: slot %#x names no live block of its lineage", key, sl)
 			}
 		}

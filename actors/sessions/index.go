@@ -206,7 +206,7 @@ func tierBit(t messages.StorageTier) uint8 { return 1 << min(uint8(t), 7) }
 func (st *stream) addTier(h messages.ExternalHash, tier uint8) bool {
 	held := false
 	st.each(h, func(l *lineage, idx int32) bool {
-		l.tiers[idx] |= tier
+		l.setTier(idx, l.tier(idx)|tier)
 		held = true
 		return true
 	})

@@ -20,14 +20,17 @@ import (
 // was stored under when the lineage did not hold it: its anchor). A
 // session that keeps continuing its newest block is one run.
 //
-// Its stream's key is st.key, not a field, and its time is 8 bytes
-// (Index.clock): the record is 128 bytes, a size class of Go's allocator
-// (the next field would make it 144).
+// Its stream's key is st.key, not a field, its time is 8 bytes
+// (Index.clock) and its hashes and tiers share one slice: the record is
+// 112 bytes, a size class of Go's allocator (the next field would make it
+// 128).
 type lineage struct {
-	sess   *session
-	st     *stream
+	sess *session
+	st   *stream
+	// hashes holds the blocks' engine hashes; past tierAt, its backing
+	// array holds their tiers, eight to a word (tier): one allocation and
+	// one slice header for both lists.
 	hashes []messages.ExternalHash
-	tiers  []uint8
 	runs   []run
 	// id names the lineage in its stream's owner slots; base is the
 	// absolute position of hashes[0] (the slots hold absolute positions,
@@ -42,6 +45,7 @@ type lineage struct {
 	// dirtyFrom is the lowest position killed by the Removed event being
 	// applied (-1: none).
 	dirtyFrom int32
+	tierAt    int32  // the index of the tiers' first word: room for this many hashes
 	stamp     uint64 // Index.seq at the last append
 	updated   int64  // now at the last append (Index.clock)
 }
@@ -149,20 +153,39 @@ func (l *lineage) chainLen(pos int32) uint32 {
 // newest returns the newest block's hash (the lineage must not be empty).
 func (l *lineage) newest() messages.ExternalHash { return l.hashes[len(l.hashes)-1] }
 
+// tier returns the tiers of the block at pos.
+func (l *lineage) tier(pos int32) uint8 {
+	return uint8(l.hashes[:cap(l.hashes)][int(l.tierAt)+int(pos>>3)] >> (uint(pos&7) * 8))
+}
+
+// setTier sets the tiers of the block at pos.
+func (l *lineage) setTier(pos int32, t uint8) {
+	w := &l.hashes[:cap(l.hashes)][int(l.tierAt)+int(pos>>3)]
+	shift := uint(pos&7) * 8
+	*w = *w&^(0xff<<shift) | messages.ExternalHash(t)<<shift
+}
+
 // grow makes room for n more blocks when l has none left: n and an eighth
 // of what it holds (append would double a short list, a third of its
-// bytes unused on average).
+// bytes unused on average). Hashes and tiers are moved to one new array:
+// room for c hashes, then the tiers of c blocks in ⌈c/8⌉ words.
 func (l *lineage) grow(n int) {
-	if len(l.hashes) < cap(l.hashes) && len(l.tiers) < cap(l.tiers) {
+	if len(l.hashes) < int(l.tierAt) {
 		return
 	}
-	c := len(l.hashes) + n + len(l.hashes)/8
-	l.hashes = append(make([]messages.ExternalHash, 0, c), l.hashes...)
-	l.tiers = append(make([]uint8, 0, c), l.tiers...)
+	c := len(l.hashes) + max(n, 1) + len(l.hashes)/8
+	buf := make([]messages.ExternalHash, c+(c+7)/8)
+	copy(buf, l.hashes)
+	if len(l.hashes) > 0 {
+		old := l.hashes[:cap(l.hashes)]
+		copy(buf[c:], old[l.tierAt:int(l.tierAt)+(len(l.hashes)+7)/8])
+	}
+	l.hashes, l.tierAt = buf[:len(l.hashes)], int32(c)
 }
 
 // appendBlock appends h under the block at prevPos (-1: a new segment
-// stored under prev when hasPrev) and returns its position.
+// stored under prev when hasPrev) and returns its position. The caller
+// made room (grow).
 func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, prevPos int32, prev messages.ExternalHash, hasPrev bool) int32 {
 	l.st.reserve()
 	pos := int32(len(l.hashes))
@@ -176,8 +199,8 @@ func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, pre
 	default:
 		l.runs = append(l.runs, segmentStart(pos, prev, hasPrev))
 	}
-	l.hashes = append(l.hashes, h)
-	l.tiers = append(l.tiers, tier)
+	l.hashes = append(l.hashes, h) // in place: below tierAt
+	l.setTier(pos, tier)
 	l.depth = depth
 	l.live++
 	x.blocks++
@@ -188,7 +211,7 @@ func (x *Index) appendBlock(l *lineage, h messages.ExternalHash, tier uint8, pre
 // kill marks the block at pos dead (its tiers already cleared or not) and
 // forgets its hash.
 func (x *Index) kill(l *lineage, pos int32) {
-	l.tiers[pos] = 0
+	l.setTier(pos, 0)
 	l.st.unown(l.hashes[pos], l, pos)
 	l.live--
 	l.dead++
@@ -210,18 +233,18 @@ func (x *Index) settle(l *lineage) {
 		if l.runs[ri].start == i {
 			p = l.runs[ri].parent
 		}
-		if l.tiers[i] != 0 && p >= 0 && l.tiers[p] == 0 {
+		if l.tier(i) != 0 && p >= 0 && l.tier(p) == 0 {
 			x.kill(l, i)
 			x.count(ReasonPruned, 1)
 		}
 	}
 	tail := len(l.hashes)
 	n := tail
-	for n > 0 && l.tiers[n-1] == 0 {
+	for n > 0 && l.tier(int32(n-1)) == 0 {
 		n--
 		l.dead--
 	}
-	l.hashes, l.tiers = l.hashes[:n], l.tiers[:n]
+	l.hashes = l.hashes[:n]
 	for len(l.runs) > 0 && l.runs[len(l.runs)-1].start >= int32(n) {
 		l.runs = l.runs[:len(l.runs)-1]
 	}
@@ -241,7 +264,7 @@ func (x *Index) settle(l *lineage) {
 func (x *Index) trim(l *lineage, n int) {
 	keep := 0
 	for seen := 0; keep < len(l.hashes) && seen < n; keep++ {
-		if l.tiers[keep] != 0 {
+		if l.tier(int32(keep)) != 0 {
 			seen++
 		}
 	}
@@ -258,7 +281,7 @@ func (x *Index) compact(l *lineage, keep int) {
 	// slots go, and the runs whose first parent it held (or that it cuts)
 	// become segments anchored at that parent.
 	for i := int32(0); i < k; i++ {
-		if l.tiers[i] != 0 {
+		if l.tier(i) != 0 {
 			l.st.unown(l.hashes[i], l, i)
 			l.live--
 			x.blocks--
@@ -293,7 +316,8 @@ func (x *Index) compact(l *lineage, keep int) {
 		for ri+1 < len(runs) && runs[ri+1].start <= i {
 			ri++
 		}
-		if l.tiers[i] == 0 {
+		t := l.tier(i)
+		if t == 0 {
 			remap[i] = -1
 			continue
 		}
@@ -313,14 +337,15 @@ func (x *Index) compact(l *lineage, keep int) {
 			nr++
 		}
 		h := l.hashes[i]
-		l.hashes[w], l.tiers[w] = h, l.tiers[i]
+		l.hashes[w] = h
+		l.setTier(w, t)
 		if w != i-k { // a dead block before it went: its absolute position moves
 			l.st.reown(h, l, (oldBase+uint32(i))&posMask, w)
 		}
 		remap[i] = w
 		w++
 	}
-	l.hashes, l.tiers, l.runs = l.hashes[:w], l.tiers[:w], runs[:nr]
+	l.hashes, l.runs = l.hashes[:w], runs[:nr]
 	l.dead = 0
 	if w > 0 {
 		l.depth = l.chainLen(w - 1) // a trim may have cut the newest's segment

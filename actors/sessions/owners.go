@@ -166,7 +166,7 @@ func (st *stream) reserve() {
 			continue
 		}
 		for i, h := range l.hashes {
-			if l.tiers[i] != 0 {
+			if l.tier(int32(i)) != 0 {
 				st.own(h, l, int32(i))
 			}
 		}
