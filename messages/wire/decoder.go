@@ -27,9 +27,7 @@ type Decoder struct {
 	batch   Batch
 	hashes  []uint64 // arena for Event.BlockHashes
 	tokens  []uint32 // arena for Event.Tokens
-	scratch []byte
-	hdr     [5]byte // a str/bin/ext header being read
-	stopped bool    // an event broke the stream: nothing after it can be read
+	stopped bool     // an event broke the stream: nothing after it can be read
 }
 
 // NewDecoder returns a decoder with the given limits; a nil fold means
@@ -172,7 +170,7 @@ func (x *Decoder) timestamp() error {
 		}
 		return nil
 	case classNil:
-		return x.d.DecodeNil()
+		return x.decodeNil()
 	}
 	x.batch.Dropped = x.batch.Dropped.With(HintTimestamp)
 	return x.skip()
@@ -252,11 +250,11 @@ func (x *Decoder) keyField() (field, error) {
 	if p := x.rest(); len(p) > 0 && p[0]&0xe0 == 0xa0 {
 		if n := int(p[0] & 0x1f); n < len(p) && n <= x.lim.MaxStringBytes {
 			_, _ = x.r.Seek(int64(1+n), io.SeekCurrent) // within the payload: cannot fail
-			return keyFields[string(p[1:1+n])], nil
+			return keyField(p[1 : 1+n]), nil
 		}
 	}
 	b, err := x.mapKeyBytes()
-	return keyFields[string(b)], err
+	return keyField(b), err
 }
 
 // mapKeyBytes reads a map key's bytes (valid until the next read); a

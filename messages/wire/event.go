@@ -46,7 +46,8 @@ const removedTail = 3
 // session_id, so its sixth slot is never read).
 var tailLayout = [...]field{fGroupIdx, fKind, fSliding, fLocality, fOwnership, fSessionID}
 
-// keyFields maps map-form keys (and batch keys, as fIgnore) to fields.
+// keyFields maps map-form keys (and batch keys, as fIgnore) to fields; it
+// fills names (names.go), where they are looked up.
 var keyFields = map[string]field{
 	"type": fType, "block_hashes": fBlockHashes, "parent_block_hash": fParent,
 	"token_ids": fTokens, "block_size": fBlockSize, "lora_id": fLoraID, "medium": fMedium,
@@ -61,10 +62,19 @@ var keyFields = map[string]field{
 // keyString returns the shared spelling of a known key, or "" for keys
 // kvrouter does not read (they are skipped; their spelling is not needed).
 func keyString(b []byte) string {
-	if _, ok := keyFields[string(b)]; ok {
-		return intern(b)
+	if e := names.lookup(b); e != nil && e.key {
+		return e.s
 	}
 	return ""
+}
+
+// keyField returns the field a map key names: fIgnore for keys kvrouter
+// skips and for unknown keys.
+func keyField(b []byte) field {
+	if e := names.lookup(b); e != nil {
+		return e.f
+	}
+	return fIgnore
 }
 
 // eventState holds what one event's fields say before precedence rules
@@ -207,7 +217,7 @@ func (x *Decoder) readField(st *eventState, f field) error {
 			return err
 		}
 		if cl == classNil {
-			return x.d.DecodeNil()
+			return x.decodeNil()
 		}
 		h, err := x.hash("parent_block_hash")
 		ev.Parent = Opt[uint64]{V: h, Ok: err == nil}

@@ -199,7 +199,7 @@ func (x *Decoder) perBlock(st *eventState, name string, item func(block int) err
 			return err
 		}
 		if cl == classNil {
-			if err := x.d.DecodeNil(); err != nil {
+			if err := x.decodeNil(); err != nil {
 				return truncated(name, err)
 			}
 			continue

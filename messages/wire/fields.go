@@ -95,7 +95,7 @@ func (x *Decoder) token() (uint32, error) {
 		}
 		return 0, malformed("token id is a msgpack %s, want an int", cl)
 	}
-	v, err := x.d.DecodeInt64()
+	v, err := x.decodeInt64()
 	if err != nil {
 		return 0, truncated("token id", err)
 	}
@@ -213,7 +213,7 @@ func (x *Decoder) arrayOrNil(field string) (n int, ok bool, err error) {
 	}
 	switch cl {
 	case classNil:
-		return 0, false, x.d.DecodeNil()
+		return 0, false, x.decodeNil()
 	case classArray:
 		n, err = x.arrayLen()
 		return n, err == nil, err

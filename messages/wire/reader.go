@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 
@@ -126,7 +127,7 @@ func (x *Decoder) peek() (class, error) {
 
 // arrayLen reads an array header whose elements must fit in what remains.
 func (x *Decoder) arrayLen() (int, error) {
-	n, err := x.d.DecodeArrayLen()
+	n, err := x.containerLen(0x90, 0xdc)
 	if err != nil {
 		return 0, truncated("reading array length", err)
 	}
@@ -142,7 +143,7 @@ func (x *Decoder) arrayLen() (int, error) {
 
 // mapLen reads a map header whose entries must fit in what remains.
 func (x *Decoder) mapLen() (int, error) {
-	n, err := x.d.DecodeMapLen()
+	n, err := x.containerLen(0x80, 0xde)
 	if err != nil {
 		return 0, truncated("reading map length", err)
 	}
@@ -156,8 +157,60 @@ func (x *Decoder) mapLen() (int, error) {
 	return n, nil
 }
 
-// rawBytes reads a str or bin value's bytes into the scratch buffer (valid
-// until the next call). Strings over MaxStringBytes are skipped and reported.
+// containerLen reads an array (fix code fix, 16-bit code c16) or map
+// header, nil as -1. A complete header is read in place from the payload;
+// anything else goes through the library, which words its errors.
+func (x *Decoder) containerLen(fix, c16 byte) (int, error) {
+	p := x.rest()
+	if len(p) > 0 {
+		hdr, n := 0, 0
+		switch c := p[0]; {
+		case c&0xf0 == fix:
+			hdr, n = 1, int(c&0x0f)
+		case c == msgpcode.Nil:
+			hdr, n = 1, -1
+		case c == c16 && len(p) >= 3:
+			hdr, n = 3, int(binary.BigEndian.Uint16(p[1:]))
+		case c == c16+1 && len(p) >= 5:
+			hdr, n = 5, int(binary.BigEndian.Uint32(p[1:]))
+		}
+		if hdr > 0 {
+			x.advance(hdr)
+			return n, nil
+		}
+	}
+	if fix == 0x90 {
+		return x.d.DecodeArrayLen()
+	}
+	return x.d.DecodeMapLen()
+}
+
+// advance consumes n bytes the caller has seen in the payload.
+func (x *Decoder) advance(n int) { _, _ = x.r.Seek(int64(n), io.SeekCurrent) }
+
+// decodeNil consumes a nil, in place when it is one.
+func (x *Decoder) decodeNil() error {
+	if p := x.rest(); len(p) > 0 && p[0] == msgpcode.Nil {
+		x.advance(1)
+		return nil
+	}
+	return x.d.DecodeNil()
+}
+
+// decodeInt64 reads an int of any width as its 64-bit two's-complement bit
+// pattern (what the library's DecodeInt64 returns), in place when it is a
+// complete int.
+func (x *Decoder) decodeInt64() (int64, error) {
+	if v, n := intAt(x.rest()); n > 0 {
+		x.advance(n)
+		return int64(v), nil
+	}
+	return x.d.DecodeInt64()
+}
+
+// rawBytes reads a str or bin value's bytes, in place: the slice points into
+// the payload and must not be written to. Strings over MaxStringBytes are
+// skipped and reported.
 func (x *Decoder) rawBytes() ([]byte, error) {
 	n, err := x.bytesHeader()
 	if err != nil {
@@ -169,14 +222,9 @@ func (x *Decoder) rawBytes() ([]byte, error) {
 		}
 		return nil, overLimit("string of %d bytes exceeds the %d-byte cap", n, x.lim.MaxStringBytes)
 	}
-	if cap(x.scratch) < n {
-		x.scratch = make([]byte, n)
-	}
-	x.scratch = x.scratch[:n]
-	if err := x.d.ReadFull(x.scratch); err != nil {
-		return nil, truncated("reading string", err)
-	}
-	return x.scratch, nil
+	b := x.rest()[:n:n] // bytesHeader checked that n bytes remain
+	x.advance(n)
+	return b, nil
 }
 
 // bytesHeader consumes the header of a str, bin or ext value and returns how
@@ -212,10 +260,11 @@ func (x *Decoder) bytesHeader() (int, error) {
 		}
 		return 0, malformed("want str or bin, got %s", classify(c))
 	}
-	h := x.hdr[:]
-	if err := x.d.ReadFull(h[:hdr]); err != nil {
-		return 0, truncated("reading string header", err)
+	h := x.rest()
+	if len(h) < hdr {
+		return 0, truncated("reading string header", io.ErrUnexpectedEOF)
 	}
+	x.advance(hdr)
 	switch hdr {
 	case 2:
 		n = int(h[1])
@@ -242,7 +291,7 @@ func (x *Decoder) optString(field string) (string, error) {
 	}
 	switch cl {
 	case classNil:
-		return "", x.d.DecodeNil()
+		return "", x.decodeNil()
 	case classStr:
 		b, err := x.rawBytes()
 		if err != nil {
@@ -264,9 +313,9 @@ func (x *Decoder) optInt(field string, min int64) (Opt[int64], error) {
 	}
 	switch cl {
 	case classNil:
-		return Opt[int64]{}, x.d.DecodeNil()
+		return Opt[int64]{}, x.decodeNil()
 	case classInt:
-		v, err := x.d.DecodeInt64()
+		v, err := x.decodeInt64()
 		if err != nil {
 			return Opt[int64]{}, truncated(field, err)
 		}
@@ -290,7 +339,7 @@ func (x *Decoder) hash(field string) (uint64, error) {
 	}
 	switch cl {
 	case classInt:
-		v, err := x.d.DecodeInt64()
+		v, err := x.decodeInt64()
 		if err != nil {
 			return 0, truncated(field, err)
 		}
@@ -365,23 +414,15 @@ func (x *Decoder) skipN(n int) error {
 // intern returns a shared string for the values engines repeat in every
 // event (tags, keys, media, kinds), so decoding them does not allocate.
 func intern(b []byte) string {
-	if s, ok := interned[string(b)]; ok {
-		return s
+	if e := names.lookup(b); e != nil {
+		return e.s
 	}
 	return string(b)
 }
 
-var interned = func() map[string]string {
-	m := map[string]string{}
-	for _, s := range []string{
-		"", TagStored, TagRemoved, TagCleared,
-		"GPU", "CPU", "CPU_PINNED", "DISK", "LOCAL", "REMOTE",
-		"full_attention", "mla_attention", "sink_full_attention", "sliding_window", "mamba",
-	} {
-		m[s] = s
-	}
-	for k := range keyFields {
-		m[k] = k
-	}
-	return m
-}()
+// names holds the known keys and the values intern shares.
+var names = newNameTable(keyFields, []string{
+	TagStored, TagRemoved, TagCleared,
+	"GPU", "CPU", "CPU_PINNED", "DISK", "LOCAL", "REMOTE",
+	"full_attention", "mla_attention", "sink_full_attention", "sliding_window", "mamba",
+})

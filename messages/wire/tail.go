@@ -47,7 +47,7 @@ func (x *Decoder) tail(st *eventState, n int) error {
 				err = x.skip()
 			}
 		case classNil:
-			err = x.d.DecodeNil()
+			err = x.decodeNil()
 		default:
 			err = x.skip()
 		}
