@@ -135,11 +135,11 @@
 // when live slots and tombstones would pass 7/8.
 //
 // Against the router's target of 100 bytes of per-block state per (block,
-// worker) entry with sessions on, the whole router holds 100–104 bytes in
-// process (bench/README.md, "Where the memory goes"): met at 16 workers,
-// 4 over at 64. The rest is outside this index — the tree's node and
-// engine-hash table (~57–59), the coalescer's set of the same hashes
-// (~13–16) — and here the per-session records (~11), the lists (~9) and
-// the owner slots (~8, a second table of hashes the tree already holds
-// per stream, kept because the session actor owns its state).
+// worker) entry with sessions on, the whole router holds 97–100 bytes in
+// process (bench/README.md, "Where the memory goes"): met at 16 and 64
+// workers, at 64 by 0.1 byte. The rest is outside this index — the tree's
+// node and engine-hash table (~57–59), the coalescer's set of the same
+// hashes (~12–13) — and here the per-session records (~9), the lists
+// (~9) and the owner slots (~8, a second table of hashes the tree already
+// holds per stream, kept because the session actor owns its state).
 package sessions
