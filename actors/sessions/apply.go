@@ -65,7 +65,7 @@ func (x *Index) store(key messages.WorkerKey, tier uint8, ev messages.RouterEven
 // session's lineage may hold it.
 func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev messages.RouterEvent, now time.Time) Reason {
 	id := ev.SessionID
-	s := x.sessions[id]
+	s := x.sessions.get(id)
 	var l *lineage
 	if s != nil {
 		l = s.find(key)
@@ -172,9 +172,9 @@ func (x *Index) storeChain(st *stream, key messages.WorkerKey, tier uint8, ev me
 func (x *Index) newLineage(s *session, id string, key messages.WorkerKey, now time.Time) (*session, *lineage) {
 	if s == nil {
 		s = &session{id: id, lastSeen: x.clock(now)}
-		x.sessions[id] = s
+		x.sessions.put(s)
 		x.toFront(s)
-		for len(x.sessions) > x.cfg.MaxSessions {
+		for x.sessions.len() > x.cfg.MaxSessions {
 			x.count(ReasonEvicted, 1)
 			x.dropSession(x.tail)
 		}
@@ -190,8 +190,8 @@ func (x *Index) newLineage(s *session, id string, key messages.WorkerKey, now ti
 		}
 		x.count(ReasonHolderDropped, 1)
 		x.dropLineage(old, true)
-		if x.sessions[id] != s { // it was the session's only lineage
-			x.sessions[id] = s
+		if x.sessions.get(id) != s { // it was the session's only lineage
+			x.sessions.put(s)
 			x.toFront(s)
 		}
 	}

@@ -102,10 +102,12 @@
 //     and counted by a walk over the runs to its segment's start only
 //     when a store branches, the newest is removed or the lineage is
 //     compacted.
-//   - Per session and lineage, ~240 bytes (the session's 64-byte record,
-//     its map entry and id, the lineage's 112-byte record, its one run):
-//     ~9 bytes per block at the ~28 blocks a conversation's lineage holds
-//     in the benchmark. The record names its stream, not the stream's key
+//   - Per session and lineage, ~220 bytes (the session's 64-byte record,
+//     its slot in the session table and its id, the lineage's 112-byte
+//     record, its one run): ~8 bytes per block at the ~28 blocks a
+//     conversation's lineage holds in the benchmark. The session table
+//     (table.go) is 16-byte slots keyed by a seeded hash of the id, ~26
+//     bytes a session, where a Go map of string keys took ~46. The record names its stream, not the stream's key
 //     (st.key), counts blocks in 32 bits, keeps its last store's time,
 //     like the session, as 8 bytes (an offset from the index's first
 //     store, Index.clock) instead of a time.Time's 24, and has one slice
@@ -135,11 +137,11 @@
 // when live slots and tombstones would pass 7/8.
 //
 // Against the router's target of 100 bytes of per-block state per (block,
-// worker) entry with sessions on, the whole router holds 97–100 bytes in
-// process (bench/README.md, "Where the memory goes"): met at 16 and 64
-// workers, at 64 by 0.1 byte. The rest is outside this index — the tree's
+// worker) entry with sessions on, the whole router holds 96.5–99.6 bytes
+// in process (bench/README.md, "Where the memory goes"): met at 16 and 64
+// workers. The rest is outside this index — the tree's
 // node and engine-hash table (~57–59), the coalescer's set of the same
-// hashes (~12–13) — and here the per-session records (~9), the lists
+// hashes (~12–13) — and here the per-session records (~8), the lists
 // (~9) and the owner slots (~8, a second table of hashes the tree already
 // holds per stream, kept because the session actor owns its state).
 package sessions

@@ -23,7 +23,7 @@ func (x *Index) DropWorker(worker messages.WorkerID) {
 // Forget drops a session's lineage everywhere (DELETE /sessions/{id}). It
 // reports whether the session was held.
 func (x *Index) Forget(id string) bool {
-	s := x.sessions[id]
+	s := x.sessions.get(id)
 	if s == nil {
 		return false
 	}
@@ -76,8 +76,8 @@ func (x *Index) dropLineage(l *lineage, unown bool) {
 	if i := slices.Index(s.lins, l); i >= 0 {
 		s.lins = slices.Delete(s.lins, i, i+1)
 	}
-	if len(s.lins) == 0 && x.sessions[s.id] == s {
-		delete(x.sessions, s.id)
+	if len(s.lins) == 0 && x.sessions.get(s.id) == s {
+		x.sessions.remove(s)
 		x.unlink(s)
 	}
 	*l = lineage{dirtyFrom: -1}

@@ -88,9 +88,10 @@ func checkInvariants(t testing.TB, x *Index) {
 	t.Helper()
 	blocks, lineages := 0, 0
 	owned := map[messages.WorkerKey]int{}
-	for id, s := range x.sessions {
-		if s.id != id || len(s.lins) == 0 || len(s.lins) > x.cfg.MaxHolders {
-			t.Fatalf("session %q: id %q, %d lineages", id, s.id, len(s.lins))
+	for s := range x.sessions.all() {
+		id := s.id
+		if x.sessions.get(id) != s || len(s.lins) == 0 || len(s.lins) > x.cfg.MaxHolders {
+			t.Fatalf("session %q: not found by its id, or %d lineages", id, len(s.lins))
 		}
 		keys := map[messages.WorkerKey]bool{}
 		for _, l := range s.lins {
@@ -178,13 +179,13 @@ func checkInvariants(t testing.TB, x *Index) {
 	n := 0
 	var prev *session
 	for s := x.head; s != nil; s = s.next {
-		if s.prev != prev || x.sessions[s.id] != s {
+		if s.prev != prev || x.sessions.get(s.id) != s {
 			t.Fatalf("LRU: broken at %q", s.id)
 		}
 		prev = s
 		n++
 	}
-	if n != len(x.sessions) || x.tail != prev {
-		t.Fatalf("LRU: %d listed, %d sessions", n, len(x.sessions))
+	if n != x.sessions.len() || x.tail != prev {
+		t.Fatalf("LRU: %d listed, %d sessions", n, x.sessions.len())
 	}
 }

@@ -97,7 +97,7 @@ func (c *Config) defaults() {
 // goroutines, no I/O; the same calls always give the same state.
 type Index struct {
 	cfg      Config
-	sessions map[string]*session
+	sessions sessionTable
 	streams  map[messages.WorkerKey]*stream
 	// LRU of sessions by last store: head is the most recent.
 	head, tail *session
@@ -158,7 +158,7 @@ func New(cfg Config) *Index {
 	return &Index{
 		cfg:      cfg,
 		maxSpan:  maxSpan,
-		sessions: make(map[string]*session),
+		sessions: newSessionTable(),
 		streams:  make(map[messages.WorkerKey]*stream),
 	}
 }
@@ -169,7 +169,7 @@ func (x *Index) Config() Config { return x.cfg }
 // Stats returns the counters and gauges.
 func (x *Index) Stats() Stats {
 	s := x.stats
-	s.Sessions, s.Lineages, s.Blocks = len(x.sessions), x.lineages, x.blocks
+	s.Sessions, s.Lineages, s.Blocks = x.sessions.len(), x.lineages, x.blocks
 	return s
 }
 

@@ -40,7 +40,7 @@ type Session struct {
 // first (by the order of their last appended block); nil for a session the
 // index does not hold.
 func (x *Index) Holders(id string) []Holder {
-	s := x.sessions[id]
+	s := x.sessions.get(id)
 	if s == nil {
 		return nil
 	}
@@ -49,7 +49,7 @@ func (x *Index) Holders(id string) []Holder {
 
 // Get returns the session with each holder's chain.
 func (x *Index) Get(id string) (Session, bool) {
-	s := x.sessions[id]
+	s := x.sessions.get(id)
 	if s == nil {
 		return Session{}, false
 	}
@@ -115,7 +115,7 @@ type Bonus struct {
 // stream (at most MaxDepth blocks), a worker with a much longer physical
 // match still wins.
 func (x *Index) Credit(id string, weight float64, cands []routing.Candidate, dst []Bonus) []Bonus {
-	s := x.sessions[id]
+	s := x.sessions.get(id)
 	if s == nil || !(weight > 0) || math.IsInf(weight, 1) {
 		return dst
 	}

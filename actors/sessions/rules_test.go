@@ -274,8 +274,8 @@ func TestRules(t *testing.T) {
 				checkInvariants(t, x)
 			}
 			got := map[string][]hs{}
-			for id := range x.sessions {
-				got[id] = summary(x.Holders(id))
+			for s := range x.sessions.all() {
+				got[s.id] = summary(x.Holders(s.id))
 			}
 			if len(got) != len(tc.want) {
 				t.Fatalf("sessions %v, want %v", got, tc.want)
