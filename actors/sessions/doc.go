@@ -137,7 +137,7 @@
 // when live slots and tombstones would pass 7/8.
 //
 // Against the router's target of 100 bytes of per-block state per (block,
-// worker) entry with sessions on, the whole router holds 96.5–99.6 bytes
+// worker) entry with sessions on, the whole router holds 96.7–99.6 bytes
 // in process (bench/README.md, "Where the memory goes"): met at 16 and 64
 // workers. The rest is outside this index — the tree's
 // node and engine-hash table (~57–59), the coalescer's set of the same
