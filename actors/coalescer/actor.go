@@ -208,6 +208,7 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 			tracectx.Seq.Int64(int64(m.Seq)), tracectx.Events.Int(len(m.Events)), emittedKey.Int(len(out)),
 			stateKey.String(string(s.status.State)))
 	}
+	clear(out) // the batch sent holds its own copy: keep no event's blocks alive until the next batch
 	s.out = out[:0]
 	s.status.LastSeq = m.Seq
 	if m.ReceivedAt != 0 {
