@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -21,7 +20,8 @@ type Decoder struct {
 	lim     Limits
 	fold    FoldBin
 	payload []byte
-	r       bytes.Reader
+	pos     int          // the next byte of payload to read
+	r       bytes.Reader // the library's reader, positioned at pos for each call (lib)
 	d       *msgpack.Decoder
 
 	batch   Batch
@@ -57,7 +57,7 @@ func NewDecoder(lim Limits, fold FoldBin) *Decoder {
 // declared event is in Events, each accepted or carrying its Reason, except
 // the Lost ones after a truncation.
 func (x *Decoder) Decode(payload []byte) (*Batch, error) {
-	x.payload = payload
+	x.payload, x.pos = payload, 0
 	x.r.Reset(payload)
 	x.d.ResetReader(&x.r)
 	x.hashes = x.hashes[:0]
@@ -161,7 +161,7 @@ func (x *Decoder) timestamp() error {
 	}
 	switch cl {
 	case classFloat, classInt:
-		ts, err := x.d.DecodeFloat64()
+		ts, err := lib(x, (*msgpack.Decoder).DecodeFloat64)
 		if err != nil {
 			return truncated("batch timestamp", err)
 		}
@@ -247,11 +247,8 @@ func (x *Decoder) mapKey() (string, error) {
 // kvrouter does not read and non-string keys). A fixstr key, what engines
 // send, is looked up in place.
 func (x *Decoder) keyField() (field, error) {
-	if p := x.rest(); len(p) > 0 && p[0]&0xe0 == 0xa0 {
-		if n := int(p[0] & 0x1f); n < len(p) && n <= x.lim.MaxStringBytes {
-			_, _ = x.r.Seek(int64(1+n), io.SeekCurrent) // within the payload: cannot fail
-			return keyField(p[1 : 1+n]), nil
-		}
+	if b, ok := x.fixstr(); ok {
+		return keyField(b), nil
 	}
 	b, err := x.mapKeyBytes()
 	return keyField(b), err

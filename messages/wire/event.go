@@ -272,19 +272,12 @@ func (x *Decoder) tag(ev *Event) error {
 	if err != nil {
 		return err
 	}
-	ev.Tag = intern(b)
-	switch ev.Tag {
-	case TagStored:
-		ev.Type = TypeStored
-	case TagRemoved:
-		ev.Type = TypeRemoved
-	case TagCleared:
-		ev.Type = TypeCleared
-	default:
-		ev.Type = TypeUnknown
-		return &fieldError{messages.ReasonUnknownTag, "unknown tag " + quote(ev.Tag)}
+	if e := names.lookup(b); e != nil && e.typ != TypeUnknown {
+		ev.Tag, ev.Type = e.s, e.typ
+		return nil
 	}
-	return nil
+	ev.Tag, ev.Type = intern(b), TypeUnknown
+	return &fieldError{messages.ReasonUnknownTag, "unknown tag " + quote(ev.Tag)}
 }
 
 // resolve applies the precedence rules once every field is known.

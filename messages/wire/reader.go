@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
@@ -67,7 +68,18 @@ var classNames = [...]string{"nil", "bool", "int", "float", "str", "bin", "array
 
 func (c class) String() string { return classNames[c] }
 
-func classify(c byte) class {
+func classify(c byte) class { return classes[c] }
+
+// classes holds every code byte's class (classOf), so classify is one load.
+var classes = func() (t [256]class) {
+	for c := range t {
+		t[c] = classOf(byte(c))
+	}
+	return t
+}()
+
+// classOf is the msgpack spec's classification of a code byte.
+func classOf(c byte) class {
 	switch {
 	case msgpcode.IsFixedNum(c):
 		return classInt
@@ -106,10 +118,10 @@ func classify(c byte) class {
 // peekCode returns the next byte without consuming it, straight from the
 // payload (the library's PeekCode reads and unreads it through the reader).
 func (x *Decoder) peekCode() (byte, error) {
-	if x.r.Len() == 0 {
+	if x.pos >= len(x.payload) {
 		return 0, io.EOF
 	}
-	return x.payload[len(x.payload)-x.r.Len()], nil
+	return x.payload[x.pos], nil
 }
 
 // peek returns the class of the next value without consuming it.
@@ -134,9 +146,9 @@ func (x *Decoder) arrayLen() (int, error) {
 	if n < 0 {
 		return 0, nil
 	}
-	if n > x.r.Len() {
+	if n > x.left() {
 		return 0, &structuralError{messages.ReasonTruncated,
-			fmt.Sprintf("array declares %d elements but %d bytes remain", n, x.r.Len())}
+			fmt.Sprintf("array declares %d elements but %d bytes remain", n, x.left())}
 	}
 	return n, nil
 }
@@ -150,9 +162,9 @@ func (x *Decoder) mapLen() (int, error) {
 	if n < 0 {
 		return 0, nil
 	}
-	if n > x.r.Len()/2 {
+	if n > x.left()/2 {
 		return 0, &structuralError{messages.ReasonTruncated,
-			fmt.Sprintf("map declares %d entries but %d bytes remain", n, x.r.Len())}
+			fmt.Sprintf("map declares %d entries but %d bytes remain", n, x.left())}
 	}
 	return n, nil
 }
@@ -180,13 +192,51 @@ func (x *Decoder) containerLen(fix, c16 byte) (int, error) {
 		}
 	}
 	if fix == 0x90 {
-		return x.d.DecodeArrayLen()
+		return lib(x, (*msgpack.Decoder).DecodeArrayLen)
 	}
-	return x.d.DecodeMapLen()
+	return lib(x, (*msgpack.Decoder).DecodeMapLen)
+}
+
+// fixstr consumes a complete fixstr (what engines send for keys, tags and
+// short values) within MaxStringBytes and returns its bytes in place; ok
+// false, nothing consumed, for anything else.
+func (x *Decoder) fixstr() (b []byte, ok bool) {
+	p := x.rest()
+	if len(p) == 0 || p[0]&0xe0 != 0xa0 {
+		return nil, false
+	}
+	n := int(p[0] & 0x1f)
+	if n >= len(p) || n > x.lim.MaxStringBytes {
+		return nil, false
+	}
+	x.advance(1 + n)
+	return p[1 : 1+n : 1+n], true
 }
 
 // advance consumes n bytes the caller has seen in the payload.
-func (x *Decoder) advance(n int) { _, _ = x.r.Seek(int64(n), io.SeekCurrent) }
+func (x *Decoder) advance(n int) { x.pos += n }
+
+// left returns how many payload bytes remain.
+func (x *Decoder) left() int { return len(x.payload) - x.pos }
+
+// lib runs one library call on the payload from x.pos and moves x.pos past
+// what it read. The hot path reads the payload in place; the library reads
+// what that does not (floats, other encodings, truncated values) and words
+// its errors.
+func lib[T any](x *Decoder, call func(*msgpack.Decoder) (T, error)) (T, error) {
+	_, _ = x.r.Seek(int64(x.pos), io.SeekStart) // within the payload: cannot fail
+	v, err := call(x.d)
+	x.pos = len(x.payload) - x.r.Len()
+	return v, err
+}
+
+// libErr is lib for a call that returns only an error.
+func libErr(x *Decoder, call func(*msgpack.Decoder) error) error {
+	_, _ = x.r.Seek(int64(x.pos), io.SeekStart)
+	err := call(x.d)
+	x.pos = len(x.payload) - x.r.Len()
+	return err
+}
 
 // decodeNil consumes a nil, in place when it is one.
 func (x *Decoder) decodeNil() error {
@@ -194,7 +244,7 @@ func (x *Decoder) decodeNil() error {
 		x.advance(1)
 		return nil
 	}
-	return x.d.DecodeNil()
+	return libErr(x, (*msgpack.Decoder).DecodeNil)
 }
 
 // decodeInt64 reads an int of any width as its 64-bit two's-complement bit
@@ -205,21 +255,22 @@ func (x *Decoder) decodeInt64() (int64, error) {
 		x.advance(n)
 		return int64(v), nil
 	}
-	return x.d.DecodeInt64()
+	return lib(x, (*msgpack.Decoder).DecodeInt64)
 }
 
 // rawBytes reads a str or bin value's bytes, in place: the slice points into
 // the payload and must not be written to. Strings over MaxStringBytes are
 // skipped and reported.
 func (x *Decoder) rawBytes() ([]byte, error) {
+	if b, ok := x.fixstr(); ok {
+		return b, nil
+	}
 	n, err := x.bytesHeader()
 	if err != nil {
 		return nil, err
 	}
 	if n > x.lim.MaxStringBytes {
-		if _, err := x.r.Seek(int64(n), io.SeekCurrent); err != nil {
-			return nil, truncated("skipping string", err)
-		}
+		x.advance(n) // bytesHeader checked that n bytes remain
 		return nil, overLimit("string of %d bytes exceeds the %d-byte cap", n, x.lim.MaxStringBytes)
 	}
 	b := x.rest()[:n:n] // bytesHeader checked that n bytes remain
@@ -276,9 +327,9 @@ func (x *Decoder) bytesHeader() (int, error) {
 	if classify(c) == classExt && hdr > 1 {
 		n++ // the ext type byte
 	}
-	if n > x.r.Len() {
+	if n > x.left() {
 		return 0, &structuralError{messages.ReasonTruncated,
-			fmt.Sprintf("value declares %d bytes but %d remain", n, x.r.Len())}
+			fmt.Sprintf("value declares %d bytes but %d remain", n, x.left())}
 	}
 	return n, nil
 }
@@ -380,15 +431,13 @@ func (x *Decoder) skip() error {
 			n, err = x.mapLen()
 			n *= 2
 		case classStr, classBin, classExt:
-			if n, err = x.bytesHeader(); err == nil {
-				_, err = x.r.Seek(int64(n), io.SeekCurrent)
-			}
-			if err != nil {
+			if n, err = x.bytesHeader(); err != nil {
 				return err
 			}
+			x.advance(n) // bytesHeader checked that n bytes remain
 			continue
 		default: // nil, bool, numbers: at most 9 bytes
-			if err := x.d.Skip(); err != nil {
+			if err := libErr(x, (*msgpack.Decoder).Skip); err != nil {
 				return truncated("skipping value", err)
 			}
 			continue
@@ -422,7 +471,6 @@ func intern(b []byte) string {
 
 // names holds the known keys and the values intern shares.
 var names = newNameTable(keyFields, []string{
-	TagStored, TagRemoved, TagCleared,
 	"GPU", "CPU", "CPU_PINNED", "DISK", "LOCAL", "REMOTE",
 	"full_attention", "mla_attention", "sink_full_attention", "sliding_window", "mamba",
 })
