@@ -43,6 +43,7 @@ type clusterConfig struct {
 	// SessionCredit weighs a /route session_id's lineage (service.Config).
 	SessionCredit float64
 	Logger        *slog.Logger
+	MemProfile    string // Config.MemProfile
 }
 
 // serviceConfig is the router's configuration for a run: the index's

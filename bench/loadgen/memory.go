@@ -2,7 +2,9 @@ package loadgen
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,8 +15,9 @@ import (
 // after): everything the router held, engines excluded (they stay up).
 // Run subtracts the same figure for an empty router of as many workers
 // (fixed costs: actor system, listeners, sockets) before dividing by the
-// entries.
-func (c *cluster) measureMemory() (MemoryResult, error) {
+// entries. With clusterConfig.MemProfile set it writes a heap profile at
+// both moments (memProfilePath; role names the router: measured or empty).
+func (c *cluster) measureMemory(role string) (MemoryResult, error) {
 	_, entries, err := c.streams()
 	if err != nil {
 		return MemoryResult{}, err
@@ -23,9 +26,43 @@ func (c *cluster) measureMemory() (MemoryResult, error) {
 		return MemoryResult{}, err
 	}
 	before := heapAfterGC()
+	if err := c.writeHeapProfile(role, "before"); err != nil {
+		return MemoryResult{}, err
+	}
 	c.closeRouter()
 	after := heapAfterGC()
+	if err := c.writeHeapProfile(role, "after"); err != nil {
+		return MemoryResult{}, err
+	}
 	return MemoryResult{Workers: len(c.engines), Entries: entries, HeapBytes: int64(before) - int64(after)}, nil
+}
+
+// memProfilePath names a heap profile of a memory measure: prefix, the
+// worker count, the router's role (measured, empty) and the moment
+// (before or after closing it), e.g. "on-16w-measured-before.pb.gz".
+// What closing the measured router released, by allocation site:
+// go tool pprof -sample_index=inuse_space -nodefraction=0 -top
+// -diff_base on-16w-measured-after.pb.gz on-16w-measured-before.pb.gz.
+func memProfilePath(prefix string, workers int, role, moment string) string {
+	return fmt.Sprintf("%s-%dw-%s-%s.pb.gz", prefix, workers, role, moment)
+}
+
+// writeHeapProfile writes the heap profile of this moment when the run
+// asks for it. The profile is as of the last GC, which heapAfterGC has
+// just run: it holds what HeapAlloc counts, by allocation site.
+func (c *cluster) writeHeapProfile(role, moment string) error {
+	if c.cfg.MemProfile == "" {
+		return nil
+	}
+	f, err := os.Create(memProfilePath(c.cfg.MemProfile, len(c.engines), role, moment))
+	if err != nil {
+		return fmt.Errorf("loadgen: heap profile: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("loadgen: heap profile: %w", err)
+	}
+	return f.Close()
 }
 
 // emptyRouterHeap is measureMemory's heap for a router with workers
@@ -36,7 +73,7 @@ func emptyRouterHeap(cfg clusterConfig) (int64, error) {
 		return 0, err
 	}
 	defer c.close()
-	m, err := c.measureMemory()
+	m, err := c.measureMemory("empty")
 	return m.HeapBytes, err
 }
 

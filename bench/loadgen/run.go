@@ -57,6 +57,11 @@ type Config struct {
 	Seed           uint64        // of the seeded baselines (random, exact-greedy, llm-d's and AIBrix's ties)
 	// NoMemory skips the memory measure after the kvrouter replays.
 	NoMemory bool
+	// MemProfile, when set, is the path prefix of heap profiles written at
+	// each memory measure's two moments, for the measured router and the
+	// empty one (memProfilePath). The caller sets runtime.MemProfileRate
+	// (kvrouter-bench --memprofile: 1, every allocation) before the run.
+	MemProfile string
 	// Progress receives a line per finished step (nil: none).
 	Progress io.Writer
 	// Logger is the router's logger (nil: discard).
@@ -220,7 +225,7 @@ func (r *runner) clusterConfig(workers int, l layout, weight float64) clusterCon
 	rc := routing.DefaultConfig()
 	rc.OverlapWeight, rc.Temperature, rc.Rand = weight, r.cfg.Temperature, rand.NewPCG(r.cfg.Seed, uint64(workers))
 	return clusterConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity, Shards: l.shards, Hosts: l.hosts,
-		Routing: rc, SessionCredit: r.cfg.SessionCredit, Logger: r.cfg.Logger}
+		Routing: rc, SessionCredit: r.cfg.SessionCredit, Logger: r.cfg.Logger, MemProfile: r.cfg.MemProfile}
 }
 
 // trace runs every phase on one trace; the sweep only on the first. The
@@ -401,7 +406,7 @@ func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs 
 	if !rs.memory || rs.layout.hosts > 1 {
 		return nil
 	}
-	m, err := c.measureMemory()
+	m, err := c.measureMemory("measured")
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,11 @@ package loadgen
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -44,6 +48,7 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg := smallConfig(400, 200, 400)
 	cfg.Shards, cfg.Hosts = []int{2}, []int{1}
 	cfg.IngestWorkers, cfg.IngestPasses = 2, 1
+	cfg.MemProfile = filepath.Join(t.TempDir(), "heap")
 	rep, hit := runByPolicy(t, cfg)
 	kv, random, bound := hit[NameKVRouter], hit[NameRandom], hit[NameClairvoyant]
 	if !(bound.HitRate >= kv.HitRate && kv.HitRate > random.HitRate) {
@@ -83,6 +88,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if len(rep.Memory) != 1 || rep.Memory[0].Entries == 0 || rep.Memory[0].HeapBytes <= 0 {
 		t.Errorf("memory: %+v", rep.Memory)
 	}
+	checkHeapProfiles(t, cfg.MemProfile, 4)
 	var b bytes.Buffer
 	if err := rep.WriteJSON(&b); err != nil {
 		t.Fatal(err)
@@ -141,6 +147,35 @@ func TestConfigValidate(t *testing.T) {
 	for _, c := range []Config{QuickConfig(), FullConfig()} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s preset: %v", c.Mode, err)
+		}
+	}
+}
+
+// checkHeapProfiles checks the memory measure's four heap profiles of a
+// replay on workers: each is a gzipped heap profile (its sample types
+// named; which sites it holds depends on MemProfileRate, left as is here).
+func checkHeapProfiles(t *testing.T, prefix string, workers int) {
+	t.Helper()
+	for _, role := range []string{"measured", "empty"} {
+		for _, moment := range []string{"before", "after"} {
+			path := memProfilePath(prefix, workers, role, moment)
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("heap profile: %v", err)
+				continue
+			}
+			zr, err := gzip.NewReader(bytes.NewReader(raw))
+			if err != nil {
+				t.Errorf("%s is not gzipped: %v", path, err)
+				continue
+			}
+			body, err := io.ReadAll(zr)
+			if err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+			if !bytes.Contains(body, []byte("inuse_space")) {
+				t.Errorf("%s is not a heap profile", path)
+			}
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -109,6 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	plots := fs.String("plots", "", "also draw latency.png and hitrate-<trace>.png into this `dir`")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this `file` (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write heap profiles at each memory measure, `prefix`-<workers>w-<measured|empty>-<before|after>.pb.gz, every allocation recorded (runs several times slower)")
 	chaosRun := fs.Bool("chaos", false, "run the fault-injection trials (bench/chaos) instead of the load run; exit 1 if a trial fails")
 	chaosTrials := fs.Int("chaos-trials", 100, "--chaos: `trials` to run; trial i has seed --chaos-seed + i")
 	chaosSeed := fs.Uint64("chaos-seed", 1, "--chaos: `seed` of the first trial")
@@ -202,6 +204,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.Progress = stderr
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if *memProfile != "" {
+		// Every allocation, so that a profile's sites add up to the heap
+		// the memory measure reads (sampled, small sites go missing).
+		runtime.MemProfileRate = 1
+		cfg.MemProfile = *memProfile
+	}
 	if *cpuProfile != "" {
 		stopProfile, err := startCPUProfile(*cpuProfile)
 		if err != nil {

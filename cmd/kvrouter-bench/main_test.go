@@ -13,7 +13,7 @@ func TestBenchHelpExplainsEveryFlag(t *testing.T) {
 	}
 	for _, f := range []string{"-quick", "-full", "-json", "-plots", "-trace", "-tokens-per-block", "-requests", "-workers",
 		"-capacity", "-in-flight-per-worker", "-sessions", "-shards", "-hosts", "-ingest-workers", "-ingest-passes", "-sweep-workers", "-rates",
-		"-point-duration", "-clients", "-transports", "-seed", "-quiet", "-cpuprofile", "-overlap-weight", "-temperature",
+		"-point-duration", "-clients", "-transports", "-seed", "-quiet", "-cpuprofile", "-memprofile", "-overlap-weight", "-temperature",
 		"-session-credit", "-feed", "-chaos", "-chaos-trials", "-chaos-seed", "-chaos-kinds"} {
 		if !strings.Contains(out.String(), "  "+f) {
 			t.Errorf("--help does not explain %s", f)
