@@ -109,9 +109,10 @@ type wirePath struct {
 
 func newWirePath(workers, blockSize int, withSessions bool) *wirePath {
 	p := &wirePath{tree: radix.New(radix.Config{})}
+	scratch := new(normalizer.Scratch) // shared, as the normalizer actor's streams share theirs
 	for w := range workers {
 		p.decs = append(p.decs, wire.NewDecoder(wire.DefaultLimits(), nil))
-		p.norms = append(p.norms, normalizer.New(normalizer.Config{Worker: messages.WorkerID(w + 1), BlockSize: blockSize}))
+		p.norms = append(p.norms, normalizer.New(normalizer.Config{Worker: messages.WorkerID(w + 1), BlockSize: blockSize, Scratch: scratch}))
 		p.cos = append(p.cos, coalescer.New(messages.WorkerKey{Worker: messages.WorkerID(w + 1)}, coalescer.Config{}))
 	}
 	if withSessions {

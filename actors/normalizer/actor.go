@@ -69,6 +69,9 @@ type Actor struct {
 	// never leaves the actor (the accepted events are copied into the
 	// NormalizedBatch, which is sent and then not touched again).
 	outcomes []Outcome
+	// scratch is every stream's Normalizer's hashing scratch (one actor,
+	// one goroutine at a time).
+	scratch Scratch
 }
 
 // Receive implements actor.Actor.
@@ -145,7 +148,7 @@ func (a *Actor) batch(ctx actor.Context, m *messages.EngineBatch) {
 	lost = b.Lost > 0
 	n := a.workers[m.Stream]
 	if n == nil {
-		n = New(Config{Worker: m.Stream.Worker, DpRank: m.Stream.DpRank, BlockSize: m.BlockSize})
+		n = New(Config{Worker: m.Stream.Worker, DpRank: m.Stream.DpRank, BlockSize: m.BlockSize, Scratch: &a.scratch})
 		a.workers[m.Stream] = n
 	}
 	mismatched := n.Stats().Rejected[messages.ReasonBlockSizeMismatch]

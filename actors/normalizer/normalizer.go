@@ -31,6 +31,21 @@ type Config struct {
 	// (each keeps state); events of further ranks are rejected as
 	// malformed. 0 means 256.
 	MaxDpRanks int
+	// Scratch, when set, lends the normalizer its buffer of local hashes
+	// for each Batch, shared with the other normalizers fed by the same
+	// goroutine; nil: the normalizer keeps a buffer of its own.
+	Scratch *Scratch
+}
+
+// Scratch is the buffer a Normalizer needs only while it hashes a stored
+// event: the event's local hashes, copied into its blocks at once. The
+// normalizers of many streams fed by one goroutine share one (the pool
+// actor's), lent to each for one Batch, so a stream between batches keeps
+// none: the local hashes of a stream's longest prompt (8 bytes a block)
+// would otherwise stay with each stream. It is not safe for concurrent
+// use.
+type Scratch struct {
+	local []uint64
 }
 
 // maxLearnedGroups caps the group kinds learned per dp rank (real models
@@ -67,7 +82,7 @@ type Normalizer struct {
 	cfg    Config
 	ranks  map[messages.DpRank]*rankState
 	hasher blockhash.Hasher
-	local  []uint64
+	local  []uint64 // the local hashes of the event being hashed (Scratch's while lent)
 	chains chainCheck
 	seeds  map[nsName]blockhash.Seed
 	stats  Stats
@@ -124,6 +139,10 @@ func (n *Normalizer) Batch(b *wire.Batch, out []Outcome) []Outcome {
 		rankErr = fmt.Sprintf("dp rank %d would exceed the cap of %d ranks per worker", rank, n.cfg.MaxDpRanks)
 	}
 	n.countHints(b.Dropped)
+	sc := n.cfg.Scratch
+	if sc != nil {
+		n.local = sc.local
+	}
 	for i := range b.Events {
 		n.countHints(b.Events[i].Dropped)
 		var o Outcome
@@ -139,6 +158,9 @@ func (n *Normalizer) Batch(b *wire.Batch, out []Outcome) []Outcome {
 			n.stats.Rejected[o.Reason]++
 		}
 		out = append(out, o)
+	}
+	if sc != nil {
+		sc.local, n.local = n.local, nil
 	}
 	return out
 }

@@ -445,3 +445,56 @@ func TestSelfReferenceModel(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedScratch feeds two streams' batches, interleaved, to two
+// normalizers sharing one Scratch and to two with their own: every
+// outcome is the same (an event's local hashes are copied out before the
+// other stream's next event reuses the scratch), the shared scratch is the
+// one used, and it is back in the Scratch after each Batch.
+func TestSharedScratch(t *testing.T) {
+	events := func(w uint64) []wire.Batch {
+		var bs []wire.Batch
+		for i := range uint64(6) {
+			toks := make([]uint32, 2*(i+1)+1)
+			for j := range toks {
+				toks[j] = uint32(w*1000 + i*10 + uint64(j))
+			}
+			hashes := make([]uint64, i+1)
+			for j := range hashes {
+				hashes[j] = w<<32 | i<<8 | uint64(j)
+			}
+			bs = append(bs, batch(-1, stored(hashes, toks...)))
+		}
+		return bs
+	}
+	shared := new(Scratch)
+	a, b := New(Config{Worker: 1, Scratch: shared}), New(Config{Worker: 2, Scratch: shared})
+	ownA, ownB := New(Config{Worker: 1}), New(Config{Worker: 2})
+	ea, eb := events(1), events(2)
+	var gotA, gotB []Outcome
+	for i := range ea {
+		gotA = a.Batch(&ea[i], gotA)
+		gotB = b.Batch(&eb[i], gotB)
+	}
+	for _, c := range []struct {
+		got  []Outcome
+		own  *Normalizer
+		evts []wire.Batch
+	}{{gotA, ownA, ea}, {gotB, ownB, eb}} {
+		want := run(t, c.own, c.evts...)
+		if len(c.got) != len(want) {
+			t.Fatalf("%d outcomes, want %d", len(c.got), len(want))
+		}
+		for i := range want {
+			if !want[i].Accepted() || !slices.Equal(c.got[i].Event.Event.Blocks, want[i].Event.Event.Blocks) {
+				t.Errorf("event %d: blocks %+v with the shared scratch, %+v with its own (%v)", i, c.got[i].Event.Event.Blocks, want[i].Event.Event.Blocks, want[i].Reason)
+			}
+		}
+	}
+	if cap(shared.local) < 6 {
+		t.Errorf("shared scratch holds room for %d local hashes: the normalizers did not hash into it", cap(shared.local))
+	}
+	if a.local != nil || b.local != nil {
+		t.Errorf("between batches the normalizers keep %d and %d local hashes of room, want none", cap(a.local), cap(b.local))
+	}
+}
