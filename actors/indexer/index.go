@@ -156,7 +156,7 @@ func gather[T any](x *Index, msg any, timeout time.Duration) ([]T, error) {
 	}
 	out := make([]T, len(futures))
 	for i, f := range futures {
-		res, err := f.Result()
+		res, err := reply.FutureResult(f)
 		if err != nil {
 			return nil, fmt.Errorf("index shard %d: %w", i, err)
 		}

@@ -268,7 +268,7 @@ func (p *Pipeline) listenerPIDs() map[messages.StreamID]*actor.PID {
 
 func request[T any](system *actor.ActorSystem, pid *actor.PID, msg any, timeout time.Duration) (T, error) {
 	var zero T
-	res, err := system.Root.RequestFuture(pid, msg, timeout).Result()
+	res, err := reply.FutureResult(system.Root.RequestFuture(pid, msg, timeout))
 	if err != nil {
 		return zero, err
 	}

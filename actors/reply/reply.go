@@ -106,3 +106,20 @@ func (d *Deadline) Stop() {
 		d.t = nil
 	}
 }
+
+// FutureResult waits for a protoactor future and returns its answer or
+// its error: f.Result() without the data race protoactor's futures have
+// (upstream asynkron/protoactor-go issue 1145, open). A reply that
+// reaches the future as it times out writes the future's result without
+// its lock while the woken waiter reads it in Result, and the race
+// detector fails the test that saw it (once, under load, in a status
+// poll). FutureResult reads the result only when the future did not
+// fail, so a timed-out wait reads only the error, which the timeout
+// writes under the lock. Every future the router waits on goes through
+// it.
+func FutureResult(f *actor.Future) (any, error) {
+	if err := f.Wait(); err != nil {
+		return nil, err
+	}
+	return f.Result()
+}

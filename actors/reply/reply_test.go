@@ -79,3 +79,43 @@ func TestSendBeyondRoomDrops(t *testing.T) {
 		t.Errorf("got %d with %d left, want 1 and none", v, len(c))
 	}
 }
+
+// late answers a request only once released, and says when it has.
+type late struct {
+	release  chan struct{}
+	answered chan struct{}
+}
+
+func (l *late) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*ask); ok {
+		<-l.release
+		ctx.Respond(7)
+		close(l.answered)
+	}
+}
+
+// A future that timed out reports the timeout, also after the reply
+// came; one answered in time gives its answer. (The race FutureResult
+// avoids needs a reply whose delivery began before the timeout removed
+// the future from the registry and whose write lands after the waiter
+// woke: a window no test can hold open from outside protoactor.)
+func TestFutureResultAfterALateReply(t *testing.T) {
+	system := actor.NewActorSystem()
+	l := &late{release: make(chan struct{}), answered: make(chan struct{})}
+	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return l }))
+	t.Cleanup(func() { system.Root.Stop(pid) })
+	f := system.Root.RequestFuture(pid, &ask{}, time.Millisecond)
+	if v, err := FutureResult(f); !errors.Is(err, actor.ErrTimeout) || v != nil {
+		t.Errorf("timed out: %v, %v; want nil, %v", v, err, actor.ErrTimeout)
+	}
+	close(l.release)
+	<-l.answered
+	if v, err := FutureResult(f); !errors.Is(err, actor.ErrTimeout) || v != nil {
+		t.Errorf("after the late reply: %v, %v; want nil, %v", v, err, actor.ErrTimeout)
+	}
+	e := system.Root.Spawn(actor.PropsFromFunc(echo))
+	t.Cleanup(func() { system.Root.Stop(e) })
+	if v, err := FutureResult(system.Root.RequestFuture(e, &ask{}, time.Second)); err != nil || v != 7 {
+		t.Errorf("answered in time: %v, %v; want 7, nil", v, err)
+	}
+}

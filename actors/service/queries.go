@@ -406,7 +406,7 @@ func ask[T any](s *Service, pid *actor.PID, msg any, c reply.Chan[T]) (T, error)
 // request sends msg to an actor and waits at most the service timeout.
 func request[T any](s *Service, pid *actor.PID, msg any) (T, error) {
 	var zero T
-	res, err := s.system.Root.RequestFuture(pid, msg, s.cfg.Timeout).Result()
+	res, err := reply.FutureResult(s.system.Root.RequestFuture(pid, msg, s.cfg.Timeout))
 	if err != nil {
 		return zero, s.errTimeout("route actor", err)
 	}

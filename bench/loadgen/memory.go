@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/reply"
 )
 
 // measureMemory reads the index entries from /workers, then closes the
@@ -99,7 +100,7 @@ func (c *cluster) warmRegistry() error {
 			// The actor always answers; the timeout only bounds a stuck
 			// system, so it is generous (a second failed one of 200,000
 			// waits under -race on a busy machine).
-			if _, err := root.RequestFuture(pid, struct{}{}, time.Minute).Result(); err != nil {
+			if _, err := reply.FutureResult(root.RequestFuture(pid, struct{}{}, time.Minute)); err != nil {
 				root.Stop(pid)
 				return fmt.Errorf("loadgen: registry warm-up: %w", err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/indexer"
+	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/cluster/clusterpb"
 	"github.com/kvrouter/kvrouter/cluster/member"
 	"github.com/kvrouter/kvrouter/messages"
@@ -207,7 +208,7 @@ func (x *Index) ask(i int, q *clusterpb.QueryRequest, until time.Time) *clusterp
 	if left <= 0 {
 		return nil
 	}
-	res, err := x.root.RequestFuture(pid, q, left).Result()
+	res, err := reply.FutureResult(x.root.RequestFuture(pid, q, left))
 	if err != nil {
 		x.res.forget(i, pid)
 		return nil
@@ -250,7 +251,7 @@ func (x *Index) Dump(timeout time.Duration) (*indexer.DumpResult, error) {
 func (x *Index) Seed(shard int, clear []messages.WorkerKey, events []messages.RouterEvent, complete bool, timeout time.Duration) (*clusterpb.ShardStatus, error) {
 	b := clusterpb.FromBatch(&messages.RouterEventBatch{Clear: clear, Events: events})
 	seed := &clusterpb.Seed{Clear: b.Clear, Events: b.Events, Complete: complete}
-	res, err := x.root.RequestFuture(x.front, &viaFront{shard: shard, msg: seed}, timeout).Result()
+	res, err := reply.FutureResult(x.root.RequestFuture(x.front, &viaFront{shard: shard, msg: seed}, timeout))
 	if err != nil {
 		return nil, fmt.Errorf("seed shard %d: %w", shard, err)
 	}
@@ -282,7 +283,7 @@ func gather[P any, T any](x *Index, msg any, timeout time.Duration, conv func(P)
 	}
 	out := make([]T, len(futures))
 	for i, f := range futures {
-		res, err := f.Result()
+		res, err := reply.FutureResult(f)
 		if err != nil {
 			return nil, fmt.Errorf("shard grain %d: %w", i, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/cluster/member"
 )
 
@@ -95,8 +96,8 @@ func (r *resolver) lookup(i int) (*actor.PID, <-chan struct{}) {
 func (r *resolver) activate(i int, owner string, gen uint64, done chan struct{}) {
 	var pid *actor.PID
 	if owner != "" {
-		res, err := r.m.Cluster.ActorSystem.Root.RequestFuture(actor.NewPID(owner, disthash.PartitionActivatorActorName),
-			&cluster.ActivationRequest{ClusterIdentity: r.ids[i]}, r.timeout).Result()
+		res, err := reply.FutureResult(r.m.Cluster.ActorSystem.Root.RequestFuture(actor.NewPID(owner, disthash.PartitionActivatorActorName),
+			&cluster.ActivationRequest{ClusterIdentity: r.ids[i]}, r.timeout))
 		if a, ok := res.(*cluster.ActivationResponse); err == nil && ok {
 			pid = a.Pid
 		}

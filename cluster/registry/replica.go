@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/reply"
 	"github.com/kvrouter/kvrouter/cluster/clusterpb"
 	"github.com/kvrouter/kvrouter/cluster/member"
 	"github.com/kvrouter/kvrouter/messages"
@@ -174,7 +175,7 @@ func (r *Replica) Put(es ...Entry) (unacked []string) {
 		futures[i] = r.system.Root.RequestFuture(actor.NewPID(m, ActorName), msg, r.cfg.Timeout)
 	}
 	for i, f := range futures {
-		if _, err := f.Result(); err != nil {
+		if _, err := reply.FutureResult(f); err != nil {
 			unacked = append(unacked, others[i])
 		}
 	}
@@ -245,7 +246,7 @@ func (r *Replica) Bookkeep(m, id string, free bool, timeout time.Duration) (foun
 // ask sends msg to member m's replica and waits for its answer of type T.
 func ask[T any](r *Replica, m string, msg any, what string, timeout time.Duration) (T, error) {
 	var zero T
-	res, err := r.system.Root.RequestFuture(actor.NewPID(m, ActorName), msg, timeout).Result()
+	res, err := reply.FutureResult(r.system.Root.RequestFuture(actor.NewPID(m, ActorName), msg, timeout))
 	if err != nil {
 		return zero, fmt.Errorf("%s from %s: %w", what, m, err)
 	}
@@ -288,7 +289,7 @@ func (r *Replica) pull(members []string) {
 		futures[i] = r.system.Root.RequestFuture(actor.NewPID(m, ActorName), &clusterpb.RegistrySyncRequest{}, r.cfg.Timeout)
 	}
 	for _, f := range futures {
-		if res, err := f.Result(); err == nil {
+		if res, err := reply.FutureResult(f); err == nil {
 			if s, ok := res.(*clusterpb.RegistrySync); ok {
 				r.merge(s.Entries)
 			}
