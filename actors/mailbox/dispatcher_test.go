@@ -16,6 +16,20 @@ func waitParked(t *testing.T, d *Dispatcher, want int64) {
 	})
 }
 
+// runBlocked schedules n turns that block until release is called and
+// returns once all n are running.
+func runBlocked(d *Dispatcher, n int) (release func()) {
+	rel := make(chan struct{})
+	started := make(chan struct{}, n)
+	for range n {
+		d.Schedule(func() { started <- struct{}{}; <-rel })
+	}
+	for range n {
+		<-started
+	}
+	return func() { close(rel) }
+}
+
 // A turn goes to the goroutine parked after the last one, not to a new
 // goroutine: while it runs nothing is parked, and after it one is again.
 func TestTurnTakesAParkedGoroutine(t *testing.T) {
@@ -38,14 +52,11 @@ func TestTurnTakesAParkedGoroutine(t *testing.T) {
 // another goroutine; once both end, both are parked.
 func TestBlockedTurnHoldsUpNoOther(t *testing.T) {
 	d := NewDispatcher(throughput, 4)
-	release := make(chan struct{})
-	started := make(chan struct{})
-	d.Schedule(func() { close(started); <-release })
-	<-started
+	release := runBlocked(d, 1)
 	ran := make(chan struct{})
 	d.Schedule(func() { close(ran) })
 	<-ran // would hang if the second turn waited for the first
-	close(release)
+	release()
 	waitParked(t, d, 2)
 }
 
@@ -55,15 +66,7 @@ func TestBlockedTurnHoldsUpNoOther(t *testing.T) {
 func TestParkedAreBounded(t *testing.T) {
 	before := runtime.NumGoroutine()
 	d := NewDispatcher(throughput, 2)
-	release := make(chan struct{})
-	started := make(chan struct{}, 3)
-	for range 3 {
-		d.Schedule(func() { started <- struct{}{}; <-release })
-	}
-	for range 3 {
-		<-started
-	}
-	close(release)
+	runBlocked(d, 3)()
 	waitParked(t, d, 2)
 	eventually.True(t, "the third goroutine ended", func() (bool, string) {
 		n := runtime.NumGoroutine()
@@ -83,14 +86,7 @@ func TestParkedAreBounded(t *testing.T) {
 func TestStopEndsTheParked(t *testing.T) {
 	before := runtime.NumGoroutine()
 	d := NewDispatcher(throughput, 4)
-	release := make(chan struct{})
-	started := make(chan struct{}, 2)
-	for range 2 {
-		d.Schedule(func() { started <- struct{}{}; <-release })
-	}
-	<-started
-	<-started
-	close(release)
+	runBlocked(d, 2)()
 	waitParked(t, d, 2)
 	d.Stop()
 	d.Stop() // twice is harmless
