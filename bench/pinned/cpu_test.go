@@ -74,7 +74,7 @@ func TestSetNiceEveryThread(t *testing.T) {
 				t.Errorf("thread %s at nice %s", task.Name(), f[16])
 			}
 		}
-		if b, err := os.ReadFile("/proc/self/autogroup"); err == nil && !strings.HasSuffix(strings.TrimSpace(string(b)), " nice 7") {
+		if b, err := os.ReadFile("/proc/self/autogroup"); err == nil && len(strings.TrimSpace(string(b))) > 0 && !strings.HasSuffix(strings.TrimSpace(string(b)), " nice 7") {
 			t.Errorf("autogroup: %s", b)
 		}
 		return
@@ -85,5 +85,28 @@ func TestSetNiceEveryThread(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS") {
 		t.Errorf("child: %v\n%s", err, out)
+	}
+}
+
+// /proc/self/autogroup's content: an autogroup's nice value, an empty file
+// (scheduled in a cgroup's group: no autogroup to set) and what is neither.
+func TestAutogroupNice(t *testing.T) {
+	for _, c := range []struct {
+		in       string
+		nice     string
+		grouped  bool
+		wantsErr bool
+	}{
+		{"/autogroup-5 nice 0\n", "0", true, false},
+		{"/autogroup-12 nice -3", "-3", true, false},
+		{"", "", false, false},
+		{"\n", "", false, false},
+		{"/autogroup-5 weight 0", "", false, true},
+		{"/autogroup-5 nice x", "", false, true},
+	} {
+		nice, grouped, err := autogroupNice([]byte(c.in))
+		if nice != c.nice || grouped != c.grouped || (err != nil) != c.wantsErr {
+			t.Errorf("%q: (%q, %v, %v), want (%q, %v, error %v)", c.in, nice, grouped, err, c.nice, c.grouped, c.wantsErr)
+		}
 	}
 }

@@ -89,14 +89,36 @@ func setNice(n int) (restore func(), err error) {
 	if err != nil {
 		return restore, nil // no autogroup scheduling: the threads' nice is all
 	}
-	f := strings.Fields(string(b)) // "/autogroup-5 nice 0"
-	if len(f) != 3 || f[1] != "nice" {
-		return restore, fmt.Errorf("nice %d: %s: %q", n, ag, b)
+	was, in, err := autogroupNice(b)
+	if err != nil {
+		return restore, fmt.Errorf("nice %d: %s: %w", n, ag, err)
+	}
+	if !in {
+		return restore, nil
 	}
 	if err := os.WriteFile(ag, []byte(strconv.Itoa(n)), 0); err != nil {
 		return restore, fmt.Errorf("nice %d: the session's autogroup: %w", n, err)
 	}
-	return func() { _ = os.WriteFile(ag, []byte(f[2]), 0) }, nil
+	return func() { _ = os.WriteFile(ag, []byte(was), 0) }, nil
+}
+
+// autogroupNice reads /proc/self/autogroup's content: "/autogroup-5 nice 0"
+// gives the autogroup's nice value; an empty file means the process is
+// scheduled in a cgroup's group rather than an autogroup (a container, a
+// systemd unit with the cpu controller), where the threads' nice is all
+// that ranks them, so in is false.
+func autogroupNice(b []byte) (nice string, in bool, err error) {
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "", false, nil
+	}
+	if len(f) != 3 || f[1] != "nice" {
+		return "", false, fmt.Errorf("unexpected content %q", b)
+	}
+	if _, err := strconv.Atoi(f[2]); err != nil {
+		return "", false, fmt.Errorf("unexpected content %q", b)
+	}
+	return f[2], true, nil
 }
 
 // proc is a child process whose stderr lines go to onLine (and whose last
