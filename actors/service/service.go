@@ -102,6 +102,9 @@ type Service struct {
 	// reach is which other cluster members answer this one (reach.go),
 	// under mu.
 	reach reachability
+	// startSynced: Synced once found every worker it waited for synced, so
+	// the start-up gate is open for good (synced.go); under mu.
+	startSynced bool
 }
 
 type nsKey struct{ model, tenant string }

@@ -18,13 +18,17 @@ const reasonWorkersSyncing = "workers_syncing"
 // running (its start-up replay, when it has a replay endpoint, applied),
 // so a route scores what the engines hold rather than an index still
 // filling. It is a start-up gate, like the Gateway API Inference
-// Extension's "datastore synced": a worker that synced once stays synced
-// (a later lost connection is a per-request partial answer, not a
-// readiness flap), a re-registration syncs again, and a worker that has
-// not synced SyncGrace after its registration stops holding readiness
-// back (logged once), so one engine down at start cannot keep traffic
-// from the others. In a cluster only the streams this member follows
-// count; their owners gate their own. No workers: synced.
+// Extension's "datastore synced": once every worker registered so far has
+// synced, it is open for good. A worker registered later (a scale-up, a
+// discovered pod, a re-registration) does not take the picker out of
+// rotation: it is scored by what its listener has applied so far, as an
+// engine that restarts is, and a lost connection is a per-request partial
+// answer, not a readiness flap. Until then a worker that has not synced
+// SyncGrace after its registration stops holding readiness back (logged
+// once), so one engine down at start cannot keep traffic from the others.
+// In a cluster only the streams this member follows count; their owners
+// gate their own. No workers: synced, and the gate stays shut for the
+// first ones (a picker whose discovery has not listed its pods yet).
 func (s *Service) Synced(ctx context.Context) error {
 	type pending struct {
 		k messages.WorkerKey
@@ -32,6 +36,11 @@ func (s *Service) Synced(ctx context.Context) error {
 	}
 	var todo []pending
 	s.mu.Lock()
+	if s.startSynced {
+		s.mu.Unlock()
+		return nil
+	}
+	registered := len(s.workers) > 0
 	for k, w := range s.workers {
 		if !w.synced && (s.cfg.Cluster == nil || w.listening) {
 			todo = append(todo, pending{k, w})
@@ -70,6 +79,11 @@ func (s *Service) Synced(ctx context.Context) error {
 	if waiting > 0 {
 		return api.Errorf(api.ErrUnavailable, reasonWorkersSyncing, "%d worker ranks still syncing (worker %d rank %d: %s)",
 			waiting, first.Worker, first.DpRank, why)
+	}
+	if registered {
+		s.mu.Lock()
+		s.startSynced = true
+		s.mu.Unlock()
 	}
 	return nil
 }

@@ -16,8 +16,9 @@ import (
 
 // The picker's readiness waits for the index to sync its workers: not
 // synced while a registered engine is down, synced once it is up and its
-// start-up replay applied, and synced for good (a lost connection later is
-// a partial answer, not a readiness flap).
+// start-up replay applied, and synced for good: a lost connection later is
+// a partial answer, and a worker registered later (its engine down) does
+// not take the picker out of rotation.
 func TestSyncedWaitsForTheWorkers(t *testing.T) {
 	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second,
 		SyncGrace: time.Hour})
@@ -69,6 +70,13 @@ func TestSyncedWaitsForTheWorkers(t *testing.T) {
 	})
 	if err := svc.Synced(ctx); err != nil {
 		t.Errorf("engine lost after its sync: %v, want still synced", err)
+	}
+	if err := svc.Register(ctx, api.Registration{InstanceID: 2, Endpoint: endpoint, ModelName: "m",
+		TenantID: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Synced(ctx); err != nil {
+		t.Errorf("a worker registered after the start-up sync, its engine down: %v, want still synced", err)
 	}
 }
 
