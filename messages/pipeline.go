@@ -81,7 +81,8 @@ type NormalizedBatch struct {
 }
 
 // Applied acknowledges batches to their listener: every batch up to and
-// including Seq has left the pipeline.
+// including Seq has left the pipeline (RouterEventBatch.Ack says who sends
+// it).
 type Applied struct {
 	Stream StreamID
 	Seq    uint64
@@ -112,4 +113,18 @@ type RouterEventBatch struct {
 	// Trace is the coalescer's span that produced the batch (zero: not
 	// traced); the index's apply span is its child.
 	Trace TraceContext
+	// Ack, when set, is the acknowledgement of the engine batch this batch
+	// was made from, sent once the batch has been applied: by the index
+	// shard after applying it (in a cluster, by the index front once the
+	// batch is handed to its shard's grain). The listener's credit window
+	// then bounds the batches queued at the index, not only those before
+	// it. The coalescer sets it; followers ignore it.
+	Ack *Ack
+}
+
+// Ack is an acknowledgement that travels with a batch until the batch is
+// applied (RouterEventBatch.Ack): Applied, for the listener at To.
+type Ack struct {
+	To      *actor.PID
+	Applied Applied
 }

@@ -89,8 +89,9 @@ func (h *hub) Receive(ctx actor.Context) {
 }
 
 // streamActor coalesces one endpoint stream (one Stream core per dp rank the
-// stream carries) and sends the result to the index, then acknowledges the
-// batch to its listener.
+// stream carries) and sends the result to the index, which acknowledges the
+// batch to its listener once applied (RouterEventBatch.Ack); a batch that
+// emits nothing is acknowledged here at once.
 type streamActor struct {
 	stream messages.StreamID
 	index  *actor.PID
@@ -197,11 +198,17 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 	for _, st := range s.ranks {
 		out = st.Flush(out)
 	}
+	var ack *messages.Ack
+	if m.Listener != nil {
+		ack = &messages.Ack{To: m.Listener, Applied: messages.Applied{Stream: m.Stream, Seq: m.Seq, Count: 1, Lost: m.Lost}}
+	}
 	if len(out) > 0 {
 		ctx.Send(s.index, &messages.RouterEventBatch{Events: append([]messages.RouterEvent(nil), out...),
 			Position: messages.Position{Stream: s.stream, Seq: m.Seq, Exact: s.status.State == StateExact, Known: true},
-			Trace:    sp.Context()})
+			Trace:    sp.Context(), Ack: ack})
 		s.status.Events += uint64(len(out))
+	} else if ack != nil {
+		ctx.Send(ack.To, &ack.Applied) // nothing for the index to apply
 	}
 	if sp.Recording() {
 		sp.SetAttributes(tracectx.Worker.Int64(int64(s.stream.Worker)), tracectx.DpRank.Int64(int64(s.stream.DpRank)),
@@ -213,9 +220,6 @@ func (s *streamActor) batch(ctx actor.Context, m *messages.NormalizedBatch) {
 	s.status.LastSeq = m.Seq
 	if m.ReceivedAt != 0 {
 		s.status.Lag = time.Duration(time.Now().UnixNano() - m.ReceivedAt)
-	}
-	if m.Listener != nil {
-		ctx.Send(m.Listener, &messages.Applied{Stream: m.Stream, Seq: m.Seq, Count: 1, Lost: m.Lost})
 	}
 	ctx.Send(ctx.Parent(), statusUpdate{s.stream, s.status})
 }

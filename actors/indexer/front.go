@@ -18,6 +18,7 @@ func (a *frontActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.RouterEventBatch:
 		if len(m.Events) == 0 && len(m.Clear) == 0 {
+			SendAck(ctx, m.Ack) // nothing to apply
 			return
 		}
 		ctx.Send(a.shards[ShardOf(batchWorker(m), len(a.shards))], m)
@@ -28,6 +29,16 @@ func (a *frontActor) Receive(ctx actor.Context) {
 		ctx.Send(a.shards[ShardOf(m.Worker, len(a.shards))], m)
 	case *viaFront:
 		ctx.Send(a.shards[m.shard], &orderedRead{msg: m.msg, reply: ctx.Sender()})
+	}
+}
+
+// SendAck sends a batch's acknowledgement (RouterEventBatch.Ack; nil:
+// none) to its listener: once the batch is applied (or, for an index that
+// hands batches on across hosts, handed on), and for a batch with nothing
+// to apply.
+func SendAck(ctx actor.SenderContext, ack *messages.Ack) {
+	if ack != nil && ack.To != nil {
+		ctx.Send(ack.To, &ack.Applied)
 	}
 }
 

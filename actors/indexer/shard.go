@@ -53,6 +53,9 @@ func (a *shardActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		a.lost(ctx)
 	case *messages.RouterEventBatch:
+		// Deferred, so a batch whose apply panics still gives its listener
+		// the credit back (the restart has the shard's streams rebuilt).
+		defer SendAck(ctx, m.Ack)
 		ApplyTraced(a.shard, a.n, m)
 	case *QueryRequest:
 		if expiry.Passed(m.Deadline, time.Now()) { // nobody waits for the lookup any more

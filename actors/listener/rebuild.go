@@ -12,8 +12,9 @@ import (
 // recoveries after a batch the pipeline could not apply, it is not
 // rate-bounded: the index asks once per lost slice. The listener answers
 // the sender with Rebuilt once the replay has ended and every batch it
-// delivered has been acknowledged downstream (so the batches are in the
-// index's mailbox before the answer is sent). Tag is echoed.
+// delivered has been acknowledged downstream (so the batches have left the
+// index front, or in one process been applied, before the answer is
+// sent). Tag is echoed.
 type Rebuild struct{ Tag uint64 }
 
 // Rebuilt answers Rebuild. Exact says the rebuilt stream is complete: the

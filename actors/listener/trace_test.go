@@ -21,7 +21,7 @@ import (
 
 // ingest is a simulated engine wired by hand to listener → normalizer pool
 // → coalescer hub → a stand-in index that hands every RouterEventBatch to
-// the test.
+// the test and acknowledges it, as an index shard does once it applied it.
 type ingest struct {
 	eng      *simengine.Engine
 	system   *actor.ActorSystem
@@ -43,6 +43,9 @@ func startIngest(t *testing.T, seqStart uint64) *ingest {
 	index := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if m, ok := c.Message().(*messages.RouterEventBatch); ok {
 			in.index <- m
+			if m.Ack != nil {
+				c.Send(m.Ack.To, &m.Ack.Applied)
+			}
 		}
 	}))
 	in.indexPID = index

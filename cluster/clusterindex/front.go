@@ -44,6 +44,9 @@ type startFeed struct{ stream messages.StreamID }
 type outgoing struct {
 	msg    any
 	sender *actor.PID // answer to, for ordered reads; nil for one-way
+	// ack is a batch's acknowledgement (RouterEventBatch.Ack), sent when
+	// the batch leaves the front: handed to its grain (send), or dropped.
+	ack *messages.Ack
 }
 
 // resolved tells the front that a lookup for shard ended.
@@ -60,11 +63,12 @@ func (a *frontActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.RouterEventBatch:
 		if len(m.Events) == 0 && len(m.Clear) == 0 {
+			indexer.SendAck(ctx, m.Ack) // nothing to apply
 			return
 		}
 		pb := clusterpb.FromBatch(m)
 		pb.Feed = a.feeds[batchKey(m)]
-		a.deliver(ctx, indexer.ShardOf(indexer.BatchWorker(m), len(a.pending)), outgoing{msg: pb})
+		a.deliver(ctx, indexer.ShardOf(indexer.BatchWorker(m), len(a.pending)), outgoing{msg: pb, ack: m.Ack})
 		for _, f := range a.followers {
 			ctx.Send(f, m)
 		}
@@ -89,6 +93,7 @@ func (a *frontActor) deliver(ctx actor.Context, shard int, o outgoing) {
 	}
 	if len(a.pending[shard]) >= a.maxPending {
 		a.dropped.Add(1)
+		indexer.SendAck(ctx, o.ack)
 		return
 	}
 	a.pending[shard] = append(a.pending[shard], o)
@@ -138,6 +143,11 @@ func (a *frontActor) send(ctx actor.Context, shard int, pid *actor.PID, o outgoi
 		return
 	}
 	ctx.Send(pid, msg)
+	// The listener gets its credit back as the batch leaves the front, not
+	// once the grain has applied it (that would cost a reply from another
+	// host per batch): its window bounds what waits here for an unresolved
+	// shard, not the grain's mailbox.
+	indexer.SendAck(ctx, o.ack)
 }
 
 // sequenced wraps a message for a shard grain in its numbered envelope.

@@ -18,7 +18,9 @@ import (
 // the agent asks each such listener to rebuild; the shard reports
 // recovering until the listener's answer comes back through the index
 // front, then counts the stream degraded when the rebuild was inexact.
-// Shards no listener feeds are whole at once; followers get every batch.
+// Shards no listener feeds are whole at once; followers get every batch,
+// and a batch's acknowledgement reaches its listener once the batch is
+// handed to its grain.
 func TestRebuildProtocolOneMember(t *testing.T) {
 	node := NewNode(Config{Shards: 4, QueryDeadline: wait})
 	ms := startMembers(t, "ci-protocol", node.Join)
@@ -48,8 +50,15 @@ func TestRebuildProtocolOneMember(t *testing.T) {
 	defer pidx.Stop()
 	shard := indexer.ShardOf(w, pidx.Index().Shards())
 
+	acked := make(chan *messages.Applied, 4)
+	acker := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*messages.Applied); ok {
+			acked <- m
+		}
+	}))
 	batch := &messages.RouterEventBatch{Events: []messages.RouterEvent{{WorkerID: w, Event: messages.KvCacheEvent{
-		EventID: 1, Kind: messages.KindStored, Blocks: []messages.StoredBlock{{BlockHash: 11, TokensHash: 22}}}}}}
+		EventID: 1, Kind: messages.KindStored, Blocks: []messages.StoredBlock{{BlockHash: 11, TokensHash: 22}}}}},
+		Ack: &messages.Ack{To: acker, Applied: messages.Applied{Stream: stream, Seq: 9, Count: 1}}}
 	root.Send(pidx.PID(), batch)
 	select {
 	case m := <-followed:
@@ -58,6 +67,14 @@ func TestRebuildProtocolOneMember(t *testing.T) {
 		}
 	case <-time.After(wait):
 		t.Fatal("the follower got no batch")
+	}
+	select {
+	case m := <-acked:
+		if m.Seq != 9 || m.Stream != stream {
+			t.Fatalf("acknowledgement %+v, want seq 9 of %v", m, stream)
+		}
+	case <-time.After(wait):
+		t.Fatal("the batch was never acknowledged")
 	}
 	var a ask
 	select {
