@@ -14,12 +14,7 @@ import (
 // mailbox — and at once for a batch with nothing to apply.
 func TestAckOnceApplied(t *testing.T) {
 	system := actor.NewActorSystem()
-	acks := make(chan *messages.Applied, 8)
-	listener := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if a, ok := ctx.Message().(*messages.Applied); ok {
-			acks <- a
-		}
-	}))
+	listener, acks := collector[*messages.Applied](system)
 	x := Spawn(system.Root, Config{Shards: 3})
 	defer x.Stop()
 	next := func() *messages.Applied {

@@ -228,12 +228,7 @@ func TestDumpReplaysIntoAnyShardCount(t *testing.T) {
 // ones.
 func TestFollowersSeeEveryBatchInOrder(t *testing.T) {
 	system := actor.NewActorSystem()
-	got := make(chan *messages.RouterEventBatch, 16)
-	follower := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if b, ok := ctx.Message().(*messages.RouterEventBatch); ok {
-			got <- b
-		}
-	}))
+	follower, got := collector[*messages.RouterEventBatch](system)
 	x := Spawn(system.Root, Config{Shards: 3}, nil, follower)
 	defer x.Stop()
 	k := messages.WorkerKey{Worker: 4}
@@ -263,4 +258,15 @@ func TestFollowersSeeEveryBatchInOrder(t *testing.T) {
 	if len(snap.Blocks[k]) != 0 {
 		t.Fatalf("the clear reached the shard after the store: %v", snap.Blocks)
 	}
+}
+
+// collector spawns an actor that hands every message of type T it gets to
+// the channel returned.
+func collector[T any](system *actor.ActorSystem) (*actor.PID, chan T) {
+	got := make(chan T, 64)
+	return system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(T); ok {
+			got <- m
+		}
+	})), got
 }
