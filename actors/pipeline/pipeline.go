@@ -47,6 +47,9 @@ type Config struct {
 	// Sessions configures the session lineage index (bounds, clock,
 	// expiry timer).
 	Sessions sessions.ActorConfig
+	// Followers get every applied batch after the session index (the
+	// namespace's route actor, for its predictions).
+	Followers []*actor.PID
 }
 
 // Pipeline is a running ingest pipeline.
@@ -84,7 +87,7 @@ func Start(system *actor.ActorSystem, cfg Config) (*Pipeline, error) {
 	if newIndex == nil {
 		newIndex = localIndex(cfg.Index)
 	}
-	env := IndexEnv{Root: root, Namespace: cfg.Namespace, Followers: []*actor.PID{p.sessions}, Listeners: p.listenerPIDs}
+	env := IndexEnv{Root: root, Namespace: cfg.Namespace, Followers: append([]*actor.PID{p.sessions}, cfg.Followers...), Listeners: p.listenerPIDs}
 	if p.publisher != nil {
 		env.Followers = append([]*actor.PID{p.publisher}, env.Followers...)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/actors/reply"
+	"github.com/kvrouter/kvrouter/actors/routing/predicted"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel/attribute"
@@ -17,8 +18,13 @@ import (
 // mutable state, so exactly one actor touches it) and its candidate list.
 
 // SetCandidates replaces the candidate list (registrations changed, or a
-// stream's state did).
-type SetCandidates struct{ Candidates []Candidate }
+// stream's state did). EventLess names the candidates that publish no
+// events, with their cache capacity in blocks (0: the default): a
+// predicting route actor keeps an approximate cache of each (predict.go).
+type SetCandidates struct {
+	Candidates []Candidate
+	EventLess  map[messages.WorkerKey]int
+}
 
 // DropWorker forgets the load of an unregistered worker.
 type DropWorker struct{ Worker messages.WorkerID }
@@ -32,6 +38,9 @@ type DropWorker struct{ Worker messages.WorkerID }
 type RouteRequest struct {
 	Request  Request
 	Overlaps []Overlap
+	// Hashes are the request's block hashes, for a predicting route actor
+	// (predict.go; nil: no prediction).
+	Hashes   []messages.LocalHash
 	Trace    messages.TraceContext
 	Deadline time.Time
 	// Reply, set by a local asker, takes the answer instead of a future
@@ -58,6 +67,9 @@ var (
 type RouteReply struct {
 	Decision Decision
 	Err      error
+	// PredictedBlocks is how many of Decision.OverlapBlocks the
+	// predictions added beyond the request's Overlaps (predict.go).
+	PredictedBlocks uint32
 }
 
 // Bookkeeping marks a routed request's prefill done (Free false) or frees it
@@ -109,12 +121,18 @@ const routeThroughput = 300
 // mailbox idle is handled on the sender's goroutine (the HTTP handler's),
 // one message at a time as ever, without waking another goroutine — the
 // route actor only computes and answers, it never waits on another actor.
-func Props(cfg Config) (*actor.Props, error) {
+func Props(cfg Config) (*actor.Props, error) { return props(cfg, nil) }
+
+func props(cfg Config, t *predicted.Table) (*actor.Props, error) {
 	r, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r} }, mailbox.Counted(mailbox.Route),
+	var p *predictor
+	if t != nil {
+		p = &predictor{table: t}
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r, pred: p} }, mailbox.Counted(mailbox.Route),
 		actor.WithDispatcher(actor.NewSynchronizedDispatcher(routeThroughput))), nil
 }
 
@@ -122,6 +140,7 @@ type routeActor struct {
 	router *Router
 	cands  []Candidate
 	index  map[messages.WorkerKey]int // cands by key
+	pred   *predictor                 // nil: no predictions
 }
 
 func (a *routeActor) Receive(ctx actor.Context) {
@@ -132,12 +151,18 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		for i, c := range a.cands {
 			a.index[c.Key] = i
 		}
+		a.pred.setModes(a.cands, m.EventLess)
+	case *messages.RouterEventBatch: // as an index follower
+		a.pred.follow(m)
+	case *PredictionsRequest:
+		ctx.Respond(a.pred.report())
 	case *RemoteUpdate:
 		if i, ok := a.index[m.Key]; ok {
 			a.cands[i].Remote = m.Load
 		}
 	case *DropWorker:
 		a.router.Load().DropWorker(m.Worker)
+		a.pred.dropWorker(m.Worker)
 	case *RouteRequest:
 		now := time.Now()
 		if expiry.Passed(m.Deadline, now) { // nobody waits for the decision any more
@@ -146,7 +171,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			return
 		}
 		sp := tracer.Child(m.Trace, SpanDecide)
-		d, err := a.router.Route(m.Request, m.Overlaps, a.cands, now)
+		d, err := a.router.Route(m.Request, a.pred.scored(m, now), a.cands, now)
+		predictedBlocks := a.pred.record(m, d, err, now)
 		d.Scores = slices.Clone(d.Scores) // the Router's buffer is reused
 		if sp.Recording() {
 			sp.SetAttributes(candidatesKey.Int(len(a.cands)))
@@ -157,7 +183,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			}
 		}
 		sp.End()
-		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err})
+		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err, PredictedBlocks: predictedBlocks})
 	case *LoadRequest:
 		ctx.Respond(&LoadReply{Ranks: a.router.Load().AppendRanks(nil)})
 	case *Bookkeeping:

@@ -154,6 +154,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 	rr := &routing.RouteRequest{
 		Request:  routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores},
 		Overlaps: scored,
+		Hashes:   hashes,
 		Trace:    tc,
 		Deadline: time.Now().Add(s.cfg.Timeout), // when ask stops waiting
 		Reply:    reply.Make[*routing.RouteReply](1),
@@ -169,7 +170,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 		d := rep.Decision
 		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
 	}
-	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, rep.Decision)
+	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, rep)
 	s.fillServing(&out)
 	if cov.Partial() {
 		out.Recovering, out.Partial = s.recovering(ns, cov), true
@@ -238,12 +239,14 @@ func decisionError(err error, requestID string) error {
 	return err
 }
 
-// answer is the /route answer for decision d. It reports the physical
-// overlap; what the session added to it (the router scored the sum) is
-// session_credit_blocks.
-func answer(ns *namespace, requestID string, isl int, overlaps []routing.Overlap, scores []radix.Score, d routing.Decision) api.RouteResult {
+// answer is the /route answer for the route actor's reply. It reports the
+// physical overlap; what the predictions added to it is predicted_blocks,
+// what the session added session_credit_blocks (the router scored the
+// sum).
+func answer(ns *namespace, requestID string, isl int, overlaps []routing.Overlap, scores []radix.Score, rep *routing.RouteReply) api.RouteResult {
+	d := rep.Decision
 	out := api.RouteResult{WorkerID: d.Worker.Worker, DpRank: d.Worker.DpRank, OverlapBlocks: d.OverlapBlocks,
-		CachedTokens: uint64(d.CachedTokens), Degraded: d.Degraded, RequestID: requestID}
+		CachedTokens: uint64(d.CachedTokens), Degraded: d.Degraded, RequestID: requestID, PredictedBlocks: rep.PredictedBlocks}
 	physical := uint32(0)
 	for _, o := range overlaps {
 		if o.Key == d.Worker {
@@ -251,7 +254,7 @@ func answer(ns *namespace, requestID string, isl int, overlaps []routing.Overlap
 		}
 	}
 	if d.OverlapBlocks > physical {
-		out.SessionCreditBlocks = d.OverlapBlocks - physical
+		out.SessionCreditBlocks = d.OverlapBlocks - physical - min(rep.PredictedBlocks, d.OverlapBlocks-physical)
 		out.OverlapBlocks = physical
 		out.CachedTokens = uint64(min(int(physical)*ns.blockSize, isl))
 	}

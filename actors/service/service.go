@@ -27,6 +27,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/routing/predicted"
 	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
@@ -51,6 +52,10 @@ type Config struct {
 	// Pipeline sizes every namespace's pipeline; Pipeline.Sessions bounds
 	// its session lineage index (--max-sessions, --session-idle).
 	Pipeline pipeline.Config
+	// Predictions configures every namespace's predict-on-route table
+	// (actors/routing/predicted; the zero value: its defaults, predictions
+	// on; TTL predicted.Off: off for workers that publish events).
+	Predictions predicted.Config
 	// SessionCredit is the weight of a /route request's session lineage
 	// (sessions.Index.Credit, --session-credit): the candidate holding the
 	// session's newest blocks gets ⌊weight × depth⌋ more overlap blocks
@@ -160,6 +165,9 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	if _, err := routing.New(cfg.Routing); err != nil {
 		return nil, err
 	}
+	if _, err := predicted.New(cfg.Predictions); err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
 	if !(cfg.SessionCredit >= 0) || math.IsInf(cfg.SessionCredit, 1) {
 		return nil, fmt.Errorf("service: session credit %v must be finite and ≥ 0", cfg.SessionCredit)
 	}
@@ -237,16 +245,20 @@ func (s *Service) space(model, tenant string, blockSize int, create bool) (*name
 	// The cluster's shard grains are per namespace; the length prefix keeps
 	// ("a/b", "c") and ("a", "b/c") apart.
 	pc.Namespace = fmt.Sprintf("%d:%s/%s", len(k.model), k.model, k.tenant)
+	props, err := routing.PredictingProps(s.cfg.Routing, s.cfg.Predictions)
+	if err != nil {
+		return nil, err
+	}
+	// The route actor follows the index: applied events confirm and kill
+	// its predictions.
+	route := s.system.Root.Spawn(props)
+	pc.Followers = append(slices.Clone(pc.Followers), route)
 	pipe, err := pipeline.Start(s.system, pc)
 	if err != nil {
+		_ = s.system.Root.StopFuture(route).Wait()
 		return nil, err
 	}
-	props, err := routing.Props(s.cfg.Routing)
-	if err != nil {
-		pipe.Stop()
-		return nil, err
-	}
-	ns := &namespace{key: k, blockSize: blockSize, pipe: pipe, route: s.system.Root.Spawn(props),
+	ns := &namespace{key: k, blockSize: blockSize, pipe: pipe, route: route,
 		members: map[messages.WorkerKey]bool{}}
 	s.spaces[k] = ns
 	return ns, nil

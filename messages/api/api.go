@@ -284,6 +284,11 @@ type RouteResult struct {
 	CachedTokens        uint64            `json:"cached_tokens"`
 	OverlapByTier       map[string]uint32 `json:"overlap_by_tier,omitempty"`
 	SessionCreditBlocks uint32            `json:"session_credit_blocks,omitempty"`
+	// PredictedBlocks is how many blocks the router scored beyond the
+	// chosen worker's event-confirmed overlap (and session credit) because
+	// it predicted them there: blocks of requests it routed there that the
+	// engine has not yet reported (actors/routing/predicted).
+	PredictedBlocks uint32 `json:"predicted_blocks,omitempty"`
 	Degraded            bool              `json:"degraded,omitempty"`
 	ServingEndpoint     string            `json:"serving_endpoint,omitempty"`
 	Scores              []RouteScore      `json:"scores,omitempty"`

@@ -216,6 +216,17 @@ func (t *Table) Len(k messages.WorkerKey) int {
 	return 0
 }
 
+// EventLessBlocks returns the predicted blocks of every event-less worker.
+func (t *Table) EventLessBlocks() map[messages.WorkerKey]int {
+	out := map[messages.WorkerKey]int{}
+	for k, w := range t.workers {
+		if w.list != none {
+			out[k] = t.lists[w.list].n
+		}
+	}
+	return out
+}
+
 // Record predicts the request's blocks on k, the worker it was routed to:
 // each block is added, or refreshed (TTL and LRU position) when already
 // predicted. Nothing is recorded for an event-publishing worker when
