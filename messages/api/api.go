@@ -288,11 +288,11 @@ type RouteResult struct {
 	// chosen worker's event-confirmed overlap (and session credit) because
 	// it predicted them there: blocks of requests it routed there that the
 	// engine has not yet reported (actors/routing/predicted).
-	PredictedBlocks uint32 `json:"predicted_blocks,omitempty"`
-	Degraded            bool              `json:"degraded,omitempty"`
-	ServingEndpoint     string            `json:"serving_endpoint,omitempty"`
-	Scores              []RouteScore      `json:"scores,omitempty"`
-	RequestID           string            `json:"request_id"`
+	PredictedBlocks uint32       `json:"predicted_blocks,omitempty"`
+	Degraded        bool         `json:"degraded,omitempty"`
+	ServingEndpoint string       `json:"serving_endpoint,omitempty"`
+	Scores          []RouteScore `json:"scores,omitempty"`
+	RequestID       string       `json:"request_id"`
 	// Recovering lists the candidate workers whose overlap the index could
 	// not fully answer for (in a cluster: their shard missed the deadline
 	// or is rebuilding after a host loss): their overlap may be too low,
