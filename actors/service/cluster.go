@@ -61,6 +61,9 @@ func (s *Service) followRegistry() {
 // registerClustered checks a registration against the cluster's registry
 // and writes it there; the owner starts its listener.
 func (s *Service) registerClustered(reg api.Registration) error {
+	if reg.EventLess() { // the cluster registry shares event streams only
+		return api.Errorf(api.ErrInvalid, api.ReasonInvalidValue, `events "none": event-less workers are not supported with --cluster (register them on a router without it)`)
+	}
 	if err := s.withEngine(&reg); err != nil {
 		return err
 	}

@@ -355,7 +355,10 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 func (s *Service) rankInfo(k messages.WorkerKey, w *worker) api.RankInfo {
 	ri := api.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
 		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
-		Engine: w.reg.Engine, BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Warnings: []string{}}
+		Engine: w.reg.Engine, BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Mode: api.ModeEvents, Warnings: []string{}}
+	if w.reg.EventLess() {
+		return s.eventLessInfo(k, w, ri)
+	}
 	stream := messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}
 	ls, err := w.ns.pipe.ListenerStats(stream, s.cfg.Timeout)
 	if err != nil {

@@ -165,9 +165,11 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	if _, err := routing.New(cfg.Routing); err != nil {
 		return nil, err
 	}
-	if _, err := predicted.New(cfg.Predictions); err != nil {
+	pt, err := predicted.New(cfg.Predictions)
+	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
+	cfg.Predictions = pt.Config() // defaults applied
 	if !(cfg.SessionCredit >= 0) || math.IsInf(cfg.SessionCredit, 1) {
 		return nil, fmt.Errorf("service: session credit %v must be finite and ≥ 0", cfg.SessionCredit)
 	}
@@ -297,10 +299,15 @@ func (s *Service) register(reg api.Registration, resume *messages.Position) erro
 		return api.Errorf(api.ErrInvalid, "block_size_mismatch",
 			"model %q tenant %q uses block size %d, not %d", ns.key.model, ns.key.tenant, ns.blockSize, bs)
 	}
-	if err := ns.pipe.AddListener(s.listenerConfig(reg, bs, resume)); err != nil {
+	if reg.EventLess() {
+		if reg.CacheBlocks > predicted.MaxEventLessBlocks {
+			return api.Errorf(api.ErrInvalid, api.ReasonInvalidValue, "cache_blocks %d: at most %d", reg.CacheBlocks, predicted.MaxEventLessBlocks)
+		}
+	} else if err := ns.pipe.AddListener(s.listenerConfig(reg, bs, resume)); err != nil {
 		return api.Errorf(api.ErrInvalid, "invalid_endpoint", "%v", err)
 	}
-	s.workers[key] = &worker{reg: reg, ns: ns, at: time.Now()}
+	// An event-less worker has nothing to sync: readiness never waits for it.
+	s.workers[key] = &worker{reg: reg, ns: ns, at: time.Now(), synced: reg.EventLess()}
 	ns.members[key] = true
 	s.syncCandidates(ns)
 	return nil
@@ -336,7 +343,14 @@ func (s *Service) syncCandidates(ns *namespace) {
 	keys := slices.SortedFunc(maps.Keys(ns.members), compareKeys)
 	status, _ := ns.pipe.Status(s.cfg.Timeout)
 	cands := make([]routing.Candidate, len(keys))
+	var eventLess map[messages.WorkerKey]int
 	for i, k := range keys {
+		if w := s.workers[k]; w != nil && w.reg.EventLess() {
+			if eventLess == nil {
+				eventLess = map[messages.WorkerKey]int{}
+			}
+			eventLess[k] = int(w.reg.CacheBlocks)
+		}
 		cands[i] = routing.Candidate{Key: k}
 		if status != nil {
 			st := status.Streams[messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}].State
@@ -345,7 +359,7 @@ func (s *Service) syncCandidates(ns *namespace) {
 		cands[i].Remote = s.remote[k]
 	}
 	ns.cands = cands
-	s.system.Root.Send(ns.route, &routing.SetCandidates{Candidates: cands})
+	s.system.Root.Send(ns.route, &routing.SetCandidates{Candidates: cands, EventLess: eventLess})
 }
 
 // compareKeys orders (worker, dp_rank) keys.

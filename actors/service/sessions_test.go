@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/routing/predicted"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/eventually"
@@ -72,9 +73,11 @@ func (h *harness) lineage(id string, depth uint32) api.SessionInfo {
 // overlap routing moves turn 2 away; the session's lineage keeps it there.
 // A session id reported by one worker never credits another, and DELETE
 // forgets the session.
-// The reference cost (weight 1): the logits below are its arithmetic.
+// The reference cost (weight 1): the logits below are its arithmetic,
+// without predictions (the plain turn 2 below would predict turn 2 on v).
 func TestServeSessionKeepsAConversationOnItsWorker(t *testing.T) {
-	h := newHarnessWith(t, Config{BlockSize: 4, Routing: routing.DynamoConfig(), Timeout: time.Second, SessionCredit: 1}, 2)
+	h := newHarnessWith(t, Config{BlockSize: 4, Routing: routing.DynamoConfig(), Timeout: time.Second, SessionCredit: 1,
+		Predictions: predicted.Config{TTL: predicted.Off}}, 2)
 	h.settle()
 	turn1 := prompt(1, 6)
 	first := h.route(turn1, "conv", "t1", false)

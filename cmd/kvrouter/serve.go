@@ -45,6 +45,17 @@ gives the worker holding the session's newest blocks up to --session-credit
 physical overlap stays the primary signal, and a session with no lineage
 routes as without one.
 
+Predictions: a routed request's blocks count as held by its worker for
+--predict-ttl, until the engine's events confirm them (a BlockRemoved or
+AllBlocksCleared ends a prediction at once), so siblings of one prompt that
+arrive before its events land together; /route says how many of the
+overlap blocks were predicted (predicted_blocks). A worker registered with
+"events":"none" (and no endpoint) publishes no events: it is routed from an
+approximate cache of what the router sent it, of its registration's
+cache_blocks (default --eventless-cache-blocks), LRU-evicted, each block
+dropped --eventless-ttl after its last request; /workers shows it in mode
+"predictions", state "approximate".
+
 Workers are registered over HTTP (POST /register), in a file of /register
 bodies (--workers-file), or given as flags:
   --worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT]
@@ -138,6 +149,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
 	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (0, the default: no cap; package admission says why)")
+	predict := addPredictFlags(fs)
 	pprofAddr := fs.String("pprof-listen", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on HOST:PORT, a listener of their own without the API token: use loopback (a bare :PORT binds it); off when not given")
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -188,6 +200,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: --shards %d: want 1 to 64\n", *shards)
 		return 2
 	}
+	predictions, err := predict.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	pc := pipeline.Config{Index: indexer.Config{Shards: *shards},
 		Sessions: sessions.ActorConfig{Index: sessions.Config{MaxSessions: *maxSessions, IdleTTL: *sessionIdle}}}
 	cc, err := cf.config()
@@ -213,7 +230,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	host, err := service.StartHost(system, service.HostConfig{Cluster: cc, Startup: st, Logger: logger,
 		Service: service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
-			Pipeline: pc, SessionCredit: *sessionCredit}})
+			Pipeline: pc, SessionCredit: *sessionCredit, Predictions: predictions}})
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2

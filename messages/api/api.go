@@ -145,7 +145,25 @@ type Registration struct {
 	ReplayEndpoint  string            `json:"replay_endpoint,omitempty"`
 	ServingEndpoint string            `json:"serving_endpoint,omitempty"`
 	Engine          string            `json:"engine,omitempty"`
+	// Events is EventsNone for a worker that publishes no KV events (then
+	// Endpoint and ReplayEndpoint are empty): the router keeps an
+	// approximate cache of it from its own decisions, of CacheBlocks
+	// blocks (0: the server's default). "": it publishes events at
+	// Endpoint.
+	Events      string `json:"events,omitempty"`
+	CacheBlocks uint32 `json:"cache_blocks,omitempty"`
 }
+
+// Registration.Events values.
+const (
+	// EventsZMQ (the default, stored as ""): KV events over ZeroMQ.
+	EventsZMQ = "zmq"
+	// EventsNone: no KV events; routed by the router's predictions alone.
+	EventsNone = "none"
+)
+
+// EventLess reports whether the registration publishes no events.
+func (r Registration) EventLess() bool { return r.Events == EventsNone }
 
 // WorkerRef is the body of POST /unregister. TenantID "" means every tenant
 // of the model and DpRank nil every rank of the worker (the reference's
@@ -171,6 +189,16 @@ const (
 	// StateDegraded: history was lost; the index holds only what arrived
 	// since, so the worker may hold blocks the index does not know.
 	StateDegraded StreamState = "degraded"
+	// StateApproximate: an event-less worker (Registration.Events
+	// EventsNone): the router's view is its own predictions, which may
+	// miss blocks the engine holds and hold blocks it evicted.
+	StateApproximate StreamState = "approximate"
+)
+
+// RankInfo.Mode values.
+const (
+	ModeEvents      = "events"
+	ModePredictions = "predictions"
 )
 
 // WorkerInfo is one element of GET /workers. InstanceID and Endpoints are the
@@ -213,7 +241,13 @@ type RankInfo struct {
 	LastSeq         *uint64     `json:"last_seq"`
 	LagSeconds      float64     `json:"lag_seconds"`
 	Blocks          uint64      `json:"blocks"`
-	Warnings        []string    `json:"warnings"`
+	// Mode is how the router knows the rank's cache: ModeEvents (its KV
+	// events; Blocks is the index's) or ModePredictions (an event-less
+	// worker: Blocks is what the router predicts from its own decisions,
+	// at most CacheBlocks).
+	Mode        string   `json:"mode,omitempty"`
+	CacheBlocks uint32   `json:"cache_blocks,omitempty"`
+	Warnings    []string `json:"warnings"`
 	// Owner is the cluster member (its cluster address) whose listener
 	// follows the stream; absent outside a cluster.
 	Owner string `json:"owner,omitempty"`

@@ -21,6 +21,8 @@ type registerBody struct {
 	ReplayEndpoint  *string `json:"replay_endpoint"`
 	ServingEndpoint *string `json:"serving_endpoint"`
 	Engine          *string `json:"engine"`
+	Events          *string `json:"events"`
+	CacheBlocks     *uint32 `json:"cache_blocks"`
 }
 
 type unregisterBody struct {
@@ -62,8 +64,12 @@ type routeBody struct {
 func (b *registerBody) registration(limits) (api.Registration, *apiError) {
 	var f fields
 	f.required("instance_id", b.InstanceID != nil)
+	events := f.events(b.Events)
+	if events == api.EventsNone && (b.Endpoint != nil && *b.Endpoint != "" || b.ReplayEndpoint != nil && *b.ReplayEndpoint != "") && f.err == nil {
+		f.err = badRequest(api.ReasonInvalidValue, `events "none": a worker that publishes no events has no endpoint or replay_endpoint`)
+	}
 	reg := api.Registration{
-		Endpoint:        f.endpoint("endpoint", b.Endpoint, true),
+		Endpoint:        f.endpoint("endpoint", b.Endpoint, events != api.EventsNone),
 		ModelName:       f.name("model_name", b.ModelName),
 		TenantID:        f.tenant(b.TenantID),
 		LoraName:        f.optName("lora_name", b.LoraName),
@@ -80,6 +86,13 @@ func (b *registerBody) registration(limits) (api.Registration, *apiError) {
 			return reg, badRequest(api.ReasonInvalidValue, "block_size must be positive (omit it for the server's default)")
 		}
 		reg.BlockSize = *b.BlockSize
+	}
+	reg.Events = events
+	if b.CacheBlocks != nil {
+		if events != api.EventsNone || *b.CacheBlocks == 0 {
+			return reg, badRequest(api.ReasonInvalidValue, `cache_blocks sizes the approximate cache of a worker registered with events "none" (positive; omit it for the server's default)`)
+		}
+		reg.CacheBlocks = *b.CacheBlocks
 	}
 	if b.DpRank != nil {
 		reg.DpRank = messages.DpRank(*b.DpRank)

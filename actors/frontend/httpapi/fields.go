@@ -77,6 +77,23 @@ func (f *fields) endpoint(field string, p *string, required bool) string {
 	return ep
 }
 
+// events validates the optional events mode: "" (absent) or "zmq" is a
+// worker that publishes KV events ("" in the Registration), "none" one
+// that publishes none.
+func (f *fields) events(p *string) string {
+	v := f.optName("events", p)
+	switch {
+	case f.err != nil:
+		return ""
+	case v == "" || v == api.EventsZMQ:
+		return ""
+	case v == api.EventsNone:
+		return v
+	}
+	f.err = badRequest(api.ReasonInvalidValue, "events: %q (want %q or %q)", clip(v), api.EventsZMQ, api.EventsNone)
+	return ""
+}
+
 // serving validates an optional serving endpoint (package messages/serving).
 func (f *fields) serving(p *string) string {
 	ep := f.optName("serving_endpoint", p)

@@ -35,14 +35,21 @@ type Config struct {
 	TTL          time.Duration
 	MaxBlocks    int
 	EventLessTTL time.Duration
+	// EventLessBlocks is the cache size of an event-less worker registered
+	// without one (DefaultEventLessBlocks; at most MaxEventLessBlocks).
+	EventLessBlocks int
 }
 
 // Off, as Config.TTL, turns predictions on event-publishing workers off.
 const Off = time.Duration(-1)
 
 func (c Config) withDefaults() (Config, error) {
-	if c.TTL < Off || c.MaxBlocks < 0 || c.EventLessTTL < 0 {
-		return c, fmt.Errorf("predicted: ttl %v, max blocks %d, event-less ttl %v: %w", c.TTL, c.MaxBlocks, c.EventLessTTL, ErrInvalidConfig)
+	if c.TTL < Off || c.MaxBlocks < 0 || c.EventLessTTL < 0 || c.EventLessBlocks < 0 || c.EventLessBlocks > MaxEventLessBlocks {
+		return c, fmt.Errorf("predicted: ttl %v, max blocks %d, event-less ttl %v, event-less blocks %d (at most %d): %w",
+			c.TTL, c.MaxBlocks, c.EventLessTTL, c.EventLessBlocks, MaxEventLessBlocks, ErrInvalidConfig)
+	}
+	if c.EventLessBlocks == 0 {
+		c.EventLessBlocks = DefaultEventLessBlocks
 	}
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
@@ -122,6 +129,7 @@ type Table struct {
 	freeLs  []int32
 	workers map[messages.WorkerKey]*worker
 	stats   Stats
+	scratch []int32 // Record's entry per block
 }
 
 // New returns an empty table.
@@ -146,12 +154,12 @@ func (t *Table) Stats() Stats { s := t.stats; s.Blocks = len(t.pairs); return s 
 func (t *Table) Predicting() bool { return t.cfg.TTL > 0 }
 
 // SetEventLess makes k an event-less worker with a cache of capacity blocks
-// (0: DefaultEventLessBlocks; clamped to MaxEventLessBlocks), or, with
+// (0: Config.EventLessBlocks; clamped to MaxEventLessBlocks), or, with
 // capacity < 0, a worker that publishes events. A mode change drops the
 // worker's predictions; a new capacity evicts down to it.
 func (t *Table) SetEventLess(k messages.WorkerKey, capacity int) {
 	if capacity == 0 {
-		capacity = DefaultEventLessBlocks
+		capacity = t.cfg.EventLessBlocks
 	}
 	capacity = min(capacity, MaxEventLessBlocks)
 	w := t.workers[k]
@@ -249,21 +257,41 @@ func (t *Table) Record(k messages.WorkerKey, hashes []messages.LocalHash, now ti
 	if len(hashes) > l.capacity {
 		hashes = hashes[:l.capacity]
 	}
-	// Last block first: the prompt's first blocks end up newest on the
-	// list, so the LRU evicts a prompt's tail before the prefix other
-	// prompts share.
+	// The blocks already predicted are refreshed first (moved off the
+	// tail), so making room for the new ones never evicts the request's
+	// own blocks.
+	idx := t.scratch[:0]
+	fresh := 0
+	for _, h := range hashes {
+		i, ok := t.pairs[pair{h, k}]
+		if ok {
+			t.unlink(i)
+			t.pushFront(li, i)
+		} else {
+			i = none
+			fresh++
+		}
+		idx = append(idx, i)
+	}
+	t.scratch = idx
+	for l.n+fresh > l.capacity {
+		t.evict(l.tail)
+	}
+	// Then every block again, last block first: the prompt's first blocks
+	// end up newest, so the LRU evicts a prompt's tail before the prefix
+	// other prompts share.
 	for j := len(hashes) - 1; j >= 0; j-- {
-		h := hashes[j]
 		t.stats.Recorded++
-		if i, ok := t.pairs[pair{h, k}]; ok {
-			e := &t.entries[i]
-			e.expires = exp
+		if i := idx[j]; i != none {
+			t.entries[i].expires = exp
 			t.unlink(i)
 			t.pushFront(li, i)
 			continue
 		}
-		if l.n >= l.capacity {
-			t.evict(l.tail)
+		h := hashes[j]
+		if i, dup := t.pairs[pair{h, k}]; dup { // a hash repeated in the request (hashes sent by a client)
+			t.entries[i].expires = exp
+			continue
 		}
 		i := t.alloc()
 		t.entries[i] = entry{hash: h, key: k, expires: exp, list: li, prev: none, next: none, hprev: none, hnext: none}

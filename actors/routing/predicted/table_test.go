@@ -259,9 +259,41 @@ func TestModeChangeAndDrop(t *testing.T) {
 }
 
 func TestInvalidConfig(t *testing.T) {
-	for _, c := range []Config{{TTL: -2}, {MaxBlocks: -1}, {EventLessTTL: -1}} {
+	for _, c := range []Config{{TTL: -2}, {MaxBlocks: -1}, {EventLessTTL: -1}, {EventLessBlocks: MaxEventLessBlocks + 1}} {
 		if _, err := New(c); !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("%+v: %v, want ErrInvalidConfig", c, err)
 		}
+	}
+}
+
+// Routing a prompt again onto a full list makes room without evicting its
+// own blocks: exactly the new blocks' worth of others' is evicted.
+func TestRecordAgainEvictsOnlyWhatItNeeds(t *testing.T) {
+	tb := newTable(t, Config{})
+	tb.SetEventLess(wA, 16)
+	p, q := prompt(100, 10), prompt(200, 10)
+	tb.Record(wA, p, t0)
+	tb.Record(wA, q, t0) // evicts p's last 4
+	tb.Record(wA, p, t0) // p's 4 back: q's last 4 go
+	if s := tb.Stats(); s.Evicted != 8 {
+		t.Fatalf("evicted %d, want 8", s.Evicted)
+	}
+	if a, b := overlapOf(tb, p, t0, wA), overlapOf(tb, q, t0, wA); a != 10 || b != 6 {
+		t.Fatalf("p %d, q %d, want 10 and 6", a, b)
+	}
+}
+
+// A request naming one hash twice (block hashes sent by a client) predicts
+// it once.
+func TestRecordRepeatedHash(t *testing.T) {
+	tb := newTable(t, Config{})
+	tb.Record(wA, []messages.LocalHash{5, 6, 5, 7}, t0)
+	if s := tb.Stats(); s.Blocks != 3 {
+		t.Fatalf("%d blocks, want 3", s.Blocks)
+	}
+	tb.Apply(stored(wA, []messages.LocalHash{5}, 1))
+	tb.Apply(messages.RouterEvent{WorkerID: wA.Worker, Event: messages.KvCacheEvent{Kind: messages.KindRemoved, Removed: []messages.ExternalHash{1}}})
+	if s := tb.Stats(); s.Blocks != 2 || s.Killed != 1 {
+		t.Fatalf("stats %+v, want 2 blocks, 1 killed", s)
 	}
 }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/kvrouter/kvrouter/actors/routing/predicted"
+)
+
+// predictFlags are serve's predict-on-route and event-less worker flags
+// (actors/routing/predicted).
+type predictFlags struct {
+	ttl, eventLessTTL          *time.Duration
+	maxBlocks, eventLessBlocks *int
+}
+
+func addPredictFlags(fs *flag.FlagSet) *predictFlags {
+	return &predictFlags{
+		ttl: fs.Duration("predict-ttl", predicted.DefaultTTL,
+			"how long a routed request's blocks count as held by its worker before the engine's events confirm them (predict-on-route; 0: off for workers that publish events)"),
+		maxBlocks: fs.Int("predict-max-blocks", predicted.DefaultMaxBlocks,
+			"predicted blocks kept per (model, tenant) for workers that publish events; the least recently routed is evicted past it (counted)"),
+		eventLessTTL: fs.Duration("eventless-ttl", predicted.DefaultEventLessTTL,
+			`how long an event-less worker's (registered with "events":"none") block counts as cached without another request routed there`),
+		eventLessBlocks: fs.Int("eventless-cache-blocks", predicted.DefaultEventLessBlocks,
+			fmt.Sprintf(`approximate cache size, in blocks, of an event-less worker registered without cache_blocks (at most %d); LRU-evicted past it`, predicted.MaxEventLessBlocks)),
+	}
+}
+
+// config checks the flags and returns the prediction configuration.
+func (f *predictFlags) config() (predicted.Config, error) {
+	switch {
+	case *f.ttl < 0:
+		return predicted.Config{}, fmt.Errorf("--predict-ttl %v: want 0 (off) or more", *f.ttl)
+	case *f.maxBlocks <= 0:
+		return predicted.Config{}, fmt.Errorf("--predict-max-blocks %d: must be positive", *f.maxBlocks)
+	case *f.eventLessTTL <= 0:
+		return predicted.Config{}, fmt.Errorf("--eventless-ttl %v: must be positive", *f.eventLessTTL)
+	case *f.eventLessBlocks <= 0 || *f.eventLessBlocks > predicted.MaxEventLessBlocks:
+		return predicted.Config{}, fmt.Errorf("--eventless-cache-blocks %d: want 1 to %d", *f.eventLessBlocks, predicted.MaxEventLessBlocks)
+	}
+	c := predicted.Config{TTL: *f.ttl, MaxBlocks: *f.maxBlocks, EventLessTTL: *f.eventLessTTL, EventLessBlocks: *f.eventLessBlocks}
+	if c.TTL == 0 {
+		c.TTL = predicted.Off
+	}
+	return c, nil
+}
