@@ -61,6 +61,7 @@ var (
 	degradedKey   = attribute.Key("kvrouter.degraded_workers") // degraded candidates among them
 	chosenDegKey  = attribute.Key("kvrouter.chosen_degraded")
 	tiedKey       = attribute.Key("kvrouter.tied")
+	predictedKey  = attribute.Key("kvrouter.predicted_blocks") // of the chosen worker's overlap (predict.go)
 )
 
 // RouteReply is a decision, or why there is none.
@@ -179,7 +180,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			if err == nil {
 				sp.SetAttributes(tracectx.Worker.Int64(int64(d.Worker.Worker)), tracectx.DpRank.Int64(int64(d.Worker.DpRank)),
 					overlapKey.Int64(int64(d.OverlapBlocks)), degradedKey.Int(d.DegradedCandidates),
-					chosenDegKey.Bool(d.Degraded), tiedKey.Int(d.Tied))
+					chosenDegKey.Bool(d.Degraded), tiedKey.Int(d.Tied), predictedKey.Int64(int64(predictedBlocks)))
 			}
 		}
 		sp.End()

@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/routing/predicted"
 	"github.com/kvrouter/kvrouter/messages"
@@ -221,5 +223,34 @@ func TestServeEventLessRegistrationBounds(t *testing.T) {
 		"cache_blocks": predicted.MaxEventLessBlocks + 1})
 	if code != http.StatusBadRequest || !bytes.Contains(out, []byte("cache_blocks")) {
 		t.Fatalf("oversized cache: %d %s", code, out)
+	}
+}
+
+// The prediction metrics count what the route actors did: an event-less
+// worker of 16 blocks routed two 10-block prompts holds 16, 4 evicted.
+func TestServePredictionMetrics(t *testing.T) {
+	svc, err := New(actor.NewActorSystem(), Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	ctx := context.Background()
+	if err := svc.Register(ctx, api.Registration{InstanceID: 1, ModelName: "m", Events: api.EventsNone, CacheBlocks: 16}); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range [][]uint32{prompt(1, 10), prompt(2, 10)} {
+		if _, err := svc.Route(ctx, api.RouteRequest{ModelName: "m", TokenIDs: p, RequestID: fmt.Sprint("r", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	if err := svc.WritePredictionMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"kvrouter_predicted_blocks 16\n", `kvrouter_predictions_total{outcome="recorded"} 20` + "\n",
+		`kvrouter_predictions_total{outcome="evicted"} 4` + "\n", `kvrouter_predictions_total{outcome="killed"} 0` + "\n"} {
+		if !bytes.Contains(b.Bytes(), []byte(line)) {
+			t.Errorf("metrics lack %q:\n%s", line, b.String())
+		}
 	}
 }

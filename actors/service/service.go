@@ -20,6 +20,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -107,6 +108,9 @@ type Service struct {
 	// reach is which other cluster members answer this one (reach.go),
 	// under mu.
 	reach reachability
+	// predictionReadErrors counts route actors that missed a metrics
+	// scrape (WritePredictionMetrics).
+	predictionReadErrors atomic.Int64
 	// startSynced: Synced once found every worker it waited for synced, so
 	// the start-up gate is open for good (synced.go); under mu.
 	startSynced bool

@@ -242,7 +242,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	more := append(pr.metrics(), gate.WriteMetrics)
+	more := append(pr.metrics(), gate.WriteMetrics, host.Service.WritePredictionMetrics)
 	if dc != nil {
 		disc, err := startDiscovery(*dc, host.Service, logger)
 		if err != nil {
