@@ -46,6 +46,34 @@ type predictor struct {
 	table  *predicted.Table
 	found  []predicted.Overlap
 	merged []Overlap
+	// conf holds the request's overlaps by key once a prediction needs
+	// them (confirmed); confFor is the request they were filled for.
+	conf    ovTable
+	confFor *RouteRequest
+	req     *RouteRequest
+}
+
+// confirmed is the request's own overlap on k (the index's and any
+// session credit): where k's predicted blocks continue from.
+func (p *predictor) confirmed(k messages.WorkerKey) uint32 {
+	m := p.req
+	if len(m.Overlaps) <= 8 {
+		var best uint32
+		for _, o := range m.Overlaps {
+			if o.Key == k {
+				best = max(best, o.Blocks)
+			}
+		}
+		return best
+	}
+	if p.confFor != m {
+		p.conf.reset(len(m.Overlaps))
+		for _, o := range m.Overlaps {
+			p.conf.putMax(o.Key, o.Blocks)
+		}
+		p.confFor = m
+	}
+	return p.conf.get(k)
 }
 
 // scored returns the overlaps to decide with: the request's (the index's,
@@ -56,7 +84,9 @@ func (p *predictor) scored(m *RouteRequest, now time.Time) []Overlap {
 		return m.Overlaps
 	}
 	p.table.Expire(now)
-	p.found = p.table.Overlaps(m.Hashes, now, p.found[:0])
+	p.req = m
+	p.found = p.table.Overlaps(m.Hashes, now, p.confirmed, p.found[:0])
+	p.req, p.confFor = nil, nil
 	if len(p.found) == 0 {
 		return m.Overlaps
 	}
@@ -80,7 +110,7 @@ func (p *predictor) record(m *RouteRequest, d Decision, err error, now time.Time
 			carried = max(carried, o.Blocks)
 		}
 	}
-	p.table.Record(d.Worker, m.Hashes, now)
+	p.table.Record(d.Worker, m.Hashes, carried, now)
 	if d.OverlapBlocks > carried {
 		return d.OverlapBlocks - carried
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/internal/hashtab"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
@@ -71,7 +72,10 @@ type Stats struct {
 	Killed    uint64 // predictions a BlockRemoved or a clear ended
 	Expired   uint64 // predictions that lived out their TTL
 	Evicted   uint64 // predictions dropped for the cap or a worker's capacity (LRU)
-	Blocks    int
+	// Collisions counts blocks not predicted because another (block,
+	// worker) pair had the same table key.
+	Collisions uint64
+	Blocks     int
 }
 
 // Overlap is one worker's predicted prefix: contiguous blocks from block 0.
@@ -84,23 +88,28 @@ const none = -1
 
 // entry is one predicted (worker, block). It sits on one LRU list (its
 // worker's for an event-less worker, the shared one otherwise) and, keyed
-// by (hash, worker), in the pair map; confirmed entries also in their
-// worker's engine-hash map.
+// by (hash, worker), in the pair table; an entry predicted as some
+// request's block 0 also on its hash's chain (how a lookup finds the
+// workers to walk); confirmed entries also in their worker's engine-hash
+// map.
 type entry struct {
 	hash       messages.LocalHash
 	key        messages.WorkerKey
 	ext        messages.ExternalHash
-	confirmed  bool
 	expires    int64 // ns since the epoch
 	list       int32
 	prev, next int32 // LRU list, head newest
-	hprev      int32 // chain of the entries of one hash
+	hprev      int32 // chain of the block-0 entries of one hash
 	hnext      int32
+	confirmed  bool
+	first      bool // on its hash's chain
 }
 
-type pair struct {
-	hash messages.LocalHash
-	key  messages.WorkerKey
+// pairKey combines a block's hash and a worker into the pair table's key.
+// Distinct pairs may share one (the table checks the entry it finds): such
+// a pair is not predicted, counted in Stats.Collisions.
+func pairKey(h messages.LocalHash, k messages.WorkerKey) uint64 {
+	return uint64(h) ^ (uint64(k.Worker)*0x9E3779B97F4A7C15 + uint64(k.DpRank)*0xC2B2AE3D27D4EB4F)
 }
 
 type lru struct {
@@ -123,13 +132,12 @@ type Table struct {
 	cfg     Config
 	entries []entry
 	free    []int32
-	pairs   map[pair]int32
-	chains  map[messages.LocalHash]int32 // head of the hash's chain
+	pairs   hashtab.Map[uint64, int32]   // pairKey → entry
+	chains  map[messages.LocalHash]int32 // head of the hash's chain of block-0 entries
 	lists   []lru                        // 0: the shared list of event-publishing workers
 	freeLs  []int32
 	workers map[messages.WorkerKey]*worker
 	stats   Stats
-	scratch []int32 // Record's entry per block
 }
 
 // New returns an empty table.
@@ -138,7 +146,7 @@ func New(cfg Config) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Table{cfg: c, pairs: map[pair]int32{}, chains: map[messages.LocalHash]int32{},
+	t := &Table{cfg: c, chains: map[messages.LocalHash]int32{},
 		workers: map[messages.WorkerKey]*worker{}}
 	t.lists = []lru{{head: none, tail: none, capacity: c.MaxBlocks, ttl: c.TTL}}
 	return t, nil
@@ -148,7 +156,16 @@ func New(cfg Config) (*Table, error) {
 func (t *Table) Config() Config { return t.cfg }
 
 // Stats returns the counters.
-func (t *Table) Stats() Stats { s := t.stats; s.Blocks = len(t.pairs); return s }
+func (t *Table) Stats() Stats { s := t.stats; s.Blocks = t.pairs.Len(); return s }
+
+// lookup returns the entry predicting block h on k.
+func (t *Table) lookup(h messages.LocalHash, k messages.WorkerKey) (int32, bool) {
+	i, ok := t.pairs.Get(pairKey(h, k))
+	if ok && t.entries[i].hash == h && t.entries[i].key == k {
+		return i, true
+	}
+	return none, false
+}
 
 // Predicting reports whether workers that publish events get predictions.
 func (t *Table) Predicting() bool { return t.cfg.TTL > 0 }
@@ -237,9 +254,11 @@ func (t *Table) EventLessBlocks() map[messages.WorkerKey]int {
 
 // Record predicts the request's blocks on k, the worker it was routed to:
 // each block is added, or refreshed (TTL and LRU position) when already
-// predicted. Nothing is recorded for an event-publishing worker when
-// predictions are off.
-func (t *Table) Record(k messages.WorkerKey, hashes []messages.LocalHash, now time.Time) {
+// predicted. confirmed is k's overlap in the index: blocks 1 to
+// confirmed − 1 are skipped (Overlaps walks from the confirmed overlap;
+// block 0 is always recorded, it is how a lookup finds k). Nothing is
+// recorded for an event-publishing worker when predictions are off.
+func (t *Table) Record(k messages.WorkerKey, hashes []messages.LocalHash, confirmed uint32, now time.Time) {
 	if len(hashes) == 0 {
 		return
 	}
@@ -257,52 +276,66 @@ func (t *Table) Record(k messages.WorkerKey, hashes []messages.LocalHash, now ti
 	if len(hashes) > l.capacity {
 		hashes = hashes[:l.capacity]
 	}
-	// The blocks already predicted are refreshed first (moved off the
-	// tail), so making room for the new ones never evicts the request's
-	// own blocks.
-	idx := t.scratch[:0]
-	fresh := 0
-	for _, h := range hashes {
-		i, ok := t.pairs[pair{h, k}]
+	from := max(1, min(int(confirmed), len(hashes)))
+	if l.n+1+len(hashes)-from > l.capacity {
+		// Room has to be made: refresh the blocks already predicted first
+		// (off the tail), so that evicting never takes the request's own.
+		fresh := 0
+		for j, h := range hashes {
+			if j > 0 && j < from {
+				continue
+			}
+			if i, ok := t.lookup(h, k); ok {
+				t.unlink(i)
+				t.pushFront(li, i)
+			} else {
+				fresh++
+			}
+		}
+		for l.n+fresh > l.capacity {
+			t.evict(l.tail)
+		}
+	}
+	// Last block first: the prompt's first blocks end up newest, so the
+	// LRU evicts a prompt's tail before the prefix other prompts share.
+	for j := len(hashes) - 1; j >= 0; j-- {
+		if j > 0 && j < from {
+			j = 1 // the confirmed blocks: on to block 0
+			continue
+		}
+		t.stats.Recorded++
+		h := hashes[j]
+		i, ok := t.lookup(h, k)
 		if ok {
+			t.entries[i].expires = exp
 			t.unlink(i)
 			t.pushFront(li, i)
 		} else {
-			i = none
-			fresh++
-		}
-		idx = append(idx, i)
-	}
-	t.scratch = idx
-	for l.n+fresh > l.capacity {
-		t.evict(l.tail)
-	}
-	// Then every block again, last block first: the prompt's first blocks
-	// end up newest, so the LRU evicts a prompt's tail before the prefix
-	// other prompts share.
-	for j := len(hashes) - 1; j >= 0; j-- {
-		t.stats.Recorded++
-		if i := idx[j]; i != none {
-			t.entries[i].expires = exp
-			t.unlink(i)
+			pk := pairKey(h, k)
+			if t.pairs.Has(pk) {
+				t.stats.Collisions++
+				continue
+			}
+			i = t.alloc()
+			t.entries[i] = entry{hash: h, key: k, expires: exp, list: li, prev: none, next: none, hprev: none, hnext: none}
 			t.pushFront(li, i)
-			continue
+			t.pairs.Put(pk, i)
 		}
-		h := hashes[j]
-		if i, dup := t.pairs[pair{h, k}]; dup { // a hash repeated in the request (hashes sent by a client)
-			t.entries[i].expires = exp
-			continue
+		if j == 0 && !t.entries[i].first {
+			t.chain(i)
 		}
-		i := t.alloc()
-		t.entries[i] = entry{hash: h, key: k, expires: exp, list: li, prev: none, next: none, hprev: none, hnext: none}
-		t.pushFront(li, i)
-		t.pairs[pair{h, k}] = i
-		if head, ok := t.chains[h]; ok {
-			t.entries[i].hnext = head
-			t.entries[head].hprev = i
-		}
-		t.chains[h] = i
 	}
+}
+
+// chain puts entry i on its hash's chain of block-0 entries.
+func (t *Table) chain(i int32) {
+	e := &t.entries[i]
+	e.first, e.hprev, e.hnext = true, none, none
+	if head, ok := t.chains[e.hash]; ok {
+		e.hnext = head
+		t.entries[head].hprev = i
+	}
+	t.chains[e.hash] = i
 }
 
 // Expire drops the shared list's predictions whose TTL has passed (an
@@ -320,34 +353,36 @@ func (t *Table) expireList(li int32, now time.Time) {
 }
 
 // Overlaps appends to out, for every worker with a prediction of block 0,
-// the number of contiguous predicted blocks of hashes from block 0 (expired
-// predictions count as absent).
-func (t *Table) Overlaps(hashes []messages.LocalHash, now time.Time, out []Overlap) []Overlap {
-	if len(hashes) == 0 || len(t.pairs) == 0 {
+// the number of contiguous blocks of hashes from block 0 it holds: its
+// confirmed overlap (confirmed(worker), the index's; nil: none) continued
+// by predicted blocks (expired predictions count as absent).
+func (t *Table) Overlaps(hashes []messages.LocalHash, now time.Time, confirmed func(messages.WorkerKey) uint32, out []Overlap) []Overlap {
+	if len(hashes) == 0 || t.pairs.Len() == 0 {
 		return out
 	}
 	ns := now.UnixNano()
-	start := len(out)
 	head, ok := t.chains[hashes[0]]
 	if !ok {
 		return out
 	}
 	for i := head; i != none; i = t.entries[i].hnext {
-		if e := &t.entries[i]; e.expires > ns {
-			out = append(out, Overlap{Key: e.key, Blocks: 1})
+		e := &t.entries[i]
+		if e.expires <= ns {
+			continue
 		}
-	}
-	alive := out[start:]
-	for d := 1; d < len(hashes) && len(alive) > 0; d++ {
-		n := 0
-		for j := range alive {
-			if i, ok := t.pairs[pair{hashes[d], alive[j].Key}]; ok && t.entries[i].expires > ns {
-				alive[j].Blocks++
-				alive[n], alive[j] = alive[j], alive[n]
-				n++
+		var c uint32
+		if confirmed != nil {
+			c = min(confirmed(e.key), uint32(len(hashes)))
+		}
+		o := Overlap{Key: e.key, Blocks: max(c, 1)}
+		for d := int(o.Blocks); d < len(hashes); d++ {
+			j, ok := t.lookup(hashes[d], e.key)
+			if !ok || t.entries[j].expires <= ns {
+				break
 			}
+			o.Blocks++
 		}
-		alive = alive[:n]
+		out = append(out, o)
 	}
 	return out
 }
@@ -358,14 +393,14 @@ func (t *Table) Overlaps(hashes []messages.LocalHash, now time.Time, out []Overl
 // kills every prediction of the stream. Event-less workers publish no
 // events; one that does is treated the same way.
 func (t *Table) Apply(ev messages.RouterEvent) {
-	if len(t.pairs) == 0 {
+	if t.pairs.Len() == 0 {
 		return
 	}
 	k := messages.WorkerKey{Worker: ev.WorkerID, DpRank: ev.Event.DpRank}
 	switch ev.Event.Kind {
 	case messages.KindStored:
 		for _, b := range ev.Event.Blocks {
-			i, ok := t.pairs[pair{b.TokensHash, k}]
+			i, ok := t.lookup(b.TokensHash, k)
 			if !ok {
 				continue
 			}
@@ -453,16 +488,18 @@ func (t *Table) evict(i int32) {
 func (t *Table) remove(i int32) {
 	e := &t.entries[i]
 	t.unlink(i)
-	delete(t.pairs, pair{e.hash, e.key})
-	if e.hprev != none {
-		t.entries[e.hprev].hnext = e.hnext
-	} else if e.hnext != none {
-		t.chains[e.hash] = e.hnext
-	} else {
-		delete(t.chains, e.hash)
-	}
-	if e.hnext != none {
-		t.entries[e.hnext].hprev = e.hprev
+	t.pairs.Delete(pairKey(e.hash, e.key))
+	if e.first {
+		if e.hprev != none {
+			t.entries[e.hprev].hnext = e.hnext
+		} else if e.hnext != none {
+			t.chains[e.hash] = e.hnext
+		} else {
+			delete(t.chains, e.hash)
+		}
+		if e.hnext != none {
+			t.entries[e.hnext].hprev = e.hprev
+		}
 	}
 	if e.confirmed {
 		if w := t.workers[e.key]; w != nil {

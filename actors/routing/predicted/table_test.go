@@ -35,7 +35,7 @@ func newTable(t *testing.T, cfg Config) *Table {
 }
 
 func overlapOf(tb *Table, hashes []messages.LocalHash, now time.Time, k messages.WorkerKey) uint32 {
-	for _, o := range tb.Overlaps(hashes, now, nil) {
+	for _, o := range tb.Overlaps(hashes, now, nil, nil) {
 		if o.Key == k {
 			return o.Blocks
 		}
@@ -54,8 +54,8 @@ func stored(k messages.WorkerKey, hashes []messages.LocalHash, extBase uint64) m
 func TestOverlapIsContiguousPrefix(t *testing.T) {
 	tb := newTable(t, Config{})
 	p := prompt(100, 5)
-	tb.Record(wA, p, t0)
-	tb.Record(wB, p[:2], t0)
+	tb.Record(wA, p, 0, t0)
+	tb.Record(wB, p[:2], 0, t0)
 	if got := overlapOf(tb, prompt(100, 8), t0, wA); got != 5 {
 		t.Fatalf("A: %d blocks, want 5", got)
 	}
@@ -66,7 +66,7 @@ func TestOverlapIsContiguousPrefix(t *testing.T) {
 	if got := overlapOf(tb, q, t0, wA); got != 3 {
 		t.Fatalf("diverging prompt: %d blocks, want 3", got)
 	}
-	if got := tb.Overlaps(prompt(150, 4), t0, nil); len(got) != 0 {
+	if got := tb.Overlaps(prompt(150, 4), t0, nil, nil); len(got) != 0 {
 		t.Fatalf("a prompt not starting at a predicted block 0: %v", got)
 	}
 }
@@ -74,7 +74,7 @@ func TestOverlapIsContiguousPrefix(t *testing.T) {
 func TestPredictionExpiresAfterTTL(t *testing.T) {
 	tb := newTable(t, Config{TTL: 500 * time.Millisecond})
 	p := prompt(1, 4)
-	tb.Record(wA, p, t0)
+	tb.Record(wA, p, 0, t0)
 	if got := overlapOf(tb, p, t0.Add(499*time.Millisecond), wA); got != 4 {
 		t.Fatalf("before the TTL: %d, want 4", got)
 	}
@@ -90,8 +90,8 @@ func TestPredictionExpiresAfterTTL(t *testing.T) {
 func TestRecordRefreshesTTL(t *testing.T) {
 	tb := newTable(t, Config{TTL: time.Second})
 	p := prompt(1, 3)
-	tb.Record(wA, p, t0)
-	tb.Record(wA, p[:2], t0.Add(800*time.Millisecond))
+	tb.Record(wA, p, 0, t0)
+	tb.Record(wA, p[:2], 0, t0.Add(800*time.Millisecond))
 	at := t0.Add(1200 * time.Millisecond)
 	tb.Expire(at)
 	if got := overlapOf(tb, p, at, wA); got != 2 {
@@ -105,7 +105,7 @@ func TestRecordRefreshesTTL(t *testing.T) {
 func TestBlockRemovedKillsConfirmedPrediction(t *testing.T) {
 	tb := newTable(t, Config{TTL: time.Minute})
 	p := prompt(10, 6)
-	tb.Record(wA, p, t0)
+	tb.Record(wA, p, 0, t0)
 	tb.Apply(stored(wA, p[:4], 5000)) // chunked prefill: the first 4 blocks stored
 	if s := tb.Stats(); s.Confirmed != 4 {
 		t.Fatalf("confirmed %d, want 4", s.Confirmed)
@@ -126,7 +126,7 @@ func TestBlockRemovedKillsConfirmedPrediction(t *testing.T) {
 func TestRemoveOfAnotherWorkerKillsNothing(t *testing.T) {
 	tb := newTable(t, Config{})
 	p := prompt(10, 3)
-	tb.Record(wA, p, t0)
+	tb.Record(wA, p, 0, t0)
 	tb.Apply(stored(wA, p, 5000))
 	tb.Apply(messages.RouterEvent{WorkerID: wB.Worker, Event: messages.KvCacheEvent{Kind: messages.KindRemoved,
 		Removed: []messages.ExternalHash{5000}}})
@@ -138,8 +138,8 @@ func TestRemoveOfAnotherWorkerKillsNothing(t *testing.T) {
 func TestClearKillsTheStreamsPredictions(t *testing.T) {
 	tb := newTable(t, Config{})
 	p := prompt(10, 3)
-	tb.Record(wA, p, t0)
-	tb.Record(wB, p, t0)
+	tb.Record(wA, p, 0, t0)
+	tb.Record(wB, p, 0, t0)
 	tb.Apply(stored(wA, p[:1], 1))
 	tb.Apply(messages.RouterEvent{WorkerID: wA.Worker, Event: messages.KvCacheEvent{Kind: messages.KindCleared}})
 	if got := overlapOf(tb, p, t0, wA); got != 0 {
@@ -155,8 +155,8 @@ func TestClearKillsTheStreamsPredictions(t *testing.T) {
 
 func TestCapEvictsLeastRecentlyRoutedTailFirst(t *testing.T) {
 	tb := newTable(t, Config{MaxBlocks: 4})
-	tb.Record(wA, prompt(100, 3), t0)
-	tb.Record(wB, prompt(200, 2), t0.Add(time.Millisecond))
+	tb.Record(wA, prompt(100, 3), 0, t0)
+	tb.Record(wB, prompt(200, 2), 0, t0.Add(time.Millisecond))
 	s := tb.Stats()
 	if s.Blocks != 4 || s.Evicted != 1 {
 		t.Fatalf("stats %+v, want 4 blocks, 1 evicted", s)
@@ -164,7 +164,7 @@ func TestCapEvictsLeastRecentlyRoutedTailFirst(t *testing.T) {
 	if got := overlapOf(tb, prompt(100, 3), t0, wA); got != 2 {
 		t.Fatalf("A: %d, want 2 (its last block evicted, its prefix kept)", got)
 	}
-	tb.Record(wC, prompt(300, 9), t0.Add(2*time.Millisecond)) // longer than the cap: its prefix only
+	tb.Record(wC, prompt(300, 9), 0, t0.Add(2*time.Millisecond)) // longer than the cap: its prefix only
 	if got := overlapOf(tb, prompt(300, 9), t0, wC); got != 4 {
 		t.Fatalf("C: %d, want 4", got)
 	}
@@ -172,12 +172,12 @@ func TestCapEvictsLeastRecentlyRoutedTailFirst(t *testing.T) {
 
 func TestPredictionsOff(t *testing.T) {
 	tb := newTable(t, Config{TTL: Off})
-	tb.Record(wA, prompt(1, 3), t0)
+	tb.Record(wA, prompt(1, 3), 0, t0)
 	if tb.Stats().Blocks != 0 {
 		t.Fatal("recorded with predictions off")
 	}
 	tb.SetEventLess(wB, 8)
-	tb.Record(wB, prompt(1, 3), t0)
+	tb.Record(wB, prompt(1, 3), 0, t0)
 	if got := overlapOf(tb, prompt(1, 3), t0, wB); got != 3 {
 		t.Fatalf("event-less worker with predictions off: %d, want 3", got)
 	}
@@ -189,8 +189,8 @@ func TestEventLessWorkerCapacityLRU(t *testing.T) {
 	sys := prompt(1000, 3) // a shared system prompt
 	p1 := append(append([]messages.LocalHash{}, sys...), prompt(1100, 2)...)
 	p2 := append(append([]messages.LocalHash{}, sys...), prompt(1200, 2)...)
-	tb.Record(wA, p1, t0)
-	tb.Record(wA, p2, t0.Add(time.Second))
+	tb.Record(wA, p1, 0, t0)
+	tb.Record(wA, p2, 0, t0.Add(time.Second))
 	if n := tb.Len(wA); n != 6 {
 		t.Fatalf("%d blocks, want the capacity 6", n)
 	}
@@ -217,13 +217,13 @@ func TestEventLessWorkerHoldsOnlyWhatWasRouted(t *testing.T) {
 	tb.SetEventLess(wA, 100)
 	tb.SetEventLess(wB, 100)
 	p := prompt(1, 4)
-	tb.Record(wA, p, t0)
+	tb.Record(wA, p, 0, t0)
 	for _, q := range [][]messages.LocalHash{prompt(20, 4), prompt(50, 1)} {
-		if got := tb.Overlaps(q, t0, nil); len(got) != 0 {
+		if got := tb.Overlaps(q, t0, nil, nil); len(got) != 0 {
 			t.Fatalf("never routed %v, predicted %v", q, got)
 		}
 	}
-	if got := tb.Overlaps(p, t0, nil); len(got) != 1 || got[0] != (Overlap{Key: wA, Blocks: 4}) {
+	if got := tb.Overlaps(p, t0, nil, nil); len(got) != 1 || got[0] != (Overlap{Key: wA, Blocks: 4}) {
 		t.Fatalf("overlaps %v, want only A with 4", got)
 	}
 	if tb.Len(wB) != 0 {
@@ -233,7 +233,7 @@ func TestEventLessWorkerHoldsOnlyWhatWasRouted(t *testing.T) {
 	if got := overlapOf(tb, p, t0.Add(DefaultEventLessTTL-time.Nanosecond), wA); got != 4 {
 		t.Fatalf("before the event-less TTL: %d, want 4", got)
 	}
-	tb.Record(wA, prompt(900, 1), t0.Add(DefaultEventLessTTL))
+	tb.Record(wA, prompt(900, 1), 0, t0.Add(DefaultEventLessTTL))
 	if n := tb.Len(wA); n != 1 {
 		t.Fatalf("after the event-less TTL: %d blocks, want 1", n)
 	}
@@ -242,7 +242,7 @@ func TestEventLessWorkerHoldsOnlyWhatWasRouted(t *testing.T) {
 func TestModeChangeAndDrop(t *testing.T) {
 	tb := newTable(t, Config{})
 	tb.SetEventLess(wA, 10)
-	tb.Record(wA, prompt(1, 3), t0)
+	tb.Record(wA, prompt(1, 3), 0, t0)
 	tb.SetEventLess(wA, -1) // now publishes events: its approximate cache is dropped
 	if !tb.EventLess(wB) && tb.EventLess(wA) {
 		t.Fatal("A still event-less")
@@ -250,10 +250,10 @@ func TestModeChangeAndDrop(t *testing.T) {
 	if got := overlapOf(tb, prompt(1, 3), t0, wA); got != 0 {
 		t.Fatalf("after the mode change: %d, want 0", got)
 	}
-	tb.Record(wA, prompt(1, 3), t0)
-	tb.Record(wC, prompt(1, 3), t0)
+	tb.Record(wA, prompt(1, 3), 0, t0)
+	tb.Record(wC, prompt(1, 3), 0, t0)
 	tb.DropWorker(wA.Worker)
-	if got := tb.Overlaps(prompt(1, 3), t0, nil); len(got) != 1 || got[0].Key != wC {
+	if got := tb.Overlaps(prompt(1, 3), t0, nil, nil); len(got) != 1 || got[0].Key != wC {
 		t.Fatalf("after dropping A: %v, want C only", got)
 	}
 }
@@ -272,9 +272,9 @@ func TestRecordAgainEvictsOnlyWhatItNeeds(t *testing.T) {
 	tb := newTable(t, Config{})
 	tb.SetEventLess(wA, 16)
 	p, q := prompt(100, 10), prompt(200, 10)
-	tb.Record(wA, p, t0)
-	tb.Record(wA, q, t0) // evicts p's last 4
-	tb.Record(wA, p, t0) // p's 4 back: q's last 4 go
+	tb.Record(wA, p, 0, t0)
+	tb.Record(wA, q, 0, t0) // evicts p's last 4
+	tb.Record(wA, p, 0, t0) // p's 4 back: q's last 4 go
 	if s := tb.Stats(); s.Evicted != 8 {
 		t.Fatalf("evicted %d, want 8", s.Evicted)
 	}
@@ -287,7 +287,7 @@ func TestRecordAgainEvictsOnlyWhatItNeeds(t *testing.T) {
 // it once.
 func TestRecordRepeatedHash(t *testing.T) {
 	tb := newTable(t, Config{})
-	tb.Record(wA, []messages.LocalHash{5, 6, 5, 7}, t0)
+	tb.Record(wA, []messages.LocalHash{5, 6, 5, 7}, 0, t0)
 	if s := tb.Stats(); s.Blocks != 3 {
 		t.Fatalf("%d blocks, want 3", s.Blocks)
 	}
@@ -295,5 +295,24 @@ func TestRecordRepeatedHash(t *testing.T) {
 	tb.Apply(messages.RouterEvent{WorkerID: wA.Worker, Event: messages.KvCacheEvent{Kind: messages.KindRemoved, Removed: []messages.ExternalHash{1}}})
 	if s := tb.Stats(); s.Blocks != 2 || s.Killed != 1 {
 		t.Fatalf("stats %+v, want 2 blocks, 1 killed", s)
+	}
+}
+
+// A worker's confirmed overlap is continued by its predictions: a request
+// whose first blocks the index confirms and whose next blocks were routed
+// there scores both; blocks inside the confirmed prefix need no record.
+func TestConfirmedPrefixContinuedByPredictions(t *testing.T) {
+	tb := newTable(t, Config{})
+	p := prompt(1, 10)
+	tb.Record(wA, p, 6, t0) // the index held 6 blocks of p on A
+	if s := tb.Stats(); s.Blocks != 5 {
+		t.Fatalf("%d blocks recorded, want 5 (block 0 and blocks 6..9)", s.Blocks)
+	}
+	conf := func(c uint32) func(messages.WorkerKey) uint32 { return func(messages.WorkerKey) uint32 { return c } }
+	if got := tb.Overlaps(p, t0, conf(6), nil); len(got) != 1 || got[0].Blocks != 10 {
+		t.Fatalf("confirmed 6 + predicted 4: %v, want 10", got)
+	}
+	if got := tb.Overlaps(p, t0, conf(3), nil); len(got) != 1 || got[0].Blocks != 3 {
+		t.Fatalf("the index lost blocks 3..5: %v, want 3 (the predictions do not bridge the gap)", got)
 	}
 }
