@@ -38,6 +38,9 @@ type RouteRequest struct {
 	// (package reply: no registry entry, no timer when the actor answers
 	// on the asker's goroutine).
 	Reply reply.Chan[*RouteReply]
+	// Advisory asks for the decision only (Router.Decide): nothing is
+	// booked, so the request id is not checked either.
+	Advisory bool
 }
 
 // SpanDecide is the route actor's span of one decision.
@@ -62,11 +65,14 @@ type RouteReply struct {
 
 // Bookkeeping marks a routed request's prefill done (Free false) or frees it
 // (answered with *BookkeepingReply: into Reply when set, else to the
-// sender).
+// sender). Output, instead, adds one output block (Load.AddOutputBlock
+// with Decay).
 type Bookkeeping struct {
-	ID    string
-	Free  bool
-	Reply reply.Chan[*BookkeepingReply]
+	ID     string
+	Free   bool
+	Output bool
+	Decay  float64
+	Reply  reply.Chan[*BookkeepingReply]
 }
 
 // BookkeepingReply carries the result (ErrUnknownRequest and friends) and
@@ -94,8 +100,10 @@ type RemoteUpdate struct {
 
 // LoadRequest asks for the load this route actor booked, per (worker,
 // dp_rank) with a tracked request (answered with *LoadReply): what a
-// cluster host shares with the others.
-type LoadRequest struct{}
+// cluster host shares with the others. Candidates asks instead for every
+// candidate's load, idle ones included, with the remote load other hosts
+// booked added (what GET /loads shows).
+type LoadRequest struct{ Candidates bool }
 
 // LoadReply is the booked load (Load.AppendRanks).
 type LoadReply struct{ Ranks []RankLoad }
@@ -146,7 +154,13 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			return
 		}
 		sp := tracer.Child(m.Trace, SpanDecide)
-		d, err := a.router.Route(m.Request, m.Overlaps, a.cands, now)
+		var d Decision
+		var err error
+		if m.Advisory {
+			d, err = a.router.Decide(m.Request, m.Overlaps, a.cands)
+		} else {
+			d, err = a.router.Route(m.Request, m.Overlaps, a.cands, now)
+		}
 		d.Scores = slices.Clone(d.Scores) // the Router's buffer is reused
 		if sp.Recording() {
 			sp.SetAttributes(candidatesKey.Int(len(a.cands)))
@@ -159,9 +173,18 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		sp.End()
 		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err})
 	case *LoadRequest:
+		if m.Candidates {
+			ctx.Respond(&LoadReply{Ranks: a.candidateLoads()})
+			return
+		}
 		ctx.Respond(&LoadReply{Ranks: a.router.Load().AppendRanks(nil)})
 	case *Bookkeeping:
 		load := a.router.Load()
+		if m.Output {
+			added, err := load.AddOutputBlock(m.ID, m.Decay, time.Now())
+			reply.Respond(ctx, m.Reply, &BookkeepingReply{Err: err, Released: added})
+			return
+		}
 		held, _ := load.Held(m.ID)
 		var err error
 		if m.Free {
@@ -185,4 +208,18 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(&BookkeepingReply{Released: held})
 	}
+}
+
+// candidateLoads is every candidate's load: this actor's bookkeeping plus
+// the remote load other hosts booked on it.
+func (a *routeActor) candidateLoads() []RankLoad {
+	out := make([]RankLoad, len(a.cands))
+	for i, c := range a.cands {
+		l := a.router.Load().Of(c.Key)
+		l.PrefillTokens += c.Remote.PrefillTokens
+		l.Blocks += c.Remote.Blocks
+		l.DecodeRequests += int(c.Remote.Requests) // the remote phase split is not known
+		out[i] = l
+	}
+	return out
 }
