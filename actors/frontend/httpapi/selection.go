@@ -21,7 +21,9 @@ func (h *Handler) selector() (api.Selector, error) {
 		msg: "this server does not serve the selection API"}
 }
 
-func (h *Handler) selectWorker(w *responseWriter, r *http.Request) error { return h.serveSelect(w, r, false) }
+func (h *Handler) selectWorker(w *responseWriter, r *http.Request) error {
+	return h.serveSelect(w, r, false)
+}
 
 func (h *Handler) selectAndReserve(w *responseWriter, r *http.Request) error {
 	return h.serveSelect(w, r, true)
