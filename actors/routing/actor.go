@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -39,8 +40,26 @@ type RouteRequest struct {
 	// on the asker's goroutine).
 	Reply reply.Chan[*RouteReply]
 	// Advisory asks for the decision only (Router.Decide): nothing is
-	// booked, so the request id is not checked either.
+	// booked, so the request id is not checked either. An advisory
+	// decision with a request id is kept as a pending selection (Pending)
+	// for a later Reserve of that id.
 	Advisory bool
+}
+
+// Reserve books a request under ID (answered with *ReserveReply): the
+// pending selection of that id (the reference's replay form), or, when
+// Explicit is set, that booking (its explicit form, which discards a
+// pending selection of the id). The rank must be a candidate.
+type Reserve struct {
+	ID       string
+	Explicit *Booking
+	Reply    reply.Chan[*ReserveReply]
+}
+
+// ReserveReply is the booking made, or why none was.
+type ReserveReply struct {
+	Booking Booking
+	Err     error
 }
 
 // SpanDecide is the route actor's span of one decision.
@@ -122,14 +141,15 @@ func Props(cfg Config) (*actor.Props, error) {
 	if err != nil {
 		return nil, err
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r} }, mailbox.Counted(mailbox.Route),
+	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r, pending: NewPending(0, 0)} }, mailbox.Counted(mailbox.Route),
 		actor.WithDispatcher(actor.NewSynchronizedDispatcher(routeThroughput))), nil
 }
 
 type routeActor struct {
-	router *Router
-	cands  []Candidate
-	index  map[messages.WorkerKey]int // cands by key
+	router  *Router
+	pending *Pending
+	cands   []Candidate
+	index   map[messages.WorkerKey]int // cands by key
 }
 
 func (a *routeActor) Receive(ctx actor.Context) {
@@ -158,6 +178,9 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		var err error
 		if m.Advisory {
 			d, err = a.router.Decide(m.Request, m.Overlaps, a.cands)
+			if err == nil && m.Request.ID != "" {
+				a.pending.Remember(m.Request.ID, Booking{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks}, now)
+			}
 		} else {
 			d, err = a.router.Route(m.Request, m.Overlaps, a.cands, now)
 		}
@@ -199,6 +222,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			held = RankLoad{}
 		}
 		reply.Respond(ctx, m.Reply, &BookkeepingReply{Err: err, Released: held})
+	case *Reserve:
+		reply.Respond(ctx, m.Reply, a.reserve(m))
 	case *Move:
 		load := a.router.Load()
 		held, _ := load.Held(m.ID)
@@ -222,4 +247,28 @@ func (a *routeActor) candidateLoads() []RankLoad {
 		out[i] = l
 	}
 	return out
+}
+
+// reserve books a Reserve: the pending selection is consumed only once
+// the booking is made, so a failed one can be retried.
+func (a *routeActor) reserve(m *Reserve) *ReserveReply {
+	now := time.Now()
+	var b Booking
+	var err error
+	if m.Explicit != nil {
+		b = *m.Explicit
+		a.pending.Forget(m.ID, false)
+	} else if b, err = a.pending.Peek(m.ID, now); err != nil {
+		return &ReserveReply{Err: err}
+	}
+	if _, ok := a.index[b.Key]; !ok {
+		return &ReserveReply{Err: fmt.Errorf("routing: reserve %q on worker %d rank %d: %w", m.ID, b.Key.Worker, b.Key.DpRank, ErrNotCandidate)}
+	}
+	if err := a.router.Load().Add(m.ID, b.Key, b.PrefillTokens, b.Blocks, now); err != nil {
+		return &ReserveReply{Err: err}
+	}
+	if m.Explicit == nil {
+		a.pending.Forget(m.ID, true)
+	}
+	return &ReserveReply{Booking: b}
 }
