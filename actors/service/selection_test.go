@@ -71,6 +71,25 @@ func TestServeSelectionService(t *testing.T) {
 	code, body = h.post("/reservations/sel-1/output_block", nil)
 	expect("output_block after free", code, body, 404, `{"error":"request \"sel-1\" is not routed (or already freed or expired)","reason":"unknown_request"}`)
 
+	// Select, then reserve: the replay books what was selected, once; the
+	// explicit form books the named worker with its own uncached prefill.
+	h.post("/select", map[string]any{"token_ids": tokens, "model_name": "llama", "selection_id": "sel-2"})
+	code, body = h.post("/reservations", map[string]any{"selection_id": "sel-2", "model_name": "llama"})
+	expect("reserve (replay)", code, body, 201, `{"selection_id":"sel-2","model_name":"llama","routing_group":"default","worker_id":1,"dp_rank":0,"endpoint":""}`)
+	code, body = h.post("/reservations", map[string]any{"selection_id": "sel-2", "model_name": "llama"})
+	expect("reserve (replay) again", code, body, 404, `{"error":"no pending selection \"sel-2\" for model \"llama\", routing group \"default\" (expired, already booked, or never selected)","reason":"no_pending_selection"}`)
+	code, body = h.post("/reservations", map[string]any{"selection_id": "sel-3", "model_name": "llama", "worker_id": 2, "token_ids": tokens})
+	expect("reserve (explicit)", code, body, 201, `{"selection_id":"sel-3","model_name":"llama","routing_group":"default","worker_id":2,"dp_rank":0,"endpoint":""}`)
+	code, body = h.post("/reservations", map[string]any{"selection_id": "sel-4", "model_name": "llama", "worker_id": 9, "token_ids": tokens})
+	expect("reserve (explicit) on an unknown worker", code, body, 404, `{"error":"worker 9 dp_rank 0 is not registered for model \"llama\", routing group \"default\"","reason":"unknown_worker"}`)
+	code, body = h.do("GET", "/loads")
+	expect("loads after both reservations", code, body, 200, `[{"model_name":"llama","routing_group":"default","loads":[`+
+		`{"worker_id":1,"dp_rank":0,"potential_prefill_tokens":3,"potential_decode_blocks":7,"active_requests":1},`+
+		`{"worker_id":2,"dp_rank":0,"potential_prefill_tokens":27,"potential_decode_blocks":7,"active_requests":1}],"pending_count":0,"pending_isl_tokens":0}]`)
+	for _, id := range []string{"sel-2", "sel-3"} {
+		h.do("DELETE", "/reservations/"+id)
+	}
+
 	code, body = h.post("/overlap_scores", map[string]any{"token_ids": tokens, "model_name": "llama"})
 	expect("overlap_scores", code, body, 200, `{"block_size":4,"num_blocks":6,"workers":[`+
 		`{"worker_id":1,"dp_rank":0,"device_blocks":6,"host_pinned_blocks":6,"disk_blocks":6,"host_pinned_extension_blocks":0,"disk_extension_blocks":0,"shared_beyond_device_blocks":null,"router_credit_blocks":6},`+

@@ -31,6 +31,37 @@ type Selector interface {
 	// OverlapScores answers each candidate's prefix match through the
 	// storage tiers.
 	OverlapScores(ctx context.Context, req SelectRequest) (OverlapScores, error)
+	// Reserve books a request after an advisory Select (POST
+	// /reservations): the selection an advisory Select made under the same
+	// id in the same namespace, or the explicit worker and prompt. No
+	// pending selection, or a rank that is not registered → ErrNotFound;
+	// an id already booked → ErrConflict.
+	Reserve(ctx context.Context, req ReserveRequest) (ReserveResult, error)
+}
+
+// ReserveRequest is POST /reservations. Without Explicit it books the
+// pending selection of SelectionID (the reference's replay form: the
+// prompt is not sent again). With Explicit it books the prompt on
+// (WorkerID, DpRank): its prefill load is EffectivePrefillTokens when
+// HasEffective (at most the prompt's length), else the prompt's tokens
+// the index does not hold there.
+type ReserveRequest struct {
+	SelectRequest
+	Explicit               bool              `json:"explicit,omitempty"`
+	WorkerID               messages.WorkerID `json:"worker_id,omitempty"`
+	DpRank                 messages.DpRank   `json:"dp_rank,omitempty"`
+	EffectivePrefillTokens int               `json:"effective_prefill_tokens,omitempty"`
+	HasEffective           bool              `json:"has_effective,omitempty"`
+}
+
+// ReserveResult is POST /reservations' answer in the reference's shape.
+type ReserveResult struct {
+	SelectionID  string            `json:"selection_id"`
+	ModelName    string            `json:"model_name"`
+	RoutingGroup string            `json:"routing_group"`
+	WorkerID     messages.WorkerID `json:"worker_id"`
+	DpRank       messages.DpRank   `json:"dp_rank"`
+	Endpoint     string            `json:"endpoint"`
 }
 
 // SelectRequest is a selection-service request: exactly one of TokenIDs

@@ -65,6 +65,25 @@ func (h *Handler) serveSelect(w *responseWriter, r *http.Request, book bool) err
 	return nil
 }
 
+// reserve books after an advisory select (POST /reservations): 201 with
+// the booking, as the reference answers.
+func (h *Handler) reserve(w *responseWriter, r *http.Request) error {
+	sel, err := h.selector()
+	if err != nil {
+		return err
+	}
+	req, err := request(h, w, r, lenient, (*reservationBody).reservation)
+	if err != nil {
+		return err
+	}
+	res, err := sel.Reserve(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	h.writeJSON(w, http.StatusCreated, res)
+	return nil
+}
+
 // prefillComplete is the reference's POST /reservations/{id}/prefill_complete:
 // prefill_done of the booking.
 func (h *Handler) prefillComplete(w *responseWriter, r *http.Request) error {

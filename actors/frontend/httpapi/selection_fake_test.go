@@ -74,3 +74,15 @@ func (f *fakeBackend) OverlapScores(_ context.Context, req api.SelectRequest) (a
 		{WorkerID: 1, DpRank: 0, DeviceBlocks: 1, HostPinnedBlocks: 3, DiskBlocks: 4, HostPinnedExtensionBlocks: 2, DiskExtensionBlocks: 1, RouterCreditBlocks: 4},
 		{WorkerID: 2, DpRank: 0}}}, nil
 }
+
+func (f *fakeBackend) Reserve(_ context.Context, req api.ReserveRequest) (api.ReserveResult, error) {
+	f.record("Reserve", req)
+	if err := modelErr(req.ModelName); err != nil {
+		return api.ReserveResult{}, err
+	}
+	if req.SelectionID == "gone" {
+		return api.ReserveResult{}, api.Errorf(api.ErrNotFound, "no_pending_selection", "no pending selection %q", req.SelectionID)
+	}
+	return api.ReserveResult{SelectionID: req.SelectionID, ModelName: req.ModelName, RoutingGroup: req.TenantID,
+		WorkerID: req.WorkerID + 1, DpRank: req.DpRank, Endpoint: "http://10.0.0.2:8000"}, nil
+}

@@ -84,6 +84,35 @@ func TestGoldenSelection(t *testing.T) {
 			wantBody:   `{"error":"routing_group \"a\" and tenant_id \"b\" differ: tenant_id is the former name of routing_group; send one","reason":"invalid_value"}`,
 		},
 		{
+			name: "reservation, replay form: only the ids count", method: "POST", path: "/reservations",
+			body:       `{"selection_id":"select-123","model_name":"llama","routing_group":"acme","isl_tokens":0}`,
+			wantStatus: 201, wantBody: `{"selection_id":"select-123","model_name":"llama","routing_group":"acme","worker_id":1,"dp_rank":0,"endpoint":"http://10.0.0.2:8000"}`,
+			wantCalls: []string{`Reserve {"model_name":"llama","tenant_id":"acme","selection_id":"select-123"}`},
+		},
+		{
+			name: "reservation, explicit form with sequence hashes only", method: "POST", path: "/reservations",
+			body: `{"selection_id":"request-123","model_name":"llama","worker_id":4,"dp_rank":1,
+				"sequence_hashes":[21,22],"isl_tokens":32,"effective_prefill_tokens":16,"track_prefill_tokens":true}`,
+			wantStatus: 201, wantBody: `{"selection_id":"request-123","model_name":"llama","routing_group":"default","worker_id":5,"dp_rank":1,"endpoint":"http://10.0.0.2:8000"}`,
+			wantCalls: []string{`Reserve {"isl_tokens":32,"model_name":"llama","tenant_id":"default","selection_id":"request-123","explicit":true,"worker_id":4,"dp_rank":1,"effective_prefill_tokens":16,"has_effective":true}`},
+		},
+		{
+			name: "reservation without an id", method: "POST", path: "/reservations",
+			body:       `{"model_name":"llama"}`,
+			wantStatus: 400, wantBody: `{"error":"selection_id is required","reason":"missing_field"}`,
+		},
+		{
+			name: "reservation, explicit form without a prompt", method: "POST", path: "/reservations",
+			body:       `{"selection_id":"a","worker_id":1}`,
+			wantStatus: 400, wantBody: `{"error":"isl_tokens is required without token_ids","reason":"missing_field"}`,
+		},
+		{
+			name: "reservation of a selection not pending", method: "POST", path: "/reservations",
+			body:       `{"selection_id":"gone"}`,
+			wantStatus: 404, wantBody: `{"error":"no pending selection \"gone\"","reason":"no_pending_selection"}`,
+			wantCalls: []string{`Reserve {"model_name":"default","tenant_id":"default","selection_id":"gone"}`},
+		},
+		{
 			name: "prefill_complete", method: "POST", path: "/reservations/select-123/prefill_complete",
 			wantStatus: 200, wantBody: `{"status":"ok"}`,
 			wantCalls: []string{`PrefillDone "select-123"`},

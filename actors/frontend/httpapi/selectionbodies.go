@@ -62,6 +62,16 @@ type selection struct {
 }
 
 func (b *selectBody) selection(l limits) (selection, *apiError) {
+	sel, e := b.names()
+	if e != nil {
+		return sel, e
+	}
+	return sel, b.prompt(l, &sel, true)
+}
+
+// names converts everything but the prompt: the namespace, the ids, the
+// session, and the fields refused.
+func (b *selectBody) names() (selection, *apiError) {
 	var f fields
 	sel := selection{SelectRequest: api.SelectRequest{
 		ModelName: f.optName("model_name", b.ModelName),
@@ -102,36 +112,80 @@ func (b *selectBody) selection(l limits) (selection, *apiError) {
 	if b.Advisory != nil {
 		sel.advisory = *b.Advisory
 	}
-	if b.TokenIDs != nil { // token ids win over hashes, as there
+	return sel, nil
+}
+
+// prompt converts the prompt: token_ids (which win over hashes, as
+// there), or isl_tokens with block_hashes and sequence_hashes of equal
+// length — only isl_tokens when !needHashes (a reservation's explicit
+// form, as there).
+func (b *selectBody) prompt(l limits, sel *selection, needHashes bool) *apiError {
+	if b.TokenIDs != nil {
 		if e := l.tokens(len(b.TokenIDs)); e != nil {
-			return sel, e
+			return e
 		}
 		sel.TokenIDs = b.TokenIDs
-		return sel, nil
+		return nil
 	}
 	switch {
-	case b.BlockHashes == nil:
-		return sel, badRequest(api.ReasonMissingField, "block_hashes is required without token_ids")
-	case b.SequenceHashes == nil:
-		return sel, badRequest(api.ReasonMissingField, "sequence_hashes is required without token_ids")
+	case b.BlockHashes == nil && needHashes:
+		return badRequest(api.ReasonMissingField, "block_hashes is required without token_ids")
+	case b.SequenceHashes == nil && needHashes:
+		return badRequest(api.ReasonMissingField, "sequence_hashes is required without token_ids")
 	case b.ISLTokens == nil:
-		return sel, badRequest(api.ReasonMissingField, "isl_tokens is required without token_ids")
+		return badRequest(api.ReasonMissingField, "isl_tokens is required without token_ids")
 	case *b.ISLTokens == 0:
-		return sel, badRequest(api.ReasonInvalidValue, "isl_tokens must be greater than 0")
-	case len(b.BlockHashes) != len(b.SequenceHashes):
-		return sel, badRequest(api.ReasonInvalidValue, "block_hashes length %d must match sequence_hashes length %d",
+		return badRequest(api.ReasonInvalidValue, "isl_tokens must be greater than 0")
+	case b.BlockHashes != nil && b.SequenceHashes != nil && len(b.BlockHashes) != len(b.SequenceHashes):
+		return badRequest(api.ReasonInvalidValue, "block_hashes length %d must match sequence_hashes length %d",
 			len(b.BlockHashes), len(b.SequenceHashes))
 	case sel.LoraName != "" || sel.CacheSalt != "":
-		return sel, badRequest(api.ReasonInvalidValue, "lora_name and cache_salt apply to token_ids; block_hashes are already namespaced")
+		return badRequest(api.ReasonInvalidValue, "lora_name and cache_salt apply to token_ids; block_hashes are already namespaced")
 	}
-	if e := l.hashes(len(b.BlockHashes)); e != nil {
-		return sel, e
+	if e := l.hashes(max(len(b.BlockHashes), len(b.SequenceHashes))); e != nil {
+		return e
 	}
 	if *b.ISLTokens > 1<<31 {
-		return sel, badRequest(api.ReasonOutOfRange, "isl_tokens %d: at most %d", *b.ISLTokens, 1<<31)
+		return badRequest(api.ReasonOutOfRange, "isl_tokens %d: at most %d", *b.ISLTokens, 1<<31)
 	}
 	sel.BlockHashes, sel.ISLTokens = b.BlockHashes, int(*b.ISLTokens)
-	return sel, nil
+	return nil
+}
+
+// reservationBody is POST /reservations': the ids, and for the explicit
+// form the worker and the prompt.
+type reservationBody struct {
+	selectBody
+	WorkerID               *uint64 `json:"worker_id"`
+	DpRank                 *uint32 `json:"dp_rank"`
+	EffectivePrefillTokens *uint64 `json:"effective_prefill_tokens"`
+}
+
+func (b *reservationBody) reservation(l limits) (api.ReserveRequest, *apiError) {
+	sel, e := b.names()
+	req := api.ReserveRequest{SelectRequest: sel.SelectRequest}
+	switch {
+	case e != nil:
+		return req, e
+	case req.SelectionID == "":
+		return req, badRequest(api.ReasonMissingField, "selection_id is required")
+	case b.WorkerID == nil: // the replay form: the rest is ignored, as there
+		return req, nil
+	}
+	if e := b.prompt(l, &sel, false); e != nil {
+		return req, e
+	}
+	req.SelectRequest, req.Explicit, req.WorkerID = sel.SelectRequest, true, messages.WorkerID(*b.WorkerID)
+	if b.DpRank != nil {
+		req.DpRank = messages.DpRank(*b.DpRank)
+	}
+	if p := b.EffectivePrefillTokens; p != nil {
+		if *p > 1<<31 {
+			return req, badRequest(api.ReasonOutOfRange, "effective_prefill_tokens %d: at most %d", *p, 1<<31)
+		}
+		req.EffectivePrefillTokens, req.HasEffective = int(*p), true
+	}
+	return req, nil
 }
 
 // alias returns a name field that has a former name: either spelling, or

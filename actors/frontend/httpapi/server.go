@@ -202,6 +202,7 @@ var endpoints = []endpoint{
 	// Dynamo's standalone selection service (selection.go).
 	{"POST", "/select", reads, api.ReasonUnknownNamespace, (*Handler).selectWorker},
 	{"POST", "/select_and_reserve", mutating, api.ReasonUnknownNamespace, (*Handler).selectAndReserve},
+	{"POST", "/reservations", mutating, api.ReasonUnknownNamespace, (*Handler).reserve},
 	{"POST", "/reservations/{request_id}/prefill_complete", mutating, api.ReasonUnknownRequest, (*Handler).prefillComplete},
 	{"POST", "/reservations/{request_id}/output_block", mutating, api.ReasonUnknownRequest, (*Handler).outputBlock},
 	{"DELETE", "/reservations/{request_id}", mutating, api.ReasonUnknownRequest, (*Handler).freeReservation},
