@@ -219,9 +219,12 @@ func (n *Normalizer) event(rs *rankState, rank messages.DpRank, ev *wire.Event) 
 	p.Placement.Tier = tier
 	if ev.Type == wire.TypeRemoved {
 		p.Event.Kind = messages.KindRemoved
-		p.Event.Removed = make([]messages.ExternalHash, len(ev.BlockHashes))
+		p.Event.Removed = make([]messages.ExternalHash, 0, len(ev.BlockHashes))
 		for i, h := range ev.BlockHashes {
-			p.Event.Removed[i] = messages.ExternalHash(h)
+			if ev.RemainingCopies != nil && ev.RemainingCopies[i] > 0 {
+				continue // the engine still holds a copy under this hash (messages/wire, copies.go)
+			}
+			p.Event.Removed = append(p.Event.Removed, messages.ExternalHash(h))
 			rs.forget(h)
 		}
 		return Outcome{Event: p}

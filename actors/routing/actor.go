@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -47,6 +48,27 @@ type RouteRequest struct {
 	// (package reply: no registry entry, no timer when the actor answers
 	// on the asker's goroutine).
 	Reply reply.Chan[*RouteReply]
+	// Advisory asks for the decision only (Router.Decide): nothing is
+	// booked, so the request id is not checked either. An advisory
+	// decision with a request id is kept as a pending selection (Pending)
+	// for a later Reserve of that id.
+	Advisory bool
+}
+
+// Reserve books a request under ID (answered with *ReserveReply): the
+// pending selection of that id (the reference's replay form), or, when
+// Explicit is set, that booking (its explicit form, which discards a
+// pending selection of the id). The rank must be a candidate.
+type Reserve struct {
+	ID       string
+	Explicit *Booking
+	Reply    reply.Chan[*ReserveReply]
+}
+
+// ReserveReply is the booking made, or why none was.
+type ReserveReply struct {
+	Booking Booking
+	Err     error
 }
 
 // SpanDecide is the route actor's span of one decision.
@@ -75,11 +97,14 @@ type RouteReply struct {
 
 // Bookkeeping marks a routed request's prefill done (Free false) or frees it
 // (answered with *BookkeepingReply: into Reply when set, else to the
-// sender).
+// sender). Output, instead, adds one output block (Load.AddOutputBlock
+// with Decay).
 type Bookkeeping struct {
-	ID    string
-	Free  bool
-	Reply reply.Chan[*BookkeepingReply]
+	ID     string
+	Free   bool
+	Output bool
+	Decay  float64
+	Reply  reply.Chan[*BookkeepingReply]
 }
 
 // BookkeepingReply carries the result (ErrUnknownRequest and friends) and
@@ -107,8 +132,10 @@ type RemoteUpdate struct {
 
 // LoadRequest asks for the load this route actor booked, per (worker,
 // dp_rank) with a tracked request (answered with *LoadReply): what a
-// cluster host shares with the others.
-type LoadRequest struct{}
+// cluster host shares with the others. Candidates asks instead for every
+// candidate's load, idle ones included, with the remote load other hosts
+// booked added (what GET /loads shows).
+type LoadRequest struct{ Candidates bool }
 
 // LoadReply is the booked load (Load.AppendRanks).
 type LoadReply struct{ Ranks []RankLoad }
@@ -133,15 +160,16 @@ func props(cfg Config, t *predicted.Table) (*actor.Props, error) {
 	if t != nil {
 		p = &predictor{table: t}
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r, pred: p} }, mailbox.Counted(mailbox.Route),
+	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r, pred: p, pending: NewPending(0, 0)} }, mailbox.Counted(mailbox.Route),
 		actor.WithDispatcher(actor.NewSynchronizedDispatcher(routeThroughput))), nil
 }
 
 type routeActor struct {
-	router *Router
-	cands  []Candidate
-	index  map[messages.WorkerKey]int // cands by key
-	pred   *predictor                 // nil: no predictions
+	router  *Router
+	pending *Pending
+	cands   []Candidate
+	index   map[messages.WorkerKey]int // cands by key
+	pred    *predictor                 // nil: no predictions
 }
 
 func (a *routeActor) Receive(ctx actor.Context) {
@@ -172,8 +200,18 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			return
 		}
 		sp := tracer.Child(m.Trace, SpanDecide)
-		d, err := a.router.Route(m.Request, a.pred.scored(m, now), a.cands, now)
-		predictedBlocks := a.pred.record(m, d, err, now)
+		var d Decision
+		var err error
+		var predictedBlocks uint32
+		if m.Advisory { // a selection without booking predicts nothing
+			d, err = a.router.Decide(m.Request, a.pred.scored(m, now), a.cands)
+			if err == nil && m.Request.ID != "" {
+				a.pending.Remember(m.Request.ID, Booking{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks}, now)
+			}
+		} else {
+			d, err = a.router.Route(m.Request, a.pred.scored(m, now), a.cands, now)
+			predictedBlocks = a.pred.record(m, d, err, now)
+		}
 		d.Scores = slices.Clone(d.Scores) // the Router's buffer is reused
 		if sp.Recording() {
 			sp.SetAttributes(candidatesKey.Int(len(a.cands)))
@@ -186,9 +224,18 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		sp.End()
 		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err, PredictedBlocks: predictedBlocks})
 	case *LoadRequest:
+		if m.Candidates {
+			ctx.Respond(&LoadReply{Ranks: a.candidateLoads()})
+			return
+		}
 		ctx.Respond(&LoadReply{Ranks: a.router.Load().AppendRanks(nil)})
 	case *Bookkeeping:
 		load := a.router.Load()
+		if m.Output {
+			added, err := load.AddOutputBlock(m.ID, m.Decay, time.Now())
+			reply.Respond(ctx, m.Reply, &BookkeepingReply{Err: err, Released: added})
+			return
+		}
 		held, _ := load.Held(m.ID)
 		var err error
 		if m.Free {
@@ -203,6 +250,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			held = RankLoad{}
 		}
 		reply.Respond(ctx, m.Reply, &BookkeepingReply{Err: err, Released: held})
+	case *Reserve:
+		reply.Respond(ctx, m.Reply, a.reserve(m))
 	case *Move:
 		load := a.router.Load()
 		held, _ := load.Held(m.ID)
@@ -212,4 +261,42 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(&BookkeepingReply{Released: held})
 	}
+}
+
+// candidateLoads is every candidate's load: this actor's bookkeeping plus
+// the remote load other hosts booked on it.
+func (a *routeActor) candidateLoads() []RankLoad {
+	out := make([]RankLoad, len(a.cands))
+	for i, c := range a.cands {
+		l := a.router.Load().Of(c.Key)
+		l.PrefillTokens += c.Remote.PrefillTokens
+		l.Blocks += c.Remote.Blocks
+		l.DecodeRequests += int(c.Remote.Requests) // the remote phase split is not known
+		out[i] = l
+	}
+	return out
+}
+
+// reserve books a Reserve: the pending selection is consumed only once
+// the booking is made, so a failed one can be retried.
+func (a *routeActor) reserve(m *Reserve) *ReserveReply {
+	now := time.Now()
+	var b Booking
+	var err error
+	if m.Explicit != nil {
+		b = *m.Explicit
+		a.pending.Forget(m.ID, false)
+	} else if b, err = a.pending.Peek(m.ID, now); err != nil {
+		return &ReserveReply{Err: err}
+	}
+	if _, ok := a.index[b.Key]; !ok {
+		return &ReserveReply{Err: fmt.Errorf("routing: reserve %q on worker %d rank %d: %w", m.ID, b.Key.Worker, b.Key.DpRank, ErrNotCandidate)}
+	}
+	if err := a.router.Load().Add(m.ID, b.Key, b.PrefillTokens, b.Blocks, now); err != nil {
+		return &ReserveReply{Err: err}
+	}
+	if m.Explicit == nil {
+		a.pending.Forget(m.ID, true)
+	}
+	return &ReserveReply{Booking: b}
 }

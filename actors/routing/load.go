@@ -98,8 +98,9 @@ type LoadStats struct {
 	Refused        uint64 // Add failed with ErrFull
 	Dropped        uint64 // dropped by DropWorker
 	Duplicate      uint64 // Add with an id already tracked
-	Unknown        uint64 // PrefillDone, Free or Move of an id not tracked
+	Unknown        uint64 // PrefillDone, Free, Move or AddOutputBlock of an id not tracked
 	Moved          uint64 // requests booked against another rank by Move
+	OutputBlocks   uint64 // output blocks added by AddOutputBlock
 	InvalidID      uint64 // empty or over-long ids
 }
 
@@ -261,7 +262,7 @@ func (l *Load) Add(id string, key messages.WorkerKey, prefillTokens, blocks int6
 	i := l.alloc()
 	e := &l.entries[i]
 	*e = entry{
-		id: id, slot: slot, prefillTokens: prefillTokens, blocks: blocks,
+		id: id, slot: slot, prefillTokens: prefillTokens, blocks: blocks, held: blocks,
 		deadline: l.deadline(t, l.cfg.PrefillTTL), phase: phasePrefill,
 		agePrev: nilSlot, ageNext: nilSlot, ttlPrev: nilSlot, ttlNext: nilSlot,
 	}

@@ -23,7 +23,8 @@ type entry struct {
 	id            string
 	slot          int32 // the rank's slot
 	prefillTokens int64
-	blocks        int64
+	blocks        int64 // counted on the rank: held, or held × a decay fraction
+	held          int64 // blocks the request holds: its prompt's plus its output blocks
 	deadline      int64 // clock units (ns since the epoch)
 	phase         phase
 	agePrev       int32

@@ -49,7 +49,7 @@ func (s *Service) Query(_ context.Context, req api.QueryRequest) (api.QueryResul
 	if err != nil {
 		return api.QueryResult{}, err
 	}
-	return s.query(ns, localHashes(req.TokenIDs, ns.blockSize, req.LoraName, req.CacheSalt))
+	return s.query(ns, localHashes(req.TokenIDs, ns.blockSize, req.LoraName, req.CacheSalt), req.IncludeInstances)
 }
 
 // QueryByHash implements api.Backend.
@@ -58,7 +58,7 @@ func (s *Service) QueryByHash(_ context.Context, req api.QueryByHashRequest) (ap
 	if err != nil {
 		return api.QueryResult{}, err
 	}
-	return s.query(ns, req.BlockHashes)
+	return s.query(ns, req.BlockHashes, req.IncludeInstances)
 }
 
 // perBlockDeadline is what each block of a prompt adds to the deadline of
@@ -74,9 +74,9 @@ func (s *Service) indexDeadline(blocks int) time.Duration {
 	return s.cfg.Timeout + time.Duration(blocks)*perBlockDeadline
 }
 
-func (s *Service) query(ns *namespace, hashes []messages.LocalHash) (api.QueryResult, error) {
+func (s *Service) query(ns *namespace, hashes []messages.LocalHash, instances bool) (api.QueryResult, error) {
 	res, err := ns.pipe.Query(&indexer.QueryRequest{Hashes: hashes,
-		Options: radix.MatchOptions{Frequencies: true, TreeSizes: true}}, s.indexDeadline(len(hashes)))
+		Options: radix.MatchOptions{Frequencies: true, TreeSizes: true, Tiers: instances, Reach: instances}}, s.indexDeadline(len(hashes)))
 	if err != nil {
 		return api.QueryResult{}, s.errTimeout("index query", err)
 	}
@@ -91,6 +91,9 @@ func (s *Service) query(ns *namespace, hashes []messages.LocalHash) (api.QueryRe
 	for _, sc := range res.Scores {
 		put(out.Scores, sc.Key, uint64(sc.Blocks)*uint64(ns.blockSize))
 		put(out.TreeSizes, sc.Key, uint64(sc.TreeSize))
+	}
+	if instances {
+		out.Instances = instanceReach(s.candidates(ns), res.Scores, ns.blockSize)
 	}
 	return out, nil
 }
@@ -126,56 +129,100 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 	tc := tracectx.FromContext(ctx)
 	hashes, isl := req.BlockHashes, len(req.BlockHashes)*ns.blockSize
 	if len(req.TokenIDs) > 0 {
-		sp := tracer.Child(tc, SpanHash)
-		hashes, isl = localHashes(req.TokenIDs, ns.blockSize, req.LoraName, req.CacheSalt), len(req.TokenIDs)
-		if sp.Recording() {
-			sp.SetAttributes(tokensKey.Int(isl), blocksKey.Int(len(hashes)))
-		}
-		sp.End()
+		hashes, isl = s.tracedHashes(tc, ns, req.TokenIDs, req.LoraName, req.CacheSalt)
 	}
-	res, cov, err := ns.pipe.QueryCoverage(&indexer.QueryRequest{Hashes: hashes, Options: radix.MatchOptions{Tiers: true}, Trace: tc},
-		s.indexDeadline(len(hashes)))
+	d, err := s.decide(tc, ns, decideInput{hashes: hashes, isl: isl, sessionID: req.SessionID,
+		request: routing.Request{ID: req.RequestID, WithScores: req.IncludeScores}})
 	if err != nil {
-		return api.RouteResult{}, 0, s.errTimeout("index query", err)
+		return api.RouteResult{}, 0, err
+	}
+	out := answer(ns, req.RequestID, isl, d.overlaps, d.res.Scores, d.rep)
+	s.fillServing(&out)
+	if d.cov.Partial() {
+		out.Recovering, out.Partial = s.recovering(ns, d.cov), true
+	}
+	return out, isl, nil
+}
+
+// tracedHashes hashes a prompt's tokens under the hashing span: the
+// hashes and the input length in tokens.
+func (s *Service) tracedHashes(tc messages.TraceContext, ns *namespace, tokens []uint32, lora, salt string) ([]messages.LocalHash, int) {
+	sp := tracer.Child(tc, SpanHash)
+	hashes := localHashes(tokens, ns.blockSize, lora, salt)
+	if sp.Recording() {
+		sp.SetAttributes(tokensKey.Int(len(tokens)), blocksKey.Int(len(hashes)))
+	}
+	sp.End()
+	return hashes, len(tokens)
+}
+
+// decideInput is a request resolved against its namespace: its block
+// hashes, its input length in tokens, its session, and what the route
+// actor gets (request.ISL, BlockSize and Hash are filled by decide).
+// advisory asks for the decision without booking; reach for the index's
+// per-tier reach (Score.Reach) beside the tiers.
+type decideInput struct {
+	hashes    []messages.LocalHash
+	isl       int
+	sessionID string
+	request   routing.Request
+	advisory  bool
+	reach     bool
+}
+
+// decided is what decide learnt: the index's answer and its coverage, the
+// physical overlaps, and the route actor's decision.
+type decided struct {
+	res      *indexer.QueryResult
+	cov      pipeline.Coverage
+	overlaps []routing.Overlap
+	rep      *routing.RouteReply
+}
+
+// decide asks the index for the request's overlaps, adds the session
+// credit and asks the route actor to decide (and, unless advisory, book;
+// a booking is pushed to the cluster).
+func (s *Service) decide(tc messages.TraceContext, ns *namespace, in decideInput) (decided, error) {
+	res, cov, err := ns.pipe.QueryCoverage(&indexer.QueryRequest{Hashes: in.hashes,
+		Options: radix.MatchOptions{Tiers: true, Reach: in.reach}, Trace: tc}, s.indexDeadline(len(in.hashes)))
+	if err != nil {
+		return decided{}, s.errTimeout("index query", err)
 	}
 	overlaps := make([]routing.Overlap, len(res.Scores))
 	for i, sc := range res.Scores {
 		overlaps[i] = routing.Overlap{Key: sc.Key, Blocks: sc.Blocks}
 	}
-	requestBlocks := uint32(min((isl+ns.blockSize-1)/ns.blockSize, math.MaxUint32))
-	scored, err := s.tracedSessionCredit(tc, ns, req.SessionID, overlaps, requestBlocks)
+	requestBlocks := uint32(min((in.isl+ns.blockSize-1)/ns.blockSize, math.MaxUint32))
+	scored, err := s.tracedSessionCredit(tc, ns, in.sessionID, overlaps, requestBlocks)
 	if err != nil {
-		return api.RouteResult{}, 0, err
+		return decided{}, err
 	}
-	var hash uint64
-	if n := len(hashes); n > 0 {
-		hash = uint64(hashes[n-1]) // identical prompts tie to the same worker
+	req := in.request
+	req.ISL, req.BlockSize = in.isl, ns.blockSize
+	if n := len(in.hashes); n > 0 {
+		req.Hash = uint64(in.hashes[n-1]) // identical prompts tie to the same worker
 	}
 	rr := &routing.RouteRequest{
-		Request:  routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores},
+		Request:  req,
 		Overlaps: scored,
-		Hashes:   hashes,
+		Hashes:   in.hashes,
 		Trace:    tc,
 		Deadline: time.Now().Add(s.cfg.Timeout), // when ask stops waiting
 		Reply:    reply.Make[*routing.RouteReply](1),
+		Advisory: in.advisory,
 	}
 	rep, err := ask(s, ns.route, rr, rr.Reply)
 	if err != nil {
-		return api.RouteResult{}, 0, err
+		return decided{}, err
 	}
 	if rep.Err != nil {
-		return api.RouteResult{}, 0, decisionError(rep.Err, req.RequestID)
+		return decided{}, decisionError(rep.Err, req.ID)
 	}
-	if c := s.cfg.Cluster; c != nil {
+	if c := s.cfg.Cluster; c != nil && !in.advisory {
 		d := rep.Decision
 		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
 	}
-	out := answer(ns, req.RequestID, isl, overlaps, res.Scores, rep)
-	s.fillServing(&out)
-	if cov.Partial() {
-		out.Recovering, out.Partial = s.recovering(ns, cov), true
-	}
-	return out, isl, nil
+	return decided{res: res, cov: cov, overlaps: overlaps, rep: rep}, nil
 }
 
 // fillServing sets the registered serving endpoints of the chosen rank and
@@ -183,12 +230,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 func (s *Service) fillServing(out *api.RouteResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	serving := func(k messages.WorkerKey) string {
-		if w := s.workers[k]; w != nil {
-			return w.reg.ServingEndpoint
-		}
-		return ""
-	}
+	serving := s.servingLocked
 	out.ServingEndpoint = serving(messages.WorkerKey{Worker: out.WorkerID, DpRank: out.DpRank})
 	for i := range out.Scores {
 		out.Scores[i].ServingEndpoint = serving(messages.WorkerKey{Worker: out.Scores[i].WorkerID, DpRank: out.Scores[i].DpRank})
@@ -285,29 +327,40 @@ func (s *Service) Free(_ context.Context, id string) error { return s.bookkeepin
 // bookkeeping applies prefill_done or free to the request: on this host if
 // it routed it, else (a cluster) on the member that did.
 func (s *Service) bookkeeping(id string, free bool) error {
-	found, err := s.localBookkeeping(id, free)
+	found, err := s.localBookkeeping(routing.Bookkeeping{ID: id, Free: free})
 	if found || err != nil {
 		return err
 	}
 	if s.cfg.Cluster != nil {
 		return s.forwardBookkeeping(id, free)
 	}
+	return unknownRequest(id)
+}
+
+func unknownRequest(id string) error {
 	return api.Errorf(api.ErrNotFound, "unknown_request", "request %q is not routed (or already freed or expired)", id)
 }
 
 // localBookkeeping asks every namespace's route actor (request ids are
-// global to the client; a namespace that does not know the id says so):
-// found false when none tracks the request.
-func (s *Service) localBookkeeping(id string, free bool) (found bool, err error) {
+// global to the client; a namespace that does not know the id says so) to
+// apply bk: found false when none tracks the request. The load it moved
+// is pushed to the cluster: released by prefill_done and free, added by an
+// output block.
+func (s *Service) localBookkeeping(bk routing.Bookkeeping) (found bool, err error) {
+	sign := int64(-1)
+	if bk.Output {
+		sign = 1
+	}
 	for _, ns := range s.sortedSpaces() {
-		bk := &routing.Bookkeeping{ID: id, Free: free, Reply: reply.Make[*routing.BookkeepingReply](1)}
-		r, err := ask(s, ns.route, bk, bk.Reply)
+		m := bk
+		m.Reply = reply.Make[*routing.BookkeepingReply](1)
+		r, err := ask(s, ns.route, &m, m.Reply)
 		if err != nil {
 			return false, err
 		}
 		if r.Err == nil {
 			if c, rel := s.cfg.Cluster, r.Released; c != nil && moved(rel) {
-				c.PushLoad(released(rel, -1))
+				c.PushLoad(released(rel, sign))
 			}
 			return true, nil
 		}

@@ -183,7 +183,9 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	if cfg.Cluster != nil {
 		cfg.Cluster.ServeStates(s.localStates)
 		cfg.Cluster.ServeLoads(s.localLoads)
-		cfg.Cluster.ServeBookkeeping(s.localBookkeeping)
+		cfg.Cluster.ServeBookkeeping(func(id string, free bool) (bool, error) {
+			return s.localBookkeeping(routing.Bookkeeping{ID: id, Free: free})
+		})
 		cfg.Cluster.ServeLoadDeltas(s.queueDelta)
 		go s.applyDeltas()
 		s.mu.Lock()

@@ -32,6 +32,10 @@ event, in order:
   session_id, group_idx, kv_cache_spec_kind, medium, lora_name, cache_salt,
   locality, ownership, block_size, tokens, tier
                      the event's fields (null when absent)
+  remaining_copy_counts, removed
+                     a BlockRemoved's copies the engine still holds per hash
+                     (newer vLLM; absent otherwise) and the hashes kvrouter
+                     removes: those with no copy left
   dropped_hints      optional fields left out because their value was unusable
                      (invalid_session_id, invalid_ownership, …; the event is
                      kept), with hint_detail saying what was wrong
@@ -69,6 +73,10 @@ type decodedEvent struct {
 	Tokens        int      `json:"tokens"`
 	Tier          *string  `json:"tier"`
 	SlidingWindow *int64   `json:"kv_cache_spec_sliding_window,omitempty"`
+	// RemainingCopies and Removed: a BlockRemoved's copies left per hash,
+	// when the engine sends them, and the hashes the index removes.
+	RemainingCopies []uint32 `json:"remaining_copy_counts,omitempty"`
+	Removed         []uint64 `json:"removed,omitempty"`
 	// DroppedHints are the optional fields whose value was unusable and
 	// left out (invalid_session_id, …); the event itself is judged without them.
 	DroppedHints []string `json:"dropped_hints,omitempty"`
@@ -200,6 +208,13 @@ func describe(ev *wire.Event, o normalizer.Outcome, b *wire.Batch, defRank messa
 		if o.Event.Event.Kind != messages.KindCleared {
 			tier := o.Event.Placement.Tier.String()
 			d.Tier = &tier
+		}
+		if ev.RemainingCopies != nil {
+			d.RemainingCopies = append([]uint32{}, ev.RemainingCopies...)
+			d.Removed = []uint64{}
+			for _, h := range o.Event.Event.Removed {
+				d.Removed = append(d.Removed, uint64(h))
+			}
 		}
 	}
 	return d

@@ -29,6 +29,7 @@ var sampleAbout = []struct{ name, about string }{
 	{"trtllm-map", "TensorRT-LLM: map events incl. a CPU offload and AllBlocksCleared"},
 	{"hybrid-groups", "a hybrid model: full-attention group 0 indexed, sliding-window group 1 filtered"},
 	{"eagle-bigram", "an EAGLE drafter: bigram token pairs"},
+	{"vllm-removed-copies", "newer vLLM: a BlockRemoved with locality and remaining_copy_counts (a hash with a copy left stays)"},
 	{"bad-events", "malformed and unknown events beside a good one (the good one survives)"},
 }
 

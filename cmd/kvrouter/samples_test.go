@@ -36,6 +36,24 @@ var sampleFixtures = map[string]func() []byte{
 			Str("medium").Str("GPU")
 		return b.Uint(0, 0).Bytes()
 	},
+	"vllm-removed-copies": func() []byte {
+		// As newer vLLM's kv_events.py encodes them (omit_defaults: the
+		// stored event leaves its defaulted keys out).
+		b := wirefix.New().Batch(1764400006.5, 2)
+		b.Map(7).Str("type").Str("BlockStored").
+			Str("block_hashes").Array(2).Uint(0xa54ff53a5f1d36f1, 64).Uint(0x510e527fade682d1, 64).
+			Str("parent_block_hash").Nil().
+			Str("token_ids").Tokens(1, 2, 3, 4, 5, 6, 7, 8).
+			Str("block_size").Uint(4, 0).
+			Str("lora_id").Nil().
+			Str("medium").Str("GPU")
+		b.Map(5).Str("type").Str("BlockRemoved").
+			Str("block_hashes").Array(2).Uint(0xa54ff53a5f1d36f1, 64).Uint(0x510e527fade682d1, 64).
+			Str("medium").Str("GPU").
+			Str("locality").Str("LOCAL").
+			Str("remaining_copy_counts").Uints(1, 0)
+		return b.Uint(0, 0).Bytes()
+	},
 	"vllm-positional": func() []byte {
 		b := wirefix.New().Batch(1764400001.5, 2)
 		b.Array(11).Str("BlockStored").Array(1).Uint(1<<63+7, 64).Nil().

@@ -256,20 +256,23 @@ type RankInfo struct {
 // QueryRequest is the body of POST /query. CacheSalt is a kvrouter
 // extension (the salt separates namespaces in the block hash, so a query
 // must name it to match salted blocks); "" means none, as does LoraName "".
+// IncludeInstances asks for QueryResult.Instances.
 type QueryRequest struct {
-	TokenIDs  []uint32 `json:"token_ids"`
-	ModelName string   `json:"model_name"`
-	TenantID  string   `json:"tenant_id"`
-	LoraName  string   `json:"lora_name,omitempty"`
-	CacheSalt string   `json:"cache_salt,omitempty"`
+	TokenIDs         []uint32 `json:"token_ids"`
+	ModelName        string   `json:"model_name"`
+	TenantID         string   `json:"tenant_id"`
+	LoraName         string   `json:"lora_name,omitempty"`
+	CacheSalt        string   `json:"cache_salt,omitempty"`
+	IncludeInstances bool     `json:"include_instances,omitempty"`
 }
 
 // QueryByHashRequest is the body of POST /query_by_hash: kvrouter local
 // block hashes (see messages/blockhash), already namespaced by LoRA and salt.
 type QueryByHashRequest struct {
-	BlockHashes []messages.LocalHash `json:"block_hashes"`
-	ModelName   string               `json:"model_name"`
-	TenantID    string               `json:"tenant_id"`
+	BlockHashes      []messages.LocalHash `json:"block_hashes"`
+	ModelName        string               `json:"model_name"`
+	TenantID         string               `json:"tenant_id"`
+	IncludeInstances bool                 `json:"include_instances,omitempty"`
 }
 
 // QueryResult is the answer of /query and /query_by_hash, in the
@@ -277,10 +280,14 @@ type QueryByHashRequest struct {
 // TOKENS (blocks × block size; zeros may be omitted), Frequencies[d] the
 // number of (worker, dp_rank) holding block d of the query, TreeSizes the
 // blocks each (worker, dp_rank) holds. JSON object keys are the decimal ids.
+// Instances (when the request asked include_instances) is the reference's
+// per-instance tier breakdown: each registered worker's reach through the
+// tiers, in tokens (TierReach), zeros included.
 type QueryResult struct {
 	Scores      map[messages.WorkerID]map[messages.DpRank]uint64 `json:"scores"`
 	Frequencies []uint64                                         `json:"frequencies"`
 	TreeSizes   map[messages.WorkerID]map[messages.DpRank]uint64 `json:"tree_sizes"`
+	Instances   map[messages.WorkerID]TierReach                  `json:"instances,omitempty"`
 }
 
 // RouteRequest is the body of POST /route: exactly one of TokenIDs and

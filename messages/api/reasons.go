@@ -33,4 +33,6 @@ const (
 	ReasonOverloaded       = "overloaded"             // 503: more requests in flight than the router admits
 	ReasonCanceled         = "canceled"               // 499: the client went away
 	ReasonInternal         = "internal"               // 500: never for client input
+	ReasonNotImplemented   = "not_implemented"        // 501: the Backend does not serve this API
+	ReasonUnsupported      = "unsupported_field"      // 400: a reference field kvrouter cannot honour
 )

@@ -285,6 +285,9 @@ func diffEvent(got, want Event) []string {
 	opt("SlidingWindow", got.SlidingWindow, want.SlidingWindow)
 	str("Locality", got.Locality, want.Locality)
 	str("Ownership", got.Ownership, want.Ownership)
+	if !eqU32s(got.RemainingCopies, want.RemainingCopies) || (got.RemainingCopies == nil) != (want.RemainingCopies == nil) {
+		d = append(d, fmt.Sprintf("RemainingCopies = %v, want %v", got.RemainingCopies, want.RemainingCopies))
+	}
 	if got.Dropped != want.Dropped {
 		d = append(d, fmt.Sprintf("Dropped = %s, want %s", fmtHints(got.Dropped), fmtHints(want.Dropped)))
 	}

@@ -27,6 +27,7 @@ type Decoder struct {
 	batch   Batch
 	hashes  []uint64 // arena for Event.BlockHashes
 	tokens  []uint32 // arena for Event.Tokens
+	copies  []uint32 // arena for Event.RemainingCopies
 	stopped bool     // an event broke the stream: nothing after it can be read
 }
 
@@ -62,6 +63,7 @@ func (x *Decoder) Decode(payload []byte) (*Batch, error) {
 	x.d.ResetReader(&x.r)
 	x.hashes = x.hashes[:0]
 	x.tokens = x.tokens[:0]
+	x.copies = x.copies[:0]
 	clear(x.batch.Events)
 	x.batch = Batch{Events: x.batch.Events[:0]}
 	x.stopped = false

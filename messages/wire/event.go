@@ -28,6 +28,7 @@ const (
 	fSessionID
 	fCacheSalt
 	fMMInfos
+	fCopies // remaining_copy_counts (copies.go)
 )
 
 // storedPositions is BlockStored's fixed positional prefix (vLLM declaration
@@ -54,7 +55,7 @@ var keyFields = map[string]field{
 	"lora_name": fSlot7, "metadata": fSlot7, "extra_keys": fExtraKeys, "group_idx": fGroupIdx,
 	"kv_cache_spec_kind": fKind, "kv_cache_spec_sliding_window": fSliding,
 	"locality": fLocality, "ownership": fOwnership, "session_id": fSessionID,
-	"cache_salt": fCacheSalt, "block_mm_infos": fMMInfos,
+	"cache_salt": fCacheSalt, "block_mm_infos": fMMInfos, "remaining_copy_counts": fCopies,
 	"ts": fIgnore, "events": fIgnore, "data_parallel_rank": fIgnore, "dp_rank": fIgnore, "attn_dp_rank": fIgnore,
 	"mm_objects": fIgnore, "mm_hash": fIgnore,
 }
@@ -250,6 +251,8 @@ func (x *Decoder) readField(st *eventState, f field) error {
 		ev.CacheSalt, err = x.optString("cache_salt")
 	case fMMInfos:
 		return x.mmInfos(st)
+	case fCopies:
+		return x.remainingCopies(ev)
 	default:
 		return x.skip()
 	}
@@ -283,6 +286,7 @@ func (x *Decoder) tag(ev *Event) error {
 // resolve applies the precedence rules once every field is known.
 func (x *Decoder) resolve(st *eventState) {
 	ev := st.ev
+	st.checkCopies()
 	if ev.CacheSalt == "" {
 		ev.CacheSalt = st.metaSalt
 	}

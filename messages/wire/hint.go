@@ -12,21 +12,23 @@ type Hint uint8
 
 // Hints that may be dropped.
 const (
-	HintSessionID     Hint = iota // session_id: flat key, position 14 or SGLang's metadata map
-	HintSlidingWindow             // kv_cache_spec_sliding_window
-	HintOwnership                 // ownership
-	HintLoraID                    // lora_id (deprecated, ignored)
-	HintTimestamp                 // the batch's ts (only feeds lag figures)
+	HintSessionID       Hint = iota // session_id: flat key, position 14 or SGLang's metadata map
+	HintSlidingWindow               // kv_cache_spec_sliding_window
+	HintOwnership                   // ownership
+	HintLoraID                      // lora_id (deprecated, ignored)
+	HintTimestamp                   // the batch's ts (only feeds lag figures)
+	HintRemainingCopies             // BlockRemoved's remaining_copy_counts (copies.go)
 
 	HintCount // number of hints (sizes per-hint counters)
 )
 
 var hintReasons = [HintCount]string{
-	HintSessionID:     "invalid_session_id",
-	HintSlidingWindow: "invalid_sliding_window",
-	HintOwnership:     "invalid_ownership",
-	HintLoraID:        "invalid_lora_id",
-	HintTimestamp:     "invalid_timestamp",
+	HintSessionID:       "invalid_session_id",
+	HintSlidingWindow:   "invalid_sliding_window",
+	HintOwnership:       "invalid_ownership",
+	HintLoraID:          "invalid_lora_id",
+	HintTimestamp:       "invalid_timestamp",
+	HintRemainingCopies: "invalid_remaining_copy_counts",
 }
 
 // Reason is the hint's bounded counter label ("invalid_session_id", …).
@@ -57,6 +59,8 @@ func hintOf(f field) (Hint, bool) {
 		return HintOwnership, true
 	case fLoraID:
 		return HintLoraID, true
+	case fCopies:
+		return HintRemainingCopies, true
 	}
 	return 0, false
 }

@@ -77,6 +77,10 @@ type Event struct {
 	SlidingWindow Opt[int64]
 	Locality      string
 	Ownership     string
+	// RemainingCopies (BlockRemoved, newer vLLM) holds, per block hash, the
+	// copies of that block the engine still holds: nil when absent
+	// (copies.go).
+	RemainingCopies []uint32
 	// Dropped is the set of hints whose value was unusable (over a cap or
 	// of the wrong type) and left out; the event is kept without them.
 	// DroppedDetail says what was wrong with the first one, for logs.

@@ -33,17 +33,19 @@ type unregisterBody struct {
 }
 
 type queryBody struct {
-	TokenIDs  tokenList `json:"token_ids"`
-	ModelName *string   `json:"model_name"`
-	TenantID  *string   `json:"tenant_id"`
-	LoraName  *string   `json:"lora_name"`
-	CacheSalt *string   `json:"cache_salt"`
+	TokenIDs         tokenList `json:"token_ids"`
+	ModelName        *string   `json:"model_name"`
+	TenantID         *string   `json:"tenant_id"`
+	LoraName         *string   `json:"lora_name"`
+	CacheSalt        *string   `json:"cache_salt"`
+	IncludeInstances *bool     `json:"include_instances"`
 }
 
 type queryByHashBody struct {
-	BlockHashes hashList `json:"block_hashes"`
-	ModelName   *string  `json:"model_name"`
-	TenantID    *string  `json:"tenant_id"`
+	BlockHashes      hashList `json:"block_hashes"`
+	ModelName        *string  `json:"model_name"`
+	TenantID         *string  `json:"tenant_id"`
+	IncludeInstances *bool    `json:"include_instances"`
 }
 
 type routeBody struct {
@@ -129,6 +131,7 @@ func (b *queryBody) query(l limits) (api.QueryRequest, *apiError) {
 	}
 	f.limit(l.tokens(len(b.TokenIDs)))
 	q.TokenIDs = b.TokenIDs
+	q.IncludeInstances = b.IncludeInstances != nil && *b.IncludeInstances
 	return q, f.err
 }
 
@@ -141,6 +144,7 @@ func (b *queryByHashBody) query(l limits) (api.QueryByHashRequest, *apiError) {
 	}
 	f.limit(l.hashes(len(b.BlockHashes)))
 	q.BlockHashes = b.BlockHashes
+	q.IncludeInstances = b.IncludeInstances != nil && *b.IncludeInstances
 	return q, f.err
 }
 

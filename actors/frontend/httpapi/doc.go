@@ -14,14 +14,23 @@
 //	POST /unregister    {instance_id, model_name, tenant_id?, dp_rank?} → 200 {"status":"ok"} · 404 unknown_worker
 //	GET  /workers       → [{"instance_id":1,"endpoints":{"0":"tcp://…"},"ranks":[{…state, last_seq, lag_seconds,
 //	                       engine, engine_detected?, engine_evidence?, warnings…}]}]
-//	POST /query         {token_ids, model_name, tenant_id?, lora_name?, cache_salt?}
-//	                    → {"scores":{"<worker>":{"<dp_rank>":tokens}},"frequencies":[…],"tree_sizes":{…}}
-//	POST /query_by_hash {block_hashes, model_name, tenant_id?} → same shape
+//	POST /query         {token_ids, model_name, tenant_id?, lora_name?, cache_salt?, include_instances?}
+//	                    → {"scores":{"<worker>":{"<dp_rank>":tokens}},"frequencies":[…],"tree_sizes":{…},
+//	                       "instances"?:{"<worker>":{longest_matched, gpu, dp:{"<dp_rank>":tokens}, cpu, disk}}}
+//	POST /query_by_hash {block_hashes, model_name, tenant_id?, include_instances?} → same shape
 //	GET  /dump          → the replayable events, one JSON document (dump.go)
 //	POST /register_peer {url} → 201 {"status":"ok"} (again: 201 too)
 //	POST /deregister_peer {url} → 200 {"status":"ok"} · 404 unknown_peer
 //	GET  /peers         → ["http://peer:8090", …], sorted
 //	GET  /health        → 200, empty body (liveness, as the reference answers it)
+//
+// Drop-in for clients of Dynamo's standalone selection service (its
+// paths, JSON shapes and statuses; selection.go maps each onto the route
+// path and lists the remaining differences):
+//
+//	POST /select, /select_and_reserve, /reservations, /potential_loads, /overlap_scores
+//	POST /reservations/{id}/prefill_complete, /reservations/{id}/output_block · DELETE /reservations/{id}
+//	GET  /loads[?model_name=…&routing_group=…]
 //
 // kvrouter's own:
 //
@@ -56,10 +65,20 @@
 //     scores. Merging tenants' scores mixes isolated caches (a tenant's
 //     blocks would count for another's request), which tenant isolation
 //     exists to prevent.
-//   - /query answers scores, frequencies and tree_sizes, not the
-//     reference's per-instance tier breakdown ("instances": gpu, cpu,
-//     disk, longest_matched); /route's overlap_by_tier carries the tiers
-//     for the worker that matters. Left for a later change.
+//   - /query and /query_by_hash add the reference's per-instance tier
+//     breakdown ("instances": each registered worker's longest_matched,
+//     gpu, dp, cpu and disk, in tokens, cumulative gpu ≤ cpu ≤ disk as the
+//     Mooncake RFC has it) only when the body asks include_instances:
+//     true; the reference always adds it. It walks every matched block's
+//     tiers once more, which the hot path of /query should not pay for
+//     clients that read only scores. The scores themselves count a prefix
+//     held on any tier (the reference's count the device tier only): a
+//     block offloaded to host is still a hit for an offloading engine
+//     (actors/indexer/radix, Tiers). On a cluster, a score answered by
+//     another member's shard carries its tier split but not its reach, so
+//     its gpu and cpu are bounded from the split: exact when every matched
+//     block is on device (or device and host), else too low, never too
+//     high.
 //   - /query accepts cache_salt (the reference hashes with lora_name
 //     only): without it a salted tenant's prompts could not be queried.
 //   - /register_peer checks the URL (http(s)://host:port, 400

@@ -119,7 +119,11 @@ func (f *fakeBackend) Query(_ context.Context, q api.QueryRequest) (api.QueryRes
 	if q.ModelName == "empty" {
 		return api.QueryResult{}, nil
 	}
-	return cannedResult(), nil
+	res := cannedResult()
+	if q.IncludeInstances {
+		res.Instances = cannedInstances()
+	}
+	return res, nil
 }
 
 func (f *fakeBackend) QueryByHash(_ context.Context, q api.QueryByHashRequest) (api.QueryResult, error) {
@@ -127,7 +131,11 @@ func (f *fakeBackend) QueryByHash(_ context.Context, q api.QueryByHashRequest) (
 	if err := modelErr(q.ModelName); err != nil {
 		return api.QueryResult{}, err
 	}
-	return cannedResult(), nil
+	res := cannedResult()
+	if q.IncludeInstances {
+		res.Instances = cannedInstances()
+	}
+	return res, nil
 }
 
 func cannedResult() api.QueryResult {

@@ -224,15 +224,21 @@ func (b *routeBody) fastTarget(key []byte) any {
 }
 
 func (b *queryBody) fastTarget(key []byte) any {
-	if string(key) == "token_ids" {
+	switch string(key) {
+	case "token_ids":
 		return &b.TokenIDs
+	case "include_instances":
+		return &b.IncludeInstances
 	}
 	return namespaceTarget(key, &b.ModelName, &b.TenantID, &b.LoraName, &b.CacheSalt)
 }
 
 func (b *queryByHashBody) fastTarget(key []byte) any {
-	if string(key) == "block_hashes" {
+	switch string(key) {
+	case "block_hashes":
 		return &b.BlockHashes
+	case "include_instances":
+		return &b.IncludeInstances
 	}
 	return namespaceTarget(key, &b.ModelName, &b.TenantID, nil, nil)
 }

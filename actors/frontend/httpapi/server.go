@@ -199,6 +199,16 @@ var endpoints = []endpoint{
 	{"GET", "/healthz", open, api.ReasonNotFound, (*Handler).healthz},
 	{"GET", "/readyz", open, api.ReasonNotFound, (*Handler).readyz},
 	{"GET", "/metrics", reads, api.ReasonNotFound, (*Handler).serveMetrics},
+	// Dynamo's standalone selection service (selection.go).
+	{"POST", "/select", reads, api.ReasonUnknownNamespace, (*Handler).selectWorker},
+	{"POST", "/select_and_reserve", mutating, api.ReasonUnknownNamespace, (*Handler).selectAndReserve},
+	{"POST", "/reservations", mutating, api.ReasonUnknownNamespace, (*Handler).reserve},
+	{"POST", "/reservations/{request_id}/prefill_complete", mutating, api.ReasonUnknownRequest, (*Handler).prefillComplete},
+	{"POST", "/reservations/{request_id}/output_block", mutating, api.ReasonUnknownRequest, (*Handler).outputBlock},
+	{"DELETE", "/reservations/{request_id}", mutating, api.ReasonUnknownRequest, (*Handler).freeReservation},
+	{"GET", "/loads", reads, api.ReasonNotFound, (*Handler).loads},
+	{"POST", "/potential_loads", reads, api.ReasonUnknownNamespace, (*Handler).potentialLoads},
+	{"POST", "/overlap_scores", reads, api.ReasonUnknownNamespace, (*Handler).overlapScores},
 }
 
 // overloaded is the answer to a request over Options.Admission's cap.

@@ -16,6 +16,8 @@ type MatchOptions struct {
 	TreeSizes bool
 	// Tiers fills Score.Tiers.
 	Tiers bool
+	// Reach fills Score.Reach.
+	Reach bool
 }
 
 // Score is one stream's overlap with a query.
@@ -30,6 +32,11 @@ type Score struct {
 	// Tiers splits Blocks by the fastest tier holding each block, indexed
 	// by messages.StorageTier; it sums to Blocks (MatchOptions.Tiers).
 	Tiers [4]uint32
+	// Reach is the prefix held through the fast tiers (MatchOptions.Reach):
+	// Reach[0] the leading query blocks held on device, Reach[1] those held
+	// on device or host. Reach[0] ≤ Reach[1] ≤ Blocks; Blocks itself is
+	// the reach through every tier (reach.go).
+	Reach [2]uint32
 }
 
 // Overlap is FindMatches' answer. Reuse one per goroutine: FindMatches
@@ -123,6 +130,9 @@ func (t *Tree) FindMatches(hashes []messages.LocalHash, opt MatchOptions, out *O
 	if opt.Tiers {
 		t.tiers(out)
 	}
+	if opt.Reach {
+		t.reach(out)
+	}
 	return out
 }
 
@@ -139,12 +149,7 @@ func (o *Overlap) score(t *Tree, seen []uint64, id, depth uint32) {
 // tiers fills Score.Tiers: blocks held on device are the common case, so
 // only the others are visited and device gets the remainder.
 func (t *Tree) tiers(out *Overlap) {
-	if len(out.slot) < len(t.byID) {
-		out.slot = make([]int32, len(t.byID))
-	}
-	for j, id := range out.ids {
-		out.slot[id] = int32(j)
-	}
+	t.fillSlots(out)
 	add := func(e uint32) {
 		if b := e & tierMask; b&1 == 0 {
 			out.Scores[out.slot[e>>4]].Tiers[bits.TrailingZeros32(b)]++
