@@ -101,4 +101,3 @@ func TestScraperUnreachableIsStaleFromRegistration(t *testing.T) {
 		t.Fatalf("unreachable engine: %+v", o)
 	}
 }
-
