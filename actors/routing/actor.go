@@ -132,6 +132,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		for i, c := range a.cands {
 			a.index[c.Key] = i
 		}
+		a.router.Observe(a.cands)
 	case *RemoteUpdate:
 		if i, ok := a.index[m.Key]; ok {
 			a.cands[i].Remote = m.Load
@@ -158,6 +159,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		}
 		sp.End()
 		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err})
+	case *OutsideRequest:
+		ctx.Respond(&OutsideReply{Ranks: a.router.OutsideLoads(nil)})
 	case *LoadRequest:
 		ctx.Respond(&LoadReply{Ranks: a.router.Load().AppendRanks(nil)})
 	case *Bookkeeping:
