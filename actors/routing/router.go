@@ -164,7 +164,7 @@ type Score struct {
 	// Saturated: the candidate's engine is saturated (Reported);
 	// OutsideRequests and OutsideBlocks are the outside load included in
 	// Requests and DecodeBlocks.
-	Saturated                       bool
+	Saturated                      bool
 	OutsideRequests, OutsideBlocks int64
 }
 
