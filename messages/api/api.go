@@ -134,6 +134,10 @@ const DefaultTenant = "default"
 // the request path skips it. Engine is the engine choice (messages/engine):
 // auto (decided per stream from what it shows), vllm, sglang or trtllm;
 // "" when absent: the Backend applies its default (`--engine`).
+// MetricsEndpoint is the URL of the engine's Prometheus metrics
+// (http(s)://host:port/path); "" when absent: the serving endpoint's
+// /metrics (TensorRT-LLM's /prometheus/metrics), scraped when engine
+// signals are on (actors/enginesignals).
 type Registration struct {
 	InstanceID      messages.WorkerID `json:"instance_id"`
 	Endpoint        string            `json:"endpoint"`
@@ -145,6 +149,7 @@ type Registration struct {
 	ReplayEndpoint  string            `json:"replay_endpoint,omitempty"`
 	ServingEndpoint string            `json:"serving_endpoint,omitempty"`
 	Engine          string            `json:"engine,omitempty"`
+	MetricsEndpoint string            `json:"metrics_endpoint,omitempty"`
 }
 
 // WorkerRef is the body of POST /unregister. TenantID "" means every tenant
@@ -217,6 +222,41 @@ type RankInfo struct {
 	// Owner is the cluster member (its cluster address) whose listener
 	// follows the stream; absent outside a cluster.
 	Owner string `json:"owner,omitempty"`
+	// Signals is what the rank's engine reports on its metrics endpoint
+	// (absent when engine signals are off or the rank has no endpoint
+	// to scrape).
+	Signals *EngineSignals `json:"signals,omitempty"`
+}
+
+// EngineSignals is one rank's engine-reported load in GET /workers
+// (actors/enginesignals): the scraped URL and engine names, the latest
+// values (absent before the first successful scrape; kv_usage_metric is
+// the gauge it came from), the scrapes that succeeded and failed (by
+// reason), the times its signals went stale, whether it is saturated now
+// (and why: queue, kv_usage, stale), and the outside load the cost adds
+// to what the router booked — OutsideTraffic is set when the engine
+// reports far more requests than the router booked on it (traffic that
+// did not pass this router).
+type EngineSignals struct {
+	URL             string            `json:"url"`
+	Engine          string            `json:"engine,omitempty"`
+	Waiting         *float64          `json:"waiting,omitempty"`
+	Running         *float64          `json:"running,omitempty"`
+	KVUsage         *float64          `json:"kv_usage,omitempty"`
+	KVUsageMetric   string            `json:"kv_usage_metric,omitempty"`
+	TotalBlocks     int64             `json:"total_blocks,omitempty"`
+	RunningAdapters []string          `json:"running_lora_adapters,omitempty"`
+	MaxLora         int               `json:"max_lora,omitempty"`
+	AgeSeconds      *float64          `json:"age_seconds,omitempty"`
+	Scrapes         uint64            `json:"scrapes"`
+	Failures        map[string]uint64 `json:"failures,omitempty"`
+	LastError       string            `json:"last_error,omitempty"`
+	StaleEvents     uint64            `json:"stale_events"`
+	Saturated       string            `json:"saturated,omitempty"`
+	OutsideRequests int64             `json:"outside_requests"`
+	OutsideBlocks   int64             `json:"outside_blocks"`
+	BookedRequests  int64             `json:"booked_requests"`
+	OutsideTraffic  bool              `json:"outside_traffic,omitempty"`
 }
 
 // QueryRequest is the body of POST /query. CacheSalt is a kvrouter
@@ -309,6 +349,9 @@ type RouteScore struct {
 	Logit               float64           `json:"logit"`
 	Degraded            bool              `json:"degraded,omitempty"`
 	ServingEndpoint     string            `json:"serving_endpoint,omitempty"`
+	// Saturated: the candidate's engine reports saturation
+	// (actors/enginesignals); it is chosen only when every candidate is.
+	Saturated bool `json:"saturated,omitempty"`
 }
 
 // SessionRequest asks for a session's lineage (GET

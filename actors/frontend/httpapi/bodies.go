@@ -21,6 +21,7 @@ type registerBody struct {
 	ReplayEndpoint  *string `json:"replay_endpoint"`
 	ServingEndpoint *string `json:"serving_endpoint"`
 	Engine          *string `json:"engine"`
+	MetricsEndpoint *string `json:"metrics_endpoint"`
 }
 
 type unregisterBody struct {
@@ -70,6 +71,7 @@ func (b *registerBody) registration(limits) (api.Registration, *apiError) {
 		ReplayEndpoint:  f.endpoint("replay_endpoint", b.ReplayEndpoint, false),
 		ServingEndpoint: f.serving(b.ServingEndpoint),
 		Engine:          f.engine(b.Engine),
+		MetricsEndpoint: f.metricsURL(b.MetricsEndpoint),
 	}
 	if f.err != nil {
 		return reg, f.err

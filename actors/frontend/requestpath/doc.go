@@ -24,7 +24,12 @@
 // that many blocks booked — the routing cost's decode blocks, the KV
 // blocks of every request routed to the rank and not yet freed. The
 // router's choice is the least costly rank, so while one rank has room the
-// request goes there. Off by default (0). The bookings in flight are
+// request goes there. Off by default (0). With engine signals on
+// (actors/enginesignals), a rank whose engine is saturated — queue or KV
+// usage over the thresholds, or metrics stale — has no room either: when
+// no candidate has room and one at least is saturated, the request is
+// shed with outcome saturated (429), one mechanism for both causes. The
+// bookings in flight are
 // bounded too (Config.MaxInFlight); past it requests are shed. The router
 // itself is bounded by Config.Admission (package admission: kvrouter
 // serve shares one gate between this path and the HTTP API's /route):

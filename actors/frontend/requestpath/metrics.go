@@ -12,6 +12,9 @@ import (
 const (
 	OutcomeRouted = "routed"
 	OutcomeShed   = "shed" // ErrOverloaded: booked load, bookings in flight
+	// OutcomeSaturated: ErrOverloaded, every candidate's engine saturated
+	// (engine signals).
+	OutcomeSaturated = "saturated"
 	// OutcomeOverCapacity: ErrOverloaded, the route calls in flight at
 	// Config.Admission's cap.
 	OutcomeOverCapacity = "over_capacity"
@@ -74,7 +77,7 @@ func (m *Metrics) Count(metric, a, b string) int64 {
 
 // metricHelp names each counter's labels and help.
 var metricHelp = map[string][3]string{
-	"decisions":       {"outcome", "", "Requests the request path routed, by outcome (routed, shed, over_capacity, no_endpoint, error)."},
+	"decisions":       {"outcome", "", "Requests the request path routed, by outcome (routed, shed, saturated, over_capacity, no_endpoint, error)."},
 	"skipped_workers": {"reason", "", "Ranks left out of a request's candidates, by reason."},
 	"routed_by_load":  {"reason", "", "Requests routed by load alone (no token ids), by why there were none."},
 	"bookkeeping":     {"action", "result", "Bookkeeping calls from responses (rebook, prefill_done, free), by result."},

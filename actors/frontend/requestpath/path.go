@@ -172,13 +172,16 @@ func (p *Path) Route(ctx context.Context, r Request) (*Booking, error) {
 	b := &Booking{ID: r.ID, Model: req.ModelName, Tenant: req.TenantID, Candidates: cands, CachedTokens: res.CachedTokens,
 		path: p, st: NewState(messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank})}
 	var refuse error
-	switch {
+	switch why := Overloaded(cands, p.cfg.ShedAboveBlocks); {
 	case len(cands) == 0:
 		p.metrics.decision(OutcomeNoEndpoint)
 		refuse = fmt.Errorf("%w for model %q", ErrNoEndpoint, r.Model)
-	case Overloaded(cands, p.cfg.ShedAboveBlocks):
+	case why == ShedBooked:
 		p.metrics.decision(OutcomeShed)
 		refuse = fmt.Errorf("%w: every worker has more than %d blocks booked", ErrOverloaded, p.cfg.ShedAboveBlocks)
+	case why == ShedSaturated:
+		p.metrics.decision(OutcomeSaturated)
+		refuse = fmt.Errorf("%w: every worker's engine reports saturation (queue, KV usage or stale metrics)", ErrOverloaded)
 	}
 	if refuse != nil {
 		b.Done(context.WithoutCancel(ctx))
