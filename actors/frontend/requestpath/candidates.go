@@ -27,6 +27,7 @@ const (
 	SkipNoServingEndpoint  = "no_serving_endpoint"  // registered without serving_endpoint
 	SkipBadServingEndpoint = "bad_serving_endpoint" // one that does not parse (a peer's registry entry)
 	SkipNotInSubset        = "not_in_subset"        // the data plane's subset hint leaves it out
+	SkipBreakerOpen        = "breaker_open"         // its serving endpoint's circuit breaker is open
 )
 
 // Skipped counts the ranks left out of a candidate list, by reason.

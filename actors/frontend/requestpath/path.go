@@ -44,6 +44,10 @@ type Config struct {
 	// over its cap is shed at once (ErrOverloaded). It bounds the route
 	// call only, not the booking that follows. Nil: no bound.
 	Admission *admission.Gate
+	// Guard, when set, holds the circuit breakers, the retry budget and
+	// the rate limits (one per process, shared by its front ends). Nil:
+	// none of them.
+	Guard *Guard
 	// Logger logs bookkeeping calls that fail; nil discards.
 	Logger *slog.Logger
 	// Metrics receives the counts (nil: a Metrics of its own, see
@@ -65,6 +69,9 @@ var (
 	ErrNoEndpoint = errors.New("no worker with a serving endpoint")
 	// ErrOverloaded: the request is shed → 429.
 	ErrOverloaded = errors.New("overloaded")
+	// ErrBreakersOpen: every candidate's circuit breaker is open; it is
+	// an ErrNoEndpoint (503).
+	ErrBreakersOpen = fmt.Errorf("%w: every worker's circuit breaker is open", ErrNoEndpoint)
 )
 
 // Path routes requests and keeps their bookings while their responses
@@ -120,6 +127,9 @@ type Request struct {
 	// Subset, when non-nil, lists the only serving endpoints (host:port)
 	// the data plane allows.
 	Subset []string
+	// RateKey is the key the rate limits count the request under (the
+	// front end's fairness id); "" counts it under its tenant.
+	RateKey string
 }
 
 // maxEstimatedTokens caps the placeholder prompt of a request without
@@ -157,6 +167,14 @@ func (p *Path) Route(ctx context.Context, r Request) (*Booking, error) {
 		p.metrics.decision(OutcomeShed)
 		return nil, fmt.Errorf("%w: %d requests in flight", ErrOverloaded, p.cfg.MaxInFlight)
 	}
+	key := r.RateKey
+	if key == "" {
+		key = req.TenantID
+	}
+	if err := p.cfg.Guard.limit(key, len(req.TokenIDs)); err != nil {
+		p.metrics.decision(OutcomeRateLimited)
+		return nil, err
+	}
 	if !p.cfg.Admission.Enter() {
 		p.metrics.decision(OutcomeOverCapacity)
 		return nil, fmt.Errorf("%w: %d route requests in flight", ErrOverloaded, p.cfg.Admission.Max())
@@ -167,12 +185,16 @@ func (p *Path) Route(ctx context.Context, r Request) (*Booking, error) {
 		p.metrics.decision(OutcomeError)
 		return nil, err
 	}
-	cands, skipped := Candidates(res, r.Subset, p.cfg.MaxCandidates)
+	all, skipped := Candidates(res, r.Subset, 0)
+	cands := p.admitted(all, skipped)
 	p.metrics.skip(skipped)
 	b := &Booking{ID: r.ID, Model: req.ModelName, Tenant: req.TenantID, Candidates: cands, CachedTokens: res.CachedTokens,
 		path: p, st: NewState(messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank})}
 	var refuse error
 	switch why := Overloaded(cands, p.cfg.ShedAboveBlocks); {
+	case len(cands) == 0 && skipped[SkipBreakerOpen] > 0:
+		p.metrics.decision(OutcomeBreakerOpen)
+		refuse = fmt.Errorf("%w (model %q)", ErrBreakersOpen, r.Model)
 	case len(cands) == 0:
 		p.metrics.decision(OutcomeNoEndpoint)
 		refuse = fmt.Errorf("%w for model %q", ErrNoEndpoint, r.Model)
@@ -182,6 +204,10 @@ func (p *Path) Route(ctx context.Context, r Request) (*Booking, error) {
 	case why == ShedSaturated:
 		p.metrics.decision(OutcomeSaturated)
 		refuse = fmt.Errorf("%w: every worker's engine reports saturation (queue, KV usage or stale metrics)", ErrOverloaded)
+	}
+	if refuse == nil && !b.tryFirst() {
+		p.metrics.decision(OutcomeBreakerOpen)
+		refuse = fmt.Errorf("%w (model %q)", ErrBreakersOpen, r.Model)
 	}
 	if refuse != nil {
 		b.Done(context.WithoutCancel(ctx))
@@ -197,6 +223,7 @@ func (p *Path) Route(ctx context.Context, r Request) (*Booking, error) {
 		p.metrics.decision(OutcomeError)
 		return nil, api.Errorf(api.ErrConflict, "duplicate_request", "request id %q is in flight", r.ID)
 	}
+	p.cfg.Guard.request()
 	p.metrics.decision(OutcomeRouted)
 	return b, nil
 }
@@ -230,6 +257,7 @@ type Booking struct {
 	path *Path
 	mu   sync.Mutex
 	st   State
+	tk   tickets
 }
 
 // Served says the request went to (and was accepted by) rank k; after a
@@ -286,6 +314,10 @@ func (b *Booking) apply(ctx context.Context, observe func(*State) Action) {
 	switch a.Kind {
 	case None:
 		return
+	case Free:
+		b.releaseAll()
+	}
+	switch a.Kind {
 	case Rebook:
 		err = b.path.be.Rebook(ctx, b.Model, b.Tenant, b.ID, a.To)
 	case PrefillDone:
