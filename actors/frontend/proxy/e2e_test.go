@@ -44,6 +44,12 @@ const blockSize = 4
 
 func newFleet(t *testing.T, n int, hold func(context.Context), opts Options) *fleet {
 	t.Helper()
+	return newGuardedFleet(t, n, hold, opts, nil)
+}
+
+// newGuardedFleet is newFleet with the request path's Guard g (nil: none).
+func newGuardedFleet(t *testing.T, n int, hold func(context.Context), opts Options, g *requestpath.Guard) *fleet {
+	t.Helper()
 	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +74,7 @@ func newFleet(t *testing.T, n int, hold func(context.Context), opts Options) *fl
 		}
 	}
 	f.settle()
-	f.path = requestpath.New(svc, requestpath.Config{})
+	f.path = requestpath.New(svc, requestpath.Config{Guard: g})
 	p, err := New(f.path, opts)
 	if err != nil {
 		t.Fatal(err)
