@@ -3,6 +3,7 @@ package picker
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Core is what the picker asks of the router (the consumer's interface:
@@ -47,6 +48,10 @@ type Request struct {
 	MaxEndpoints int
 	// Reason says why Tokens is nil (a metrics label; "" with tokens).
 	Reason string
+	// FairnessID is the request's x-gateway-inference-fairness-id (or
+	// llm-d's x-llm-d-inference-fairness-id) header: the key its rate
+	// limits count it under ("" when neither is sent).
+	FairnessID string
 }
 
 // Choice is a routing decision: serving endpoints, best first (at least
@@ -67,3 +72,23 @@ var (
 	// ErrInvalid: the request cannot be routed as sent → 400.
 	ErrInvalid = errors.New("invalid request")
 )
+
+// RateLimited is the error a Core returns for a request over its rate
+// limit: 429 with Retry-After.
+type RateLimited struct {
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *RateLimited) Error() string { return e.Err.Error() }
+
+// Unwrap returns the Core's own error.
+func (e *RateLimited) Unwrap() error { return e.Err }
+
+// Answerer is what a Core may add to follow how endpoints answer: the
+// status of the response headers, and the endpoint that sent them ("" when
+// the data plane did not say: the first choice). The request path's Core
+// feeds its circuit breakers from it.
+type Answerer interface {
+	Answered(ctx context.Context, id, endpoint string, status int) error
+}
