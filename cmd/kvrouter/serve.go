@@ -137,6 +137,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	pf := addProxyFlags(fs)
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
+	gf := addGuardFlags(fs)
 	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (0, the default: no cap; package admission says why)")
 	pprofAddr := fs.String("pprof-listen", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on HOST:PORT, a listener of their own without the API token: use loopback (a bare :PORT binds it); off when not given")
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
@@ -184,6 +185,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	gate := admission.New(*maxRoutes, logger)
+	grd, err := gf.build()
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	if *shards < 1 || *shards > 64 {
 		fmt.Fprintf(stderr, "kvrouter serve: --shards %d: want 1 to 64\n", *shards)
 		return 2
@@ -225,7 +231,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	more := append(pr.metrics(), gate.WriteMetrics)
+	more := append(pr.metrics(), gate.WriteMetrics, grd.WriteMetrics)
 	if dc != nil {
 		disc, err := startDiscovery(*dc, host.Service, logger)
 		if err != nil {
@@ -238,17 +244,17 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var epps *picker.Server
 	if epp.enabled() {
 		var m []func(io.Writer) error
-		if epps, m, err = epp.build(host.Service, *model, int(httpapi.BodyBytesFor(*maxPrompt, 0)), pr.resolver, gate, logger); err != nil {
+		if epps, m, err = epp.build(host.Service, *model, int(httpapi.BodyBytesFor(*maxPrompt, 0)), pr.resolver, gate, grd, logger); err != nil {
 			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 			return 2
 		}
 		more = append(more, m...)
 	}
-	rp := pf.path(host.Service, gate, logger)
+	rp := pf.path(host.Service, gate, grd, logger)
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
 	}
-	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, MaxTokens: *maxPrompt,
+	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, MaxTokens: *maxPrompt,
 		Admission: gate}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)

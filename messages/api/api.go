@@ -226,6 +226,25 @@ type RankInfo struct {
 	// (absent when engine signals are off or the rank has no endpoint
 	// to scrape).
 	Signals *EngineSignals `json:"signals,omitempty"`
+	// Breaker is the circuit breaker of the rank's serving endpoint on
+	// this router host (absent when breakers are off or it has no
+	// serving endpoint).
+	Breaker *BreakerInfo `json:"breaker,omitempty"`
+}
+
+// BreakerInfo is a serving endpoint's circuit breaker in GET /workers:
+// its state (closed, open, half_open), the consecutive failures counted
+// while closed, the answers that succeeded and failed over its window,
+// when an open one half-opens, and the probes out and passed while
+// half-open.
+type BreakerInfo struct {
+	State        string `json:"state"`
+	Consecutive  int    `json:"consecutive_failures"`
+	Good         uint64 `json:"window_ok"`
+	Bad          uint64 `json:"window_failed"`
+	HalfOpensAt  string `json:"half_opens_at,omitempty"`
+	ProbesOut    int    `json:"probes_out,omitempty"`
+	ProbesPassed int    `json:"probes_passed,omitempty"`
 }
 
 // EngineSignals is one rank's engine-reported load in GET /workers

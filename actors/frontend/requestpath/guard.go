@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath/guard"
+	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/serving"
 )
 
 // GuardConfig configures a Guard. Zero values take the defaults of
@@ -187,14 +189,24 @@ func (g *Guard) BreakerInfo(hostPort string) (guard.Info, bool) {
 	return b.Info(g.cfg.Now()), true
 }
 
-// Forget drops hostPort's breaker (the endpoint was unregistered).
-func (g *Guard) Forget(hostPort string) {
-	if g == nil {
-		return
+// RankBreaker is the breaker of rank's serving endpoint for GET /workers
+// (httpapi.Options.RankBreaker): nil without a serving endpoint or with
+// breakers off; closed with empty counts before its first answer.
+func (g *Guard) RankBreaker(rank api.RankInfo) *api.BreakerInfo {
+	if g == nil || g.cfg.BreakerOff || rank.ServingEndpoint == "" {
+		return nil
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.breakers, hostPort)
+	ep, err := serving.Parse(rank.ServingEndpoint)
+	if err != nil {
+		return nil
+	}
+	in, _ := g.BreakerInfo(ep.HostPort)
+	out := &api.BreakerInfo{State: in.State.String(), Consecutive: in.Consecutive, Good: in.Good, Bad: in.Bad,
+		ProbesOut: in.ProbesOut, ProbesPassed: in.ProbesPassed}
+	if !in.CoolDownEnds.IsZero() {
+		out.HalfOpensAt = in.CoolDownEnds.UTC().Format(time.RFC3339)
+	}
+	return out
 }
 
 // ErrRetryBudget: the fleet-wide retry budget is spent.
