@@ -31,7 +31,7 @@ func (d Discovery) Registered() []discovery.Registration {
 			out[i] = discovery.Registration{Key: e.Key, Model: e.Worker.Model, Tenant: e.Worker.Tenant, BlockSize: e.Worker.BlockSize,
 				Endpoint: e.Worker.Endpoint, ReplayEndpoint: e.Worker.ReplayEndpoint, ServingEndpoint: e.Worker.ServingEndpoint,
 				MetricsEndpoint: e.Worker.MetricsEndpoint,
-				Engine: cmp.Or(e.Worker.Engine, s.cfg.Engine)}
+				Engine:          cmp.Or(e.Worker.Engine, s.cfg.Engine)}
 		}
 		return out
 	}
@@ -51,7 +51,7 @@ func (d Discovery) Register(r discovery.Registration) error {
 	return d.s.Register(context.Background(), api.Registration{InstanceID: r.Key.Worker, DpRank: r.Key.DpRank,
 		Endpoint: r.Endpoint, ReplayEndpoint: r.ReplayEndpoint, ServingEndpoint: r.ServingEndpoint, Engine: r.Engine,
 		MetricsEndpoint: r.MetricsEndpoint,
-		ModelName: r.Model, TenantID: r.Tenant, BlockSize: r.BlockSize})
+		ModelName:       r.Model, TenantID: r.Tenant, BlockSize: r.BlockSize})
 }
 
 // Unregister removes one discovered stream (its blocks leave the index).
