@@ -116,3 +116,11 @@ var wanted = func() map[string]bool {
 	}
 	return m
 }()
+
+// wantedLen[n] is whether some wanted name is n bytes long.
+var wantedLen = func() (lens [128]bool) {
+	for n := range wanted {
+		lens[len(n)] = true
+	}
+	return lens
+}()

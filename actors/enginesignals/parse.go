@@ -364,8 +364,10 @@ func labelOK(m *dto.Metric, name string) (string, bool) {
 }
 
 // filter appends to dst the lines of body the extractor reads: the samples
-// of wanted names and their TYPE lines (HELP lines and every other metric
-// are dropped without parsing).
+// of wanted names. Comment lines (HELP, TYPE) and every other metric are
+// dropped without parsing; the samples are read as untyped, so an
+// exposition that repeats a TYPE line (several processes' output
+// concatenated) still parses.
 func filter(dst, body []byte) []byte {
 	for len(body) > 0 {
 		line := body
@@ -384,22 +386,28 @@ func filter(dst, body []byte) []byte {
 	return dst
 }
 
-var typePrefix = []byte("# TYPE ")
-
-func keep(line []byte) bool {
-	l := bytes.TrimLeft(line, " \t")
-	if len(l) == 0 {
+func keep(l []byte) bool {
+	for len(l) > 0 && (l[0] == ' ' || l[0] == '\t') {
+		l = l[1:]
+	}
+	if len(l) == 0 || l[0] == '#' {
 		return false
 	}
-	if l[0] == '#' {
-		if !bytes.HasPrefix(l, typePrefix) {
-			return false
-		}
-		l = l[len(typePrefix):]
-	}
-	end := bytes.IndexAny(l, "{ \t\r\n")
+	// Most sample lines have labels: the name ends at the first '{' (a
+	// vectorised search), or at a blank before it; a name of a length no
+	// wanted name has is dropped without hashing it.
+	end := bytes.IndexByte(l, '{')
 	if end < 0 {
 		end = len(l)
+	}
+	for i, c := range l[:end] {
+		if c <= ' ' {
+			end = i
+			break
+		}
+	}
+	if end >= len(wantedLen) || !wantedLen[end] {
+		return false
 	}
 	return wanted[string(l[:end])]
 }

@@ -110,6 +110,14 @@ func TestExtractMalformedText(t *testing.T) {
 			t.Errorf("%q: %v, want %s", body, err, ReasonParse)
 		}
 	}
+	// The same family in two places, each with its TYPE line (two
+	// processes' output concatenated): still read.
+	twice := "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 1\n" +
+		"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\"} 0\n" +
+		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"1\"} 5\n"
+	if got, err := x.Extract([]byte(twice), VLLM, 1); err != nil || got.Running != 5 {
+		t.Fatalf("repeated TYPE lines: %+v %v", got, err)
+	}
 	// Lines of other metrics are never parsed: garbage there is no error.
 	got, err := x.Extract([]byte("garbage{{{ here\nvllm:num_requests_running 2\n"), Auto, 0)
 	if err != nil || got.Running != 2 {

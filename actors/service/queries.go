@@ -330,7 +330,8 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 		remote = s.remoteStates(regs)
 	}
 	out := []api.WorkerInfo{}
-	outside, now := s.outsideLoads(), time.Now()
+	obs, outside := s.signalsNow()
+	now := time.Now()
 	for _, k := range keys {
 		if len(out) == 0 || out[len(out)-1].InstanceID != k.Worker {
 			out = append(out, api.WorkerInfo{InstanceID: k.Worker})
@@ -339,14 +340,14 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 		if w := regs[k]; s.cfg.Cluster != nil && !w.listening {
 			st, known := remote[k]
 			ri := s.remoteRankInfo(k, w, st, known)
-			ri.Signals = s.signalsInfo(k, outside, now)
+			ri.Signals = s.signalsInfo(k, obs, outside, now)
 			last.Ranks = append(last.Ranks, ri)
 		} else {
 			ri := s.rankInfo(k, w)
 			if s.cfg.Cluster != nil {
 				ri.Owner = s.cfg.Cluster.Owner(k)
 			}
-			ri.Signals = s.signalsInfo(k, outside, now)
+			ri.Signals = s.signalsInfo(k, obs, outside, now)
 			last.Ranks = append(last.Ranks, ri)
 		}
 	}

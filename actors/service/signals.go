@@ -116,13 +116,19 @@ func cmpOr(a, b int64) int64 {
 	return b
 }
 
+// signalsNow is the scraper's latest observations and every namespace's
+// outside load (nil when signals are off).
+func (s *Service) signalsNow() (map[messages.WorkerKey]enginesignals.Observation, map[messages.WorkerKey]routing.OutsideLoad) {
+	if s.scraper == nil {
+		return nil, nil
+	}
+	return s.scraper.Snapshot(), s.outsideLoads()
+}
+
 // outsideLoads asks every namespace's route actor for its candidates'
 // outside load (routing.OutsideRequest); a route actor that does not
 // answer in time is left out.
 func (s *Service) outsideLoads() map[messages.WorkerKey]routing.OutsideLoad {
-	if s.scraper == nil {
-		return nil
-	}
 	out := map[messages.WorkerKey]routing.OutsideLoad{}
 	for _, ns := range s.sortedSpaces() {
 		r, err := request[*routing.OutsideReply](s, ns.route, &routing.OutsideRequest{})
@@ -137,10 +143,9 @@ func (s *Service) outsideLoads() map[messages.WorkerKey]routing.OutsideLoad {
 }
 
 // signalsInfo is a rank's signals in /workers (nil when not scraped).
-func (s *Service) signalsInfo(k messages.WorkerKey, outside map[messages.WorkerKey]routing.OutsideLoad, now time.Time) *api.EngineSignals {
-	s.mu.Lock()
-	o, ok := s.observed[k]
-	s.mu.Unlock()
+func (s *Service) signalsInfo(k messages.WorkerKey, obs map[messages.WorkerKey]enginesignals.Observation,
+	outside map[messages.WorkerKey]routing.OutsideLoad, now time.Time) *api.EngineSignals {
+	o, ok := obs[k]
 	if !ok {
 		return nil
 	}
@@ -186,11 +191,8 @@ func (s *Service) WriteSignalMetrics(w io.Writer) error {
 	if s.scraper == nil {
 		return nil
 	}
+	obs, outside := s.signalsNow()
 	now := time.Now()
-	outside := s.outsideLoads()
-	s.mu.Lock()
-	obs := maps.Clone(s.observed)
-	s.mu.Unlock()
 	keys := slices.SortedFunc(maps.Keys(obs), compareKeys)
 	stale := s.cfg.Signals.Scrape.WithDefaults().StaleAfter
 	var sb strings.Builder

@@ -96,7 +96,7 @@ after its --timeout has passed is answered 503 timeout without the work
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
-` + discoverHelp + `
+` + signalsHelp + discoverHelp + `
 Example:
   kvrouter serve --block-size 16 --worker 1=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558
   curl -s localhost:8090/route -H 'Content-Type: application/json' \
@@ -135,6 +135,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&tokenizers, "tokenizer", "local tokenizer of a model: MODEL=PATH, or PATH for the --model model (repeatable); a Hugging Face tokenizer.json, plain or gzipped, byte-level BPE (Llama-3, Qwen, gpt-oss). Completion text is then tokenized here; chat always goes to the engine")
 	tokenizeTimeout := fs.Duration("tokenize-timeout", prompttokens.DefaultTimeout, "deadline of the engine's tokenize/render round trips for one prompt; past it the request routes by load (counted)")
 	pf := addProxyFlags(fs)
+	sf := addSignalsFlags(fs)
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
 	gf := addGuardFlags(fs)
@@ -217,9 +218,14 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
+	signals, err := sf.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	host, err := service.StartHost(system, service.HostConfig{Cluster: cc, Startup: st, Logger: logger,
 		Service: service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
-			Pipeline: pc, SessionCredit: *sessionCredit}})
+			Pipeline: pc, SessionCredit: *sessionCredit, Signals: signals}})
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2

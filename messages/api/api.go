@@ -451,6 +451,7 @@ type DumpStream struct {
 	LoraName        string            `json:"lora_name,omitempty"`
 	ServingEndpoint string            `json:"serving_endpoint,omitempty"`
 	Engine          string            `json:"engine,omitempty"`
+	MetricsEndpoint string            `json:"metrics_endpoint,omitempty"`
 	Seq             *uint64           `json:"seq,omitempty"`
 	Exact           bool              `json:"exact,omitempty"`
 }
