@@ -71,19 +71,16 @@ var (
 	ErrOverloaded = errors.New("overloaded")
 	// ErrInvalid: the request cannot be routed as sent → 400.
 	ErrInvalid = errors.New("invalid request")
+	// ErrRateLimited: the request's key is over its rate limit → 429.
+	ErrRateLimited = errors.New("rate limited")
 )
 
-// RateLimited is the error a Core returns for a request over its rate
-// limit: 429 with Retry-After.
-type RateLimited struct {
-	RetryAfter time.Duration
-	Err        error
+// RetryAfterer is an error that says when to try again: a 429 it causes
+// carries Retry-After.
+type RetryAfterer interface {
+	error
+	RetryAfter() time.Duration
 }
-
-func (e *RateLimited) Error() string { return e.Err.Error() }
-
-// Unwrap returns the Core's own error.
-func (e *RateLimited) Unwrap() error { return e.Err }
 
 // Answerer is what a Core may add to follow how endpoints answer: the
 // status of the response headers, and the endpoint that sent them ("" when

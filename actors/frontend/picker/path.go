@@ -23,12 +23,11 @@ func (c pathCore) Pick(ctx context.Context, r Request) (Choice, error) {
 	}
 	b, err := c.p.Route(ctx, requestpath.Request{ID: r.ID, Model: r.Model, Tokens: r.Tokens,
 		NoTokensReason: r.Reason, EstimatedTokens: r.EstimatedTokens, Subset: subset, RateKey: r.FairnessID})
-	var rl *requestpath.RateLimitError
 	switch {
-	case errors.As(err, &rl):
-		return Choice{}, &RateLimited{RetryAfter: rl.RetryAfter, Err: err}
+	case errors.Is(err, requestpath.ErrRateLimited):
+		return Choice{}, fmt.Errorf("%w: %w", ErrRateLimited, err)
 	case errors.Is(err, requestpath.ErrOverloaded):
-		return Choice{}, fmt.Errorf("%w: %v", ErrOverloaded, err)
+		return Choice{}, fmt.Errorf("%w: %w", ErrOverloaded, err) // %w: a Retry-After it carries
 	case errors.Is(err, requestpath.ErrNoEndpoint), errors.Is(err, api.ErrNotFound):
 		return Choice{}, fmt.Errorf("%w: %v", ErrNoEndpoint, err)
 	case errors.Is(err, api.ErrInvalid):

@@ -258,16 +258,11 @@ func (s *Stream) Decide(d Decision) []Action {
 	if s.phase != phRouting {
 		return fail("decision without a route")
 	}
-	var rl *RateLimited
 	switch {
-	case errors.As(err, &rl):
-		s.phase = phClosed
-		secs := max(int(math.Ceil(rl.RetryAfter.Seconds())), 1)
-		return []Action{send(immediateWith(typev3.StatusCode_TooManyRequests, err.Error(), "kvrouter_"+OutcomeRateLimited.String(),
-			&corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: "retry-after", RawValue: []byte(strconv.Itoa(secs))}})),
-			{Kind: Decided, Outcome: OutcomeRateLimited, Err: err}, {Kind: End}}
+	case errors.Is(err, ErrRateLimited):
+		return s.refuse(OutcomeRateLimited, typev3.StatusCode_TooManyRequests, err.Error(), retryAfter(err)...)
 	case errors.Is(err, ErrOverloaded):
-		return s.refuse(OutcomeOverloaded, typev3.StatusCode_TooManyRequests, err.Error())
+		return s.refuse(OutcomeOverloaded, typev3.StatusCode_TooManyRequests, err.Error(), retryAfter(err)...)
 	case errors.Is(err, ErrNoEndpoint) && s.subsetted:
 		return s.refuse(OutcomeSubset, typev3.StatusCode_ServiceUnavailable, err.Error())
 	case errors.Is(err, ErrNoEndpoint):
@@ -315,10 +310,22 @@ func (s *Stream) Decide(d Decision) []Action {
 	return append(out, Action{Kind: Decided, Outcome: outcome, Reason: d.Reason, Endpoint: dest})
 }
 
-// refuse answers with an immediate response and ends the stream.
-func (s *Stream) refuse(o Outcome, code typev3.StatusCode, msg string) []Action {
+// retryAfter is the retry-after header of a refusal that says when to
+// try again (none otherwise).
+func retryAfter(err error) []*corev3.HeaderValueOption {
+	var ra RetryAfterer
+	if !errors.As(err, &ra) {
+		return nil
+	}
+	secs := max(int(math.Ceil(ra.RetryAfter().Seconds())), 1)
+	return []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "retry-after", RawValue: []byte(strconv.Itoa(secs))}}}
+}
+
+// refuse answers with an immediate response (with headers hs) and ends
+// the stream.
+func (s *Stream) refuse(o Outcome, code typev3.StatusCode, msg string, hs ...*corev3.HeaderValueOption) []Action {
 	s.phase = phClosed
-	return []Action{send(immediate(code, msg, "kvrouter_"+o.String())),
+	return []Action{send(immediate(code, msg, "kvrouter_"+o.String(), hs...)),
 		{Kind: Decided, Outcome: o, Err: errors.New(msg)}, {Kind: End}}
 }
 

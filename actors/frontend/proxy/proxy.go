@@ -238,8 +238,8 @@ func (p *Proxy) completions(w http.ResponseWriter, r *http.Request) {
 		status, reason := routeStatus(err)
 		p.metrics.refused(ctx, reason)
 		w.Header().Set(RequestIDHeader, rr.ID)
-		if rl := (*requestpath.RateLimitError)(nil); errors.As(err, &rl) {
-			w.Header().Set("Retry-After", strconv.Itoa(requestpath.RetryAfterSeconds(rl.RetryAfter)))
+		if ra := requestpath.RetryAfterer(nil); errors.As(err, &ra) {
+			w.Header().Set("Retry-After", strconv.Itoa(requestpath.RetryAfterSeconds(ra.RetryAfter())))
 		}
 		writeError(w, status, reason, err.Error())
 		return

@@ -30,6 +30,8 @@ type GuardConfig struct {
 	Backoff     guard.Backoff
 	// Limits are the rate limits per key (tenant or fairness id).
 	Limits Limits
+	// Flow, when set, turns flow control on (flow.go).
+	Flow *FlowConfig
 
 	// Now, Rand and Sleep are the clock, the jitter's uniform draw in
 	// [0, 1) and the backoff's wait (tests inject them; defaults:
@@ -54,6 +56,7 @@ type Guard struct {
 	budget   guard.Budget
 	limiter  limiter
 	counts   guardCounts
+	flowing  *flowState // nil: flow control off
 }
 
 // NewGuard returns a Guard; it checks the configuration.
@@ -78,7 +81,8 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 	}
 	cfg.Breaker = cfg.Breaker.WithDefaults()
 	return &Guard{cfg: cfg, backoff: cfg.Backoff.WithDefaults(), breakers: map[string]*guard.Breaker{},
-		budget: guard.NewBudget(cfg.RetryRatio, cfg.RetryMin, cfg.RetryWindow), limiter: newLimiter(cfg.Limits)}, nil
+		budget: guard.NewBudget(cfg.RetryRatio, cfg.RetryMin, cfg.RetryWindow), limiter: newLimiter(cfg.Limits),
+		flowing: newFlowState(cfg.Flow)}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -129,7 +129,7 @@ func TestRouteRateLimits(t *testing.T) {
 	}
 	err := do("2", "t", 8)
 	var rl *RateLimitError
-	if !errors.As(err, &rl) || rl.Kind != "prompt_tokens" || rl.RetryAfter != 600*time.Millisecond || RetryAfterSeconds(rl.RetryAfter) != 1 {
+	if !errors.As(err, &rl) || rl.Kind != "prompt_tokens" || rl.Wait != 600*time.Millisecond || RetryAfterSeconds(rl.RetryAfter()) != 1 {
 		t.Fatalf("8 tokens with 2 left at 10/s: %v", err)
 	}
 	if err := do("3", "vip", 1000); err != nil {

@@ -132,17 +132,27 @@ var ErrRateLimited = errors.New("rate limited")
 // RateLimitError is ErrRateLimited with the wait until the key's buckets
 // would pass the request.
 type RateLimitError struct {
-	Key        string
-	Kind       string // requests or prompt_tokens: the bucket that refused
-	RetryAfter time.Duration
+	Key  string
+	Kind string // requests or prompt_tokens: the bucket that refused
+	Wait time.Duration
 }
 
+// RetryAfter is the wait until the key's buckets would pass the request.
+func (e *RateLimitError) RetryAfter() time.Duration { return e.Wait }
+
 func (e *RateLimitError) Error() string {
-	return fmt.Sprintf("rate limited: key %q is over its %s limit; retry after %v", e.Key, e.Kind, e.RetryAfter.Round(time.Millisecond))
+	return fmt.Sprintf("rate limited: key %q is over its %s limit; retry after %v", e.Key, e.Kind, e.Wait.Round(time.Millisecond))
 }
 
 // Unwrap makes a RateLimitError an ErrRateLimited.
 func (e *RateLimitError) Unwrap() error { return ErrRateLimited }
+
+// RetryAfterer is an error that says when to try again (RateLimitError,
+// QueueError): the front ends answer its Retry-After.
+type RetryAfterer interface {
+	error
+	RetryAfter() time.Duration
+}
 
 // RetryAfterSeconds is the Retry-After header's value: whole seconds,
 // at least 1.
@@ -168,9 +178,9 @@ func (g *Guard) limit(key string, tokens int) error {
 		b.tokens.Spend(now, float64(tokens))
 		return nil
 	}
-	e := &RateLimitError{Key: key, Kind: "requests", RetryAfter: wr}
+	e := &RateLimitError{Key: key, Kind: "requests", Wait: wr}
 	if wt > wr {
-		e.Kind, e.RetryAfter = "prompt_tokens", wt
+		e.Kind, e.Wait = "prompt_tokens", wt
 	}
 	if g.counts.limited == nil {
 		g.counts.limited = map[string]int64{}
