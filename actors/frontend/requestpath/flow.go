@@ -143,7 +143,7 @@ func (g *Guard) flow(ctx context.Context, r Request, key string, try func() (*Bo
 	g.mu.Lock()
 	behind := f.q.Len() > 0
 	g.mu.Unlock()
-	var last error = ErrNoRoom
+	last := fmt.Errorf("%w: %w: requests are queued ahead of it", ErrOverloaded, ErrNoRoom)
 	noEP := false
 	if !behind || band < 0 {
 		b, err := try()
@@ -298,6 +298,9 @@ func (g *Guard) dispatchLoop() {
 			break
 		}
 		w := f.waiters[it.ID]
+		if w == nil {
+			continue // cannot happen: every queued item has its waiter
+		}
 		delete(f.waiters, it.ID)
 		w.popped = true
 		w.wake <- struct{}{}
