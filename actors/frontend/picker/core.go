@@ -52,6 +52,12 @@ type Request struct {
 	// llm-d's x-llm-d-inference-fairness-id) header: the key its rate
 	// limits count it under ("" when neither is sent).
 	FairnessID string
+	// Objective is the request's x-gateway-inference-objective (or
+	// x-llm-d-inference-objective) header: its priority band when it
+	// waits in the flow-control queue.
+	Objective string
+	// Bytes is the request body's size (the queue's byte bound).
+	Bytes int
 }
 
 // Choice is a routing decision: serving endpoints, best first (at least

@@ -22,7 +22,8 @@ func (c pathCore) Pick(ctx context.Context, r Request) (Choice, error) {
 		subset = r.Subset
 	}
 	b, err := c.p.Route(ctx, requestpath.Request{ID: r.ID, Model: r.Model, Tokens: r.Tokens,
-		NoTokensReason: r.Reason, EstimatedTokens: r.EstimatedTokens, Subset: subset, RateKey: r.FairnessID})
+		NoTokensReason: r.Reason, EstimatedTokens: r.EstimatedTokens, Subset: subset, RateKey: r.FairnessID,
+		Objective: r.Objective, Bytes: int64(r.Bytes)})
 	switch {
 	case errors.Is(err, requestpath.ErrRateLimited):
 		return Choice{}, fmt.Errorf("%w: %w", ErrRateLimited, err)

@@ -113,6 +113,7 @@ type Stream struct {
 	path      string
 	model     string // from x-gateway-model-name
 	fairness  string // from x-gateway-inference-fairness-id / x-llm-d-inference-fairness-id
+	objective string // from x-gateway-inference-objective / x-llm-d-inference-objective
 	subset    []string
 	subsetted bool
 	body      []byte
@@ -183,6 +184,9 @@ func (s *Stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) [
 	if s.fairness = HeaderValue(h.GetHeaders(), "x-gateway-inference-fairness-id"); s.fairness == "" {
 		s.fairness = HeaderValue(h.GetHeaders(), "x-llm-d-inference-fairness-id")
 	}
+	if s.objective = HeaderValue(h.GetHeaders(), "x-gateway-inference-objective"); s.objective == "" {
+		s.objective = HeaderValue(h.GetHeaders(), "x-llm-d-inference-objective")
+	}
 	s.subset, s.subsetted = Subset(md)
 	if h.GetEndOfStream() || !s.bodyHeld() {
 		s.onHeaders = true
@@ -249,7 +253,7 @@ func (s *Stream) route(p Prompt) []Action {
 	s.phase = phRouting
 	return []Action{{Kind: Route, Prompt: p, Request: Request{ID: s.id, Model: p.Model,
 		Subset: s.subset, Subsetted: s.subsetted, MaxEndpoints: max(s.cfg.MaxEndpoints, 1), EstimatedTokens: len(s.body) / 4,
-		FairnessID: s.fairness}}}
+		FairnessID: s.fairness, Objective: s.objective, Bytes: len(s.body)}}}
 }
 
 // Decide takes the answer to the Route action.

@@ -44,11 +44,12 @@ const blockSize = 4
 
 func newFleet(t *testing.T, n int, hold func(context.Context), opts Options) *fleet {
 	t.Helper()
-	return newGuardedFleet(t, n, hold, opts, nil)
+	return newGuardedFleet(t, n, hold, opts, requestpath.Config{})
 }
 
-// newGuardedFleet is newFleet with the request path's Guard g (nil: none).
-func newGuardedFleet(t *testing.T, n int, hold func(context.Context), opts Options, g *requestpath.Guard) *fleet {
+// newGuardedFleet is newFleet with the request path's configuration pc
+// (its Guard, its overload threshold).
+func newGuardedFleet(t *testing.T, n int, hold func(context.Context), opts Options, pc requestpath.Config) *fleet {
 	t.Helper()
 	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
 	if err != nil {
@@ -74,7 +75,7 @@ func newGuardedFleet(t *testing.T, n int, hold func(context.Context), opts Optio
 		}
 	}
 	f.settle()
-	f.path = requestpath.New(svc, requestpath.Config{Guard: g})
+	f.path = requestpath.New(svc, pc)
 	p, err := New(f.path, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func TestProxyBreakerStopsAFastFailingEngine(t *testing.T) {
 	clk := frontendtest.NewClock()
 	g := newTestGuard(t, clk, requestpath.GuardConfig{
 		Breaker: guard.BreakerConfig{Failures: 3, ErrorRate: -1, CoolDown: 10 * time.Second, Successes: 2}, RetryMin: 100})
-	f := newGuardedFleet(t, 3, nil, Options{}, g)
+	f := newGuardedFleet(t, 3, nil, Options{}, requestpath.Config{Guard: g})
 	fl := newFlaky(t, http.StatusServiceUnavailable, f.https[0].ServingEndpoint())
 	f.reserve(1, fl.srv.Listener.Addr().String())
 	// Each prompt is cached on worker 1 alone before it is sent (a worker
@@ -168,7 +168,7 @@ func TestProxyBreakerStopsAFastFailingEngine(t *testing.T) {
 func TestProxyRetriesWithinCapAndBudget(t *testing.T) {
 	clk := frontendtest.NewClock()
 	g := newTestGuard(t, clk, requestpath.GuardConfig{BreakerOff: true, RetryRatio: -1, RetryMin: 1})
-	f := newGuardedFleet(t, 3, nil, Options{Attempts: 2}, g)
+	f := newGuardedFleet(t, 3, nil, Options{Attempts: 2}, requestpath.Config{Guard: g})
 	var fls []*flaky
 	for w := 1; w <= 3; w++ {
 		fl := newFlaky(t, http.StatusServiceUnavailable, f.https[w-1].ServingEndpoint())
@@ -208,7 +208,7 @@ func TestProxyRateLimitPerKey(t *testing.T) {
 		Default: requestpath.Limit{RequestsPerSecond: 0.5, RequestBurst: 2},
 		Keys:    map[string]requestpath.Limit{"big": {RequestsPerSecond: 100}},
 	}})
-	f := newGuardedFleet(t, 2, nil, Options{}, g)
+	f := newGuardedFleet(t, 2, nil, Options{}, requestpath.Config{Guard: g})
 	as := func(key string) []string { return []string{"x-gateway-inference-fairness-id", key} }
 	for i := range 2 {
 		if code, _, body, _ := f.complete(ids(i, 8), as("a")...); code != 200 {

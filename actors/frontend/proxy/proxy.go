@@ -200,6 +200,17 @@ func FairnessID(h http.Header) string {
 	return h.Get("X-Llm-D-Inference-Fairness-Id")
 }
 
+// Objective is the request's inference objective: the Gateway API
+// Inference Extension's x-gateway-inference-objective or llm-d's
+// x-llm-d-inference-objective ("" when neither is sent). Flow control
+// gives it its priority band.
+func Objective(h http.Header) string {
+	if v := h.Get("X-Gateway-Inference-Objective"); v != "" {
+		return v
+	}
+	return h.Get("X-Llm-D-Inference-Objective")
+}
+
 // WorkerHeader names the answer's serving worker: "WORKER:DP_RANK".
 const WorkerHeader = "X-Kvrouter-Worker"
 
@@ -224,7 +235,8 @@ func (p *Proxy) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	chat := strings.HasSuffix(r.URL.Path, "/chat/completions")
-	rr := requestpath.Request{ID: r.Header.Get(RequestIDHeader), Model: req.Model, Tenant: p.opts.Tenant, RateKey: FairnessID(r.Header)}
+	rr := requestpath.Request{ID: r.Header.Get(RequestIDHeader), Model: req.Model, Tenant: p.opts.Tenant, RateKey: FairnessID(r.Header),
+		Objective: Objective(r.Header), Bytes: int64(len(body))}
 	if rr.ID == "" {
 		rr.ID = newRequestID()
 	}
