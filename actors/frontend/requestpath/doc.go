@@ -36,6 +36,19 @@
 // while it has as many route calls in flight as it admits, a request is
 // shed at once, before the router works on it (outcome over_capacity).
 //
+// # Protections (Guard, one per process, shared by the front ends)
+//
+// Config.Guard holds a circuit breaker per serving endpoint (candidates
+// whose breaker is open are skipped, breaker_open; every answer is
+// counted: ok, connect_failed, status_5xx, reset before the first byte),
+// the fleet-wide retry budget and backoff the proxy's retries use (only
+// before the first byte, on connect failure and 502/503/504), token-bucket
+// rate limits per key (fairness id, else tenant: 429 with Retry-After),
+// and flow control (flow.go): a request that finds no room waits in a
+// queue by priority band and fairness flow, and is routed again when room
+// frees. The decisions are package guard's pure values. Everything is per
+// router host: no state crosses hosts (each host's limits are its share).
+//
 // # Bookkeeping from the response
 //
 // The load is booked on the router's choice. Each Booking then follows
