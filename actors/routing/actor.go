@@ -180,6 +180,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		for i, c := range a.cands {
 			a.index[c.Key] = i
 		}
+		a.router.Observe(a.cands)
 		a.pred.setModes(a.cands, m.EventLess)
 	case *messages.RouterEventBatch: // as an index follower
 		a.pred.follow(m)
@@ -223,6 +224,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		}
 		sp.End()
 		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err, PredictedBlocks: predictedBlocks})
+	case *OutsideRequest:
+		ctx.Respond(&OutsideReply{Ranks: a.router.OutsideLoads(nil)})
 	case *LoadRequest:
 		if m.Candidates {
 			ctx.Respond(&LoadReply{Ranks: a.candidateLoads()})

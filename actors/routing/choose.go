@@ -13,12 +13,16 @@ import (
 // E_i = −ln U_i (the Gumbel-max trick in product form), U_i derived from one
 // Rand draw and the candidate's key, so the draw does not depend on the
 // candidates' order. Exact ties fall back to the temperature-0 order.
-func (r *Router) sample(rows []row, cands []Candidate, reqHash uint64) int {
-	lo, span := logitRange(rows)
+// With skipSaturated, saturated candidates are not drawn (reported.go).
+func (r *Router) sample(rows []row, cands []Candidate, reqHash uint64, skipSaturated bool) int {
+	lo, span := logitRange(rows, skipSaturated)
 	t := r.cfg.Temperature
 	seed := r.rng.Uint64()
 	best, bestKey := -1, 0.0
 	for i := range rows {
+		if skipSaturated && rows[i].sat {
+			continue
+		}
 		u := unitOpen(mix64(seed ^ keyHash(cands[i].Key)))
 		nrm := normalized(rows[i].logit, lo, span)
 		// Pruning, exact: −ln u ≥ 1 − u and exp(x) ≥ 1 + x, so a candidate
@@ -39,11 +43,14 @@ func (r *Router) sample(rows []row, cands []Candidate, reqHash uint64) int {
 	return best
 }
 
-// logitRange returns the lowest logit and max − min.
-func logitRange(rows []row) (lo, span float64) {
-	lo, hi := rows[0].logit, rows[0].logit
-	for i := 1; i < len(rows); i++ {
-		lo, hi = min(lo, rows[i].logit), max(hi, rows[i].logit)
+// logitRange returns the lowest logit and max − min (of the unsaturated
+// rows when skipSaturated).
+func logitRange(rows []row, skipSaturated bool) (lo, span float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i := range rows {
+		if !skipSaturated || !rows[i].sat {
+			lo, hi = min(lo, rows[i].logit), max(hi, rows[i].logit)
+		}
 	}
 	return lo, hi - lo
 }

@@ -115,6 +115,15 @@
 // with ≥ 95 % of the bound, and a TTFT estimate below SGLang's and
 // llm-d's, which never move a session (request CoV up to 1.9).
 //
+// # Engine signals
+//
+// A candidate may carry what its engine last reported (Candidate.Reported,
+// from its /metrics: actors/enginesignals). The load beyond what the router
+// had booked at that scrape is the candidate's outside load; it is added to
+// the booked terms above (n, decode_blocks), so the cost sees the engine's
+// reported load plus what was booked since. A saturated candidate is
+// chosen only when every candidate is. Both rules and why: reported.go.
+//
 // # Temperature 0: deterministic tie-break
 //
 // The chosen candidate is the first under this total order (each step only

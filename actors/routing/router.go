@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/kvrouter/kvrouter/messages"
@@ -130,6 +131,10 @@ type Candidate struct {
 	// cluster: each host books the requests it routed); it adds to this
 	// Router's own bookkeeping when scoring (zero on one host).
 	Remote RemoteLoad
+	// Reported is what the candidate's engine last reported (reported.go;
+	// zero: nothing). Router.Observe derives the outside load from it.
+	Reported Reported
+	outside  RemoteLoad
 }
 
 // RemoteLoad is load booked elsewhere: the cost's active prefill tokens and
@@ -156,6 +161,11 @@ type Score struct {
 	// Temperature 0).
 	Probability float64
 	Degraded    bool
+	// Saturated: the candidate's engine is saturated (Reported);
+	// OutsideRequests and OutsideBlocks are the outside load included in
+	// Requests and DecodeBlocks.
+	Saturated                      bool
+	OutsideRequests, OutsideBlocks int64
 }
 
 // Decision is the outcome of Decide.
@@ -177,6 +187,10 @@ type Decision struct {
 	// ideal).
 	Degraded           bool
 	DegradedCandidates int
+	// Saturated: the chosen candidate is saturated, which only happens
+	// when every candidate is (SaturatedCandidates counts them).
+	Saturated           bool
+	SaturatedCandidates int
 	// Sampled: chosen by softmax sampling (Temperature > 0).
 	Sampled bool
 	// Tied counts the candidates that shared the lowest logit at Temperature
@@ -204,6 +218,9 @@ type Router struct {
 	rows   []row
 	scores []Score
 	hints  []hint // per candidate position: its rank slot in load
+	// observed is each candidate's outside load at its last scrape
+	// (reported.go).
+	observed map[messages.WorkerKey]observed
 }
 
 // hint caches, for the candidate at one position, the key it held and that
@@ -224,6 +241,7 @@ type row struct {
 	prefill int64
 	reqs    int64
 	ov      uint32
+	sat     bool
 }
 
 // New returns a Router with empty load.
@@ -306,7 +324,7 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 	slots := r.load.slots
 
 	bs, isl := int64(req.BlockSize), int64(req.ISL)
-	degraded := 0
+	degraded, saturated := 0, 0
 	var reqSum int64
 	for i := range cands {
 		c := &cands[i]
@@ -314,15 +332,18 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 		if ov != nil {
 			o = ov[i]
 		}
-		p, b, q := c.Remote.PrefillTokens, c.Remote.Blocks, c.Remote.Requests
+		p, b, q := c.Remote.PrefillTokens, c.Remote.Blocks+c.outside.Blocks, c.Remote.Requests+c.outside.Requests
 		if h := hints[i].slot; h >= 0 {
 			s := &slots[h]
 			p, b, q = p+s.PrefillTokens, b+s.Blocks, q+int64(s.PrefillRequests+s.DecodeRequests)
 		}
-		rows[i] = row{blocks: b, prefill: p, reqs: q, ov: o}
+		rows[i] = row{blocks: b, prefill: p, reqs: q, ov: o, sat: c.Reported.Saturated}
 		reqSum += q
 		if c.Degraded {
 			degraded++
+		}
+		if c.Reported.Saturated {
+			saturated++
 		}
 	}
 	cost := costTerms{cost: r.cfg.Cost, weight: r.cfg.OverlapWeight, falloff: r.cfg.CacheFalloff,
@@ -341,6 +362,12 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 		// Temperature 0 argmin with the documented tie-break; computed at
 		// any temperature (cheap) so Tied is always filled.
 		bst := &rows[best]
+		if rows[i].sat != bst.sat { // a saturated candidate wins only when all are (reported.go)
+			if bst.sat {
+				best, tied = i, 1
+			}
+			continue
+		}
 		switch {
 		case logit < bst.logit:
 			best, tied = i, 1
@@ -368,9 +395,9 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 		}
 	}
 
-	d := Decision{DegradedCandidates: degraded, Tied: tied}
+	d := Decision{DegradedCandidates: degraded, Tied: tied, SaturatedCandidates: saturated}
 	if r.cfg.Temperature > 0 {
-		best = r.sample(rows, cands, requestHash(req))
+		best = r.sample(rows, cands, requestHash(req), saturated < n)
 		d.Sampled = true
 	}
 	if req.WithScores {
@@ -384,6 +411,7 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 	d.RequestBlocks = (isl + bs - 1) / bs
 	d.Logit = rw.logit
 	d.Degraded = c.Degraded
+	d.Saturated = rw.sat
 	return d, nil
 }
 
@@ -408,12 +436,20 @@ func (r *Router) fillScores(req Request, rows []row, cands []Candidate) []Score 
 			PrefillBlocks:       float64(rw.prefill+isl-cached) / float64(bs),
 			Logit:               rw.logit,
 			Degraded:            cands[i].Degraded,
+			Saturated:           rw.sat,
+			OutsideRequests:     cands[i].outside.Requests,
+			OutsideBlocks:       cands[i].outside.Blocks,
 		}
 	}
 	if t := r.cfg.Temperature; t > 0 {
-		lo, span := logitRange(rows)
+		skip := slices.ContainsFunc(rows, func(rw row) bool { return !rw.sat })
+		lo, span := logitRange(rows, skip)
 		sum := 0.0
 		for i := range s {
+			if skip && rows[i].sat {
+				s[i].Probability = 0
+				continue
+			}
 			s[i].Probability = math.Exp(-normalized(rows[i].logit, lo, span) / t)
 			sum += s[i].Probability
 		}

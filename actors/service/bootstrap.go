@@ -155,7 +155,8 @@ func (b *bootSink) finish() error {
 				b.rep.Fresh++
 			}
 			reg := api.Registration{InstanceID: w, DpRank: st.DpRank, Endpoint: st.Endpoint, ReplayEndpoint: st.ReplayEndpoint,
-				LoraName: st.LoraName, ServingEndpoint: st.ServingEndpoint, Engine: st.Engine, ModelName: b.hdr.ModelName, TenantID: b.hdr.TenantID, BlockSize: b.hdr.BlockSize}
+				LoraName: st.LoraName, ServingEndpoint: st.ServingEndpoint, Engine: st.Engine,
+				MetricsEndpoint: st.MetricsEndpoint, ModelName: b.hdr.ModelName, TenantID: b.hdr.TenantID, BlockSize: b.hdr.BlockSize}
 			if err := b.s.register(reg, pos); err != nil {
 				return fmt.Errorf("worker %d rank %d: %w", w, st.DpRank, err)
 			}

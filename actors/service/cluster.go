@@ -93,7 +93,7 @@ func (s *Service) registerClustered(reg api.Registration) error {
 	}
 	c.Put(registry.Entry{Key: key, Worker: registry.Worker{Model: reg.ModelName, Tenant: tenant, BlockSize: bs,
 		Endpoint: reg.Endpoint, ReplayEndpoint: reg.ReplayEndpoint, Lora: reg.LoraName, ServingEndpoint: reg.ServingEndpoint,
-		Engine: reg.Engine}})
+		Engine: reg.Engine, MetricsEndpoint: reg.MetricsEndpoint}})
 	s.mu.Lock()
 	s.reconcile()
 	s.mu.Unlock()
@@ -183,7 +183,7 @@ func (s *Service) adopt(e registry.Entry) *worker {
 	reg := api.Registration{InstanceID: e.Key.Worker, DpRank: e.Key.DpRank, Endpoint: e.Worker.Endpoint,
 		ReplayEndpoint: e.Worker.ReplayEndpoint, ModelName: e.Worker.Model, TenantID: e.Worker.Tenant,
 		BlockSize: e.Worker.BlockSize, LoraName: e.Worker.Lora, ServingEndpoint: e.Worker.ServingEndpoint,
-		Engine: cmp.Or(e.Worker.Engine, s.cfg.Engine)}
+		Engine: cmp.Or(e.Worker.Engine, s.cfg.Engine), MetricsEndpoint: e.Worker.MetricsEndpoint}
 	w := &worker{reg: reg, ns: ns, at: time.Now(), version: e.Version}
 	s.workers[e.Key] = w
 	ns.members[e.Key] = true

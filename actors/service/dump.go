@@ -49,7 +49,8 @@ func (s *Service) dumpStreams(ns *namespace, pos map[messages.StreamID]messages.
 	for _, k := range keys {
 		reg := s.workers[k].reg
 		st := api.DumpStream{WorkerID: k.Worker, DpRank: k.DpRank, Endpoint: reg.Endpoint,
-			ReplayEndpoint: reg.ReplayEndpoint, LoraName: reg.LoraName, ServingEndpoint: reg.ServingEndpoint, Engine: reg.Engine}
+			ReplayEndpoint: reg.ReplayEndpoint, LoraName: reg.LoraName, ServingEndpoint: reg.ServingEndpoint, Engine: reg.Engine,
+			MetricsEndpoint: reg.MetricsEndpoint}
 		if p, ok := pos[messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}]; ok {
 			seq := p.Seq
 			st.Seq, st.Exact = &seq, p.Exact

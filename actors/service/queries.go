@@ -313,7 +313,7 @@ func answer(ns *namespace, requestID string, isl int, overlaps []routing.Overlap
 	for _, sc := range d.Scores {
 		out.Scores = append(out.Scores, api.RouteScore{WorkerID: sc.Key.Worker, DpRank: sc.Key.DpRank,
 			OverlapBlocks: sc.OverlapBlocks, ActivePrefillTokens: uint64(sc.ActivePrefillTokens),
-			ActiveDecodeBlocks: uint64(sc.DecodeBlocks), Logit: sc.Logit, Degraded: sc.Degraded})
+			ActiveDecodeBlocks: uint64(sc.DecodeBlocks), Logit: sc.Logit, Degraded: sc.Degraded, Saturated: sc.Saturated})
 	}
 	return out
 }
@@ -386,6 +386,8 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 		remote = s.remoteStates(regs)
 	}
 	out := []api.WorkerInfo{}
+	obs, outside := s.signalsNow()
+	now := time.Now()
 	for _, k := range keys {
 		if len(out) == 0 || out[len(out)-1].InstanceID != k.Worker {
 			out = append(out, api.WorkerInfo{InstanceID: k.Worker})
@@ -393,12 +395,15 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 		last := &out[len(out)-1]
 		if w := regs[k]; s.cfg.Cluster != nil && !w.listening {
 			st, known := remote[k]
-			last.Ranks = append(last.Ranks, s.remoteRankInfo(k, w, st, known))
+			ri := s.remoteRankInfo(k, w, st, known)
+			ri.Signals = s.signalsInfo(k, obs, outside, now)
+			last.Ranks = append(last.Ranks, ri)
 		} else {
 			ri := s.rankInfo(k, w)
 			if s.cfg.Cluster != nil {
 				ri.Owner = s.cfg.Cluster.Owner(k)
 			}
+			ri.Signals = s.signalsInfo(k, obs, outside, now)
 			last.Ranks = append(last.Ranks, ri)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/coalescer"
+	"github.com/kvrouter/kvrouter/actors/enginesignals"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
@@ -73,6 +74,9 @@ type Config struct {
 	// Logger logs what the service notices outside a request (a worker
 	// that did not sync in time); nil discards. StartHost passes its own.
 	Logger *slog.Logger
+	// Signals, when set, scrapes every rank's engine metrics and uses them
+	// in the cost and for saturation (signals.go; nil: off).
+	Signals *SignalsConfig
 	// Cluster, when set (kvrouter serve --cluster), is this member's replica
 	// of the cluster's worker registry: registrations made on any host are
 	// every host's, and each stream is listened to by its owner only
@@ -114,6 +118,10 @@ type Service struct {
 	// startSynced: Synced once found every worker it waited for synced, so
 	// the start-up gate is open for good (synced.go); under mu.
 	startSynced bool
+	// scraper reads the engines' metrics (nil: signals off); observed is
+	// its latest snapshot, under mu (signals.go).
+	scraper  *enginesignals.Scraper
+	observed map[messages.WorkerKey]enginesignals.Observation
 }
 
 type nsKey struct{ model, tenant string }
@@ -179,6 +187,11 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	}
 	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}), deltas: make(chan registry.RankLoad, deltaQueue),
 		spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{}}
+	if cfg.Signals != nil {
+		if err := s.startSignals(); err != nil {
+			return nil, err
+		}
+	}
 	go s.followStates()
 	if cfg.Cluster != nil {
 		cfg.Cluster.ServeStates(s.localStates)
@@ -214,6 +227,7 @@ func (s *Service) followStates() {
 			remote := s.remoteLoads()
 			s.mu.Lock()
 			s.remote = remote
+			s.followSignals()
 			for _, ns := range s.spaces {
 				s.syncCandidates(ns)
 			}
@@ -225,6 +239,9 @@ func (s *Service) followStates() {
 // Close stops every namespace's actors.
 func (s *Service) Close() {
 	close(s.stop)
+	if s.scraper != nil {
+		s.scraper.Close()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ns := range s.spaces {
@@ -350,6 +367,7 @@ func (s *Service) syncCandidates(ns *namespace) {
 	status, _ := ns.pipe.Status(s.cfg.Timeout)
 	cands := make([]routing.Candidate, len(keys))
 	var eventLess map[messages.WorkerKey]int
+	now := time.Now()
 	for i, k := range keys {
 		if w := s.workers[k]; w != nil && w.reg.EventLess() {
 			if eventLess == nil {
@@ -363,6 +381,7 @@ func (s *Service) syncCandidates(ns *namespace) {
 			cands[i].Degraded = st == coalescer.StateDegraded
 		}
 		cands[i].Remote = s.remote[k]
+		cands[i].Reported = s.reported(k, ns.blockSize, now)
 	}
 	ns.cands = cands
 	s.system.Root.Send(ns.route, &routing.SetCandidates{Candidates: cands, EventLess: eventLess})

@@ -49,7 +49,7 @@ var _ telemetry.Source = (*Service)(nil)
 func (s *Service) Handler(m *telemetry.Metrics, opts httpapi.Options, more ...func(io.Writer) error) *httpapi.Handler {
 	var h *httpapi.Handler
 	opts.MetricsHandler = m.Handler(append([]func(io.Writer) error{func(w io.Writer) error { return h.WriteMetrics(w) },
-		s.UnreachableMembers}, more...)...)
+		s.UnreachableMembers, s.WriteSignalMetrics}, more...)...)
 	h = httpapi.New(metered{s, m}, opts)
 	return h
 }

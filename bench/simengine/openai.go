@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,14 @@ type HTTPOptions struct {
 	// Tokens, when set, tokenizes prompts as a real engine (see the
 	// comment above) and serves the tokenization endpoints.
 	Tokens *enginefake.Engine
+	// Metrics, when set, serves GET /metrics in that engine's format
+	// (metrics.go: MetricsVLLM, MetricsVLLMOld, MetricsSGLang,
+	// MetricsSGLangV2) from the engine's own state, instead of Tokens'
+	// block size alone.
+	Metrics string
+	// MaxRunning bounds the requests running at once; more wait for a
+	// slot, and /metrics reports them waiting (0: no bound).
+	MaxRunning int
 }
 
 // HTTPServer is an engine's OpenAI surface listening on loopback.
@@ -60,6 +69,7 @@ type HTTPServer struct {
 	srv    *http.Server
 	active atomic.Int64
 	served atomic.Int64
+	load   load
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
 }
@@ -73,18 +83,30 @@ func (e *Engine) ServeHTTP(addr string, opts HTTPOptions) (*HTTPServer, error) {
 	if opts.CompletionTokens <= 0 {
 		opts.CompletionTokens = 4
 	}
+	if opts.Metrics != "" && !slices.Contains(MetricsDialects, opts.Metrics) {
+		return nil, fmt.Errorf("simengine: metrics %q, want one of %v", opts.Metrics, MetricsDialects)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("simengine: HTTP on %s: %w", addr, err)
 	}
 	s := &HTTPServer{eng: e, opts: opts, ln: ln, conns: map[net.Conn]bool{}}
+	if opts.MaxRunning > 0 {
+		s.load.slots = make(chan struct{}, opts.MaxRunning)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", s.complete)
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	if opts.Tokens != nil {
-		for _, p := range []string{"POST /tokenize", "POST /v1/completions/render", "POST /v1/chat/completions/render", "GET /metrics"} {
+		for _, p := range []string{"POST /tokenize", "POST /v1/completions/render", "POST /v1/chat/completions/render"} {
 			mux.Handle(p, opts.Tokens)
 		}
+	}
+	switch {
+	case opts.Metrics != "":
+		mux.HandleFunc("GET /metrics", s.metrics)
+	case opts.Tokens != nil:
+		mux.Handle("GET /metrics", opts.Tokens)
 	}
 	s.srv = &http.Server{Handler: mux, ConnState: s.track}
 	go func() { _ = s.srv.Serve(ln) }()
@@ -200,6 +222,12 @@ func (s *HTTPServer) complete(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	bs := s.eng.opts.BlockSize
+	blocks := (len(tokens) + bs - 1) / bs
+	if !s.load.admit(r.Context(), blocks) {
+		return // the client went away while the request waited
+	}
+	defer s.load.release(blocks)
 	cached, err := s.eng.ServeRequest(Request{Tokens: tokens})
 	if err != nil && !errors.Is(err, ErrClosed) {
 		openAIError(w, http.StatusInternalServerError, err.Error())
@@ -209,7 +237,8 @@ func (s *HTTPServer) complete(w http.ResponseWriter, r *http.Request) {
 	if req.MaxTokens > 0 {
 		n = min(n, req.MaxTokens)
 	}
-	cachedTokens := min(cached*s.eng.opts.BlockSize, len(tokens))
+	cachedTokens := min(cached*bs, len(tokens))
+	s.load.prefix(len(tokens), cachedTokens)
 	ans := answer{chat: chat, model: req.Model, prompt: len(tokens), cached: cachedTokens, completion: n}
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")

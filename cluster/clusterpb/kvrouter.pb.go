@@ -1883,9 +1883,12 @@ type RegistryEntry struct {
 	ServingEndpoint string `protobuf:"bytes,11,opt,name=serving_endpoint,json=servingEndpoint,proto3" json:"serving_endpoint,omitempty"`
 	// engine is the registration's engine choice: auto, vllm, sglang or
 	// trtllm (empty from a member that predates it: the reader's default).
-	Engine        string `protobuf:"bytes,12,opt,name=engine,proto3" json:"engine,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Engine string `protobuf:"bytes,12,opt,name=engine,proto3" json:"engine,omitempty"`
+	// metrics_endpoint is the URL of the engine's Prometheus metrics
+	// (empty: the serving endpoint's /metrics).
+	MetricsEndpoint string `protobuf:"bytes,13,opt,name=metrics_endpoint,json=metricsEndpoint,proto3" json:"metrics_endpoint,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegistryEntry) Reset() {
@@ -1998,6 +2001,13 @@ func (x *RegistryEntry) GetServingEndpoint() string {
 func (x *RegistryEntry) GetEngine() string {
 	if x != nil {
 		return x.Engine
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetMetricsEndpoint() string {
+	if x != nil {
+		return x.MetricsEndpoint
 	}
 	return ""
 }
@@ -3202,7 +3212,7 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"activation\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x126\n" +
 	"\x06stream\x18\x03 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x06stream\x12\x14\n" +
-	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xf2\x02\n" +
+	"\x05exact\x18\x04 \x01(\bR\x05exact\"\x9d\x03\n" +
 	"\rRegistryEntry\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -3217,7 +3227,8 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\adeleted\x18\n" +
 	" \x01(\bR\adeleted\x12)\n" +
 	"\x10serving_endpoint\x18\v \x01(\tR\x0fservingEndpoint\x12\x16\n" +
-	"\x06engine\x18\f \x01(\tR\x06engine\"K\n" +
+	"\x06engine\x18\f \x01(\tR\x06engine\x12)\n" +
+	"\x10metrics_endpoint\x18\r \x01(\tR\x0fmetricsEndpoint\"K\n" +
 	"\vRegistryPut\x12<\n" +
 	"\aentries\x18\x01 \x03(\v2\".kvrouter.cluster.v1.RegistryEntryR\aentries\"\r\n" +
 	"\vRegistryAck\"\x15\n" +

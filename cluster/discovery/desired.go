@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/kvrouter/kvrouter/messages"
 )
@@ -23,6 +24,8 @@ const (
 	KeyKVEventsPort  = "kvrouter.io/kv-events-port"
 	KeyReplayPort    = "kvrouter.io/replay-port"
 	KeyServingPort   = "kvrouter.io/serving-port"
+	KeyMetricsPort   = "kvrouter.io/metrics-port"
+	KeyMetricsPath   = "kvrouter.io/metrics-path"
 	PortKVEvents     = "kv-events" // container port name of the KV-event publisher
 	PortReplay       = "kv-replay" // container port name of the replay endpoint
 	PortServing      = "http"      // container port name of the OpenAI server
@@ -86,6 +89,9 @@ type Registration struct {
 	// ServingEndpoint is the engine's HTTP address (IP:port).
 	Endpoint, ReplayEndpoint, ServingEndpoint string
 	Engine                                    string
+	// MetricsEndpoint is the engine's metrics URL when the pod names a
+	// metrics port or path ("" otherwise: the serving endpoint's).
+	MetricsEndpoint string
 	// Pod is namespace/name (for logs; not part of what is registered).
 	Pod string
 }
@@ -203,6 +209,10 @@ func podRegistrations(cfg Config, p Pod, pool *Pool, id messages.WorkerID) ([]Re
 	if kv == 0 {
 		return nil, bad(ReasonNoPort, "no KV-event port")
 	}
+	mport, mpath, err := metricsOf(p)
+	if err != nil {
+		return nil, err
+	}
 	if int(kv)+int(dp)-1 > 65535 || (replay > 0 && int(replay)+int(dp)-1 > 65535) {
 		return nil, bad(ReasonBadValue, "%d ranks from port %d run past 65535", dp, kv)
 	}
@@ -211,11 +221,35 @@ func podRegistrations(cfg Config, p Pod, pool *Pool, id messages.WorkerID) ([]Re
 		out[r] = Registration{Key: messages.WorkerKey{Worker: id, DpRank: messages.DpRank(r)},
 			Model: model, Tenant: tenant, BlockSize: uint32(bs), Engine: engine, Pod: p.Namespace + "/" + p.Name,
 			Endpoint: zmq(p.IP, kv+int32(r)), ServingEndpoint: net.JoinHostPort(p.IP, strconv.Itoa(int(serve[r])))}
+		if mpath != "" {
+			out[r].MetricsEndpoint = "http://" + net.JoinHostPort(p.IP, strconv.Itoa(int(cmp.Or(mport, serve[r])))) + mpath
+		}
 		if replay > 0 {
 			out[r].ReplayEndpoint = zmq(p.IP, replay+int32(r))
 		}
 	}
 	return out, nil
+}
+
+// metricsOf reads a pod's metrics annotations: path is "" when it has
+// neither; port is the metrics port (a number or a container port name),
+// 0 for the rank's serving port; path defaults to /metrics.
+func metricsOf(p Pod) (int32, string, *skipErr) {
+	portV, path := p.Annotations[KeyMetricsPort], p.Annotations[KeyMetricsPath]
+	if portV == "" && path == "" {
+		return 0, "", nil
+	}
+	if path == "" {
+		path = "/metrics"
+	}
+	if path[0] != '/' || strings.ContainsAny(path, " \t?#") {
+		return 0, "", bad(ReasonBadValue, "%s=%q: want an absolute URL path", KeyMetricsPath, path)
+	}
+	if portV == "" {
+		return 0, path, nil
+	}
+	n, err := port(p, KeyMetricsPort, "", 0)
+	return n, path, err
 }
 
 func zmq(ip string, port int32) string {

@@ -54,6 +54,17 @@ func TestDesired(t *testing.T) {
 			want: []Registration{with(func(r *Registration) {
 				r.Endpoint, r.ReplayEndpoint, r.ServingEndpoint = "tcp://10.0.0.5:7000", "tcp://10.0.0.5:8000", "10.0.0.5:7100"
 			})}},
+		{name: "metrics port by number, default path", pods: []Pod{vllmPod("a", "10.0.0.5", annotate(KeyMetricsPort, "9400"))},
+			want: []Registration{with(func(r *Registration) { r.MetricsEndpoint = "http://10.0.0.5:9400/metrics" })}},
+		{name: "metrics path on the serving port", pods: []Pod{vllmPod("a", "10.0.0.5", annotate(KeyMetricsPath, "/prometheus/metrics"))},
+			want: []Registration{with(func(r *Registration) { r.MetricsEndpoint = "http://10.0.0.5:8000/prometheus/metrics" })}},
+		{name: "metrics port by container port name", pods: []Pod{vllmPod("a", "10.0.0.5", annotate(KeyMetricsPort, "kv-events"),
+			annotate(KeyMetricsPath, "/m"))},
+			want: []Registration{with(func(r *Registration) { r.MetricsEndpoint = "http://10.0.0.5:5557/m" })}},
+		{name: "metrics port the pod does not have", pods: []Pod{vllmPod("a", "10.0.0.5", annotate(KeyMetricsPort, "prom"))},
+			skips: []Reason{ReasonNoPort}},
+		{name: "metrics path not a path", pods: []Pod{vllmPod("a", "10.0.0.5", annotate(KeyMetricsPath, "metrics?x=1"))},
+			skips: []Reason{ReasonBadValue}},
 		{name: "model, tenant, block size from annotations and labels", pods: []Pod{vllmPod("a", "10.0.0.5",
 			annotate(KeyModel, "meta-llama/Llama-3.1-8B"), label(KeyModel, "ignored"), label(KeyTenant, "team-a"), label(KeyBlockSize, "64"))},
 			want: []Registration{with(func(r *Registration) { r.Model, r.Tenant, r.BlockSize = "meta-llama/Llama-3.1-8B", "team-a", 64 })}},

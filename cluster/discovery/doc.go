@@ -32,6 +32,11 @@
 //	tenant      annotation or label kvrouter.io/tenant
 //	block size  annotation or label kvrouter.io/block-size
 //	dp size     annotation or label kvrouter.io/dp-size (default 1)
+//	metrics     http://IP:M/PATH when the pod has annotation
+//	            kvrouter.io/metrics-port M (number or container port name;
+//	            absent: the serving port) or kvrouter.io/metrics-path PATH
+//	            (default /metrics); else none named: the serving
+//	            endpoint's /metrics is scraped (with --engine-signals)
 //	engine      label kvrouter.io/engine (auto, vllm, sglang, trtllm), else
 //	            the default (auto: decided per stream from its batches)
 //

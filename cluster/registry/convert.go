@@ -55,7 +55,7 @@ func fromEntries(es []Entry) []*clusterpb.RegistryEntry {
 		w := e.Worker
 		out[i] = &clusterpb.RegistryEntry{Key: clusterpb.FromKey(e.Key), Model: w.Model, Tenant: w.Tenant, BlockSize: w.BlockSize,
 			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, Lora: w.Lora, ServingEndpoint: w.ServingEndpoint, Engine: w.Engine,
-			Clock: e.Version.Clock, Origin: e.Version.Origin, Deleted: e.Deleted}
+			MetricsEndpoint: w.MetricsEndpoint, Clock: e.Version.Clock, Origin: e.Version.Origin, Deleted: e.Deleted}
 	}
 	return out
 }
@@ -70,7 +70,8 @@ func toEntries(ps []*clusterpb.RegistryEntry) (out []Entry, rejected int) {
 		}
 		out = append(out, Entry{Key: clusterpb.ToKey(p.Key),
 			Worker: Worker{Model: p.Model, Tenant: p.Tenant, BlockSize: p.BlockSize, Endpoint: p.Endpoint,
-				ReplayEndpoint: p.ReplayEndpoint, Lora: p.Lora, ServingEndpoint: p.ServingEndpoint, Engine: p.Engine},
+				ReplayEndpoint: p.ReplayEndpoint, Lora: p.Lora, ServingEndpoint: p.ServingEndpoint, Engine: p.Engine,
+				MetricsEndpoint: p.MetricsEndpoint},
 			Version: Version{Clock: p.Clock, Origin: p.Origin}, Deleted: p.Deleted})
 	}
 	return out, rejected

@@ -21,6 +21,9 @@ type Worker struct {
 	// Engine is the registration's engine choice ("" from a member that
 	// predates it: the reader's default).
 	Engine string
+	// MetricsEndpoint is the engine's metrics URL ("" when the
+	// registration named none: the serving endpoint's).
+	MetricsEndpoint string
 }
 
 // Version orders the writes of one key: the higher Clock wins, ties

@@ -43,7 +43,7 @@ func addEPPFlags(fs *flag.FlagSet) *eppFlags {
 // build checks the flags and assembles the picker over svc, through its
 // own request path (front "epp" in the metrics); more are its metrics.
 // bodyCap is the body bound when --epp-max-body is 0.
-func (f *eppFlags) build(svc *service.Service, model string, bodyCap int, tk picker.Tokenizer, gate *admission.Gate, logger *slog.Logger) (s *picker.Server, more []func(io.Writer) error, err error) {
+func (f *eppFlags) build(svc *service.Service, model string, bodyCap int, tk picker.Tokenizer, gate *admission.Gate, grd *requestpath.Guard, logger *slog.Logger) (s *picker.Server, more []func(io.Writer) error, err error) {
 	var modes picker.Modes
 	switch f.bodyMode {
 	case "full-duplex":
@@ -63,7 +63,7 @@ func (f *eppFlags) build(svc *service.Service, model string, bodyCap int, tk pic
 		f.maxBody = bodyCap
 	}
 	path := requestpath.New(svc, requestpath.Config{ShedAboveBlocks: f.shed, MaxCandidates: f.fallbacks + 1,
-		Admission: gate, Logger: logger, Metrics: &requestpath.Metrics{Front: "epp"}})
+		Admission: gate, Guard: grd, Logger: logger, Metrics: &requestpath.Metrics{Front: "epp"}})
 	s = picker.New(picker.FromPath(path), picker.Config{
 		Stream:    picker.StreamConfig{Modes: modes, MaxBody: f.maxBody, MaxEndpoints: f.fallbacks + 1, DefaultModel: model},
 		Tokenizer: tk, Ready: func(ctx context.Context) error {

@@ -43,7 +43,7 @@ func TestEPPFlags(t *testing.T) {
 		"--epp-listen :1 --epp-fallbacks 99":       "--epp-fallbacks",
 		"--epp-listen :1 --epp-max-body -1":        "--epp-max-body",
 	} {
-		if _, _, err := parseEPP(t, strings.Fields(args)...).build(svc, "m", 1<<20, nil, nil, nil); err == nil || !strings.Contains(err.Error(), want) {
+		if _, _, err := parseEPP(t, strings.Fields(args)...).build(svc, "m", 1<<20, nil, nil, nil, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want a %s error", args, err, want)
 		}
 	}
@@ -54,7 +54,7 @@ func TestEPPFlags(t *testing.T) {
 		t.Errorf(":9002 listens on %q (%v), want loopback", addr, err)
 	}
 	f := parseEPP(t, "--epp-listen", ":0", "--epp-fallbacks", "2", "--epp-body-mode", "buffered")
-	s, more, err := f.build(svc, "m", 1<<20, nil, nil, nil)
+	s, more, err := f.build(svc, "m", 1<<20, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,12 +34,12 @@ func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
 }
 
 // path is the request path the front ends share (nil without a front end).
-func (f *proxyFlags) path(svc *service.Service, gate *admission.Gate, logger *slog.Logger) *requestpath.Path {
+func (f *proxyFlags) path(svc *service.Service, gate *admission.Gate, grd *requestpath.Guard, logger *slog.Logger) *requestpath.Path {
 	if *f.listen == "" {
 		return nil
 	}
 	return requestpath.New(svc, requestpath.Config{ShedAboveBlocks: *f.shedAbove, MaxCandidates: max(*f.attempts, 1), Logger: logger,
-		Admission: gate, Metrics: &requestpath.Metrics{Front: "proxy"}})
+		Admission: gate, Guard: grd, Metrics: &requestpath.Metrics{Front: "proxy"}})
 }
 
 // server is the proxy's HTTP server (nil when --proxy-listen is not given).

@@ -107,7 +107,7 @@ after its --timeout has passed is answered 503 timeout without the work
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
-` + discoverHelp + `
+` + signalsHelp + discoverHelp + `
 Example:
   kvrouter serve --block-size 16 --worker 1=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558
   curl -s localhost:8090/route -H 'Content-Type: application/json' \
@@ -146,8 +146,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&tokenizers, "tokenizer", "local tokenizer of a model: MODEL=PATH, or PATH for the --model model (repeatable); a Hugging Face tokenizer.json, plain or gzipped, byte-level BPE (Llama-3, Qwen, gpt-oss). Completion text is then tokenized here; chat always goes to the engine")
 	tokenizeTimeout := fs.Duration("tokenize-timeout", prompttokens.DefaultTimeout, "deadline of the engine's tokenize/render round trips for one prompt; past it the request routes by load (counted)")
 	pf := addProxyFlags(fs)
+	sf := addSignalsFlags(fs)
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
+	gf := addGuardFlags(fs)
 	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (0, the default: no cap; package admission says why)")
 	predict := addPredictFlags(fs)
 	pprofAddr := fs.String("pprof-listen", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on HOST:PORT, a listener of their own without the API token: use loopback (a bare :PORT binds it); off when not given")
@@ -196,6 +198,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	gate := admission.New(*maxRoutes, logger)
+	grd, err := gf.build()
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	if *shards < 1 || *shards > 64 {
 		fmt.Fprintf(stderr, "kvrouter serve: --shards %d: want 1 to 64\n", *shards)
 		return 2
@@ -228,9 +235,14 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
+	signals, err := sf.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	host, err := service.StartHost(system, service.HostConfig{Cluster: cc, Startup: st, Logger: logger,
 		Service: service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
-			Pipeline: pc, SessionCredit: *sessionCredit, Predictions: predictions}})
+			Pipeline: pc, SessionCredit: *sessionCredit, Predictions: predictions, Signals: signals}})
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
@@ -242,7 +254,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
-	more := append(pr.metrics(), gate.WriteMetrics, host.Service.WritePredictionMetrics)
+	more := append(pr.metrics(), gate.WriteMetrics, grd.WriteMetrics, host.Service.WritePredictionMetrics)
 	if dc != nil {
 		disc, err := startDiscovery(*dc, host.Service, logger)
 		if err != nil {
@@ -255,17 +267,17 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var epps *picker.Server
 	if epp.enabled() {
 		var m []func(io.Writer) error
-		if epps, m, err = epp.build(host.Service, *model, int(httpapi.BodyBytesFor(*maxPrompt, 0)), pr.resolver, gate, logger); err != nil {
+		if epps, m, err = epp.build(host.Service, *model, int(httpapi.BodyBytesFor(*maxPrompt, 0)), pr.resolver, gate, grd, logger); err != nil {
 			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 			return 2
 		}
 		more = append(more, m...)
 	}
-	rp := pf.path(host.Service, gate, logger)
+	rp := pf.path(host.Service, gate, grd, logger)
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
 	}
-	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, MaxTokens: *maxPrompt,
+	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, MaxTokens: *maxPrompt,
 		Admission: gate}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)

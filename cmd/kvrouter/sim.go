@@ -48,11 +48,21 @@ as it goes. --hwm bounds the PUB queue as libzmq's does (vLLM: 100000).
 
 Like vLLM, a --dp-rank r > 0 adds r to both endpoint ports.
 
+OpenAI and metrics surface: --http HOST:PORT serves POST /v1/completions
+and /v1/chat/completions from the same cache (usage.prompt_tokens_details
+.cached_tokens says how much of the prompt it held) and GET /metrics in the
+format --metrics names (vllm: current vLLM names; vllm-0.8: the names before
+0.9's renames; sglang: the sglang: prefix; sglang-0.5.4: the sglang_
+prefix), from the engine's own queue, running set and KV occupancy;
+--max-running bounds the running set (more requests wait, and /metrics says
+so). --driver none serves HTTP requests only, until interrupted.
+
 Examples:
   kvrouter sim                                    # vllm-map on :5557, replay on :5558
   kvrouter sim --encoding sglang --capacity 512 --rate 50
   kvrouter sim --driver trace --tokens-per-block 16 --requests 1000
   kvrouter sim --driver trace --trace ./my_trace.jsonl --rate 0
+  kvrouter sim --driver none --http 127.0.0.1:8000 --metrics sglang --max-running 8
   kvrouter decode --hex ...                       # inspect a payload you captured
 
 Flags:
@@ -71,7 +81,12 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	topic := fs.String("topic", "", "topic frame, e.g. kv@pod-1@model")
 	seqStart := fs.Uint64("seq-start", 0, "first sequence number")
 	hashSeed := fs.Uint64("hash-seed", 0, "engine block-hash seed (like PYTHONHASHSEED)")
-	driver := fs.String("driver", "random", "prompt source: random or trace")
+	driver := fs.String("driver", "random", "prompt source: random, trace, or none (HTTP requests only: with --http)")
+	httpAddr := fs.String("http", "", "serve the OpenAI completions surface and GET /metrics on HOST:PORT (off when not given)")
+	metricsFmt := fs.String("metrics", simengine.MetricsVLLM, "with --http: /metrics format: "+strings.Join(simengine.MetricsDialects, ", "))
+	maxRunning := fs.Int("max-running", 0, "with --http: requests running at once at most; more wait (0: no bound)")
+	completion := fs.Int("completion-tokens", 16, "with --http: tokens per answer (a request's max_tokens lowers it)")
+	tokenInterval := fs.Duration("token-interval", 10*time.Millisecond, "with --http: pause between streamed tokens")
 	tracePath := fs.String("trace", defaultTrace, `Mooncake trace for --driver trace: `+cli.TraceRefHelp+` ("-" reads stdin)`)
 	tokensPerBlock := fs.Int("tokens-per-block", simengine.MooncakeBlockTokens, "tokens each trace hash_id expands to")
 	rate := fs.Float64("rate", 10, "requests per second (0: trace timestamps, or flat out for random)")
@@ -120,6 +135,10 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch *driver {
 	case "random":
 		drv, err = simengine.NewRandomDriver(simengine.RandomConfig{Seed: *seed, BlockSize: *blockSize, Sessions: *sessions})
+	case "none":
+		if *httpAddr == "" {
+			return fail(2, "--driver none needs --http")
+		}
 	case "trace":
 		drv, err = openTrace(*tracePath, stdin, simengine.TraceConfig{TokensPerBlock: *tokensPerBlock, Limit: *requests, Seed: *seed})
 		if *loop && err == nil {
@@ -131,7 +150,7 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			_, err = drv.Next()
 		}
 	default:
-		return fail(2, "unknown --driver %q (random or trace)", *driver)
+		return fail(2, "unknown --driver %q (random, trace or none)", *driver)
 	}
 	if err != nil {
 		return fail(2, "%v", err)
@@ -156,10 +175,23 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "kvrouter sim: %s on %s (%s), topic %q, dp rank %d, %d-token blocks, capacity %d, driver %s\n",
 		enc, eng.Endpoint(), replayNote, *topic, rank, *blockSize, *capacity, *driver)
 
+	if *httpAddr != "" {
+		srv, err := eng.ServeHTTP(*httpAddr, simengine.HTTPOptions{CompletionTokens: *completion, TokenInterval: *tokenInterval,
+			Metrics: *metricsFmt, MaxRunning: *maxRunning})
+		if err != nil {
+			return fail(2, "%v", err)
+		}
+		defer srv.Close()
+		fmt.Fprintf(stderr, "kvrouter sim: OpenAI and %s metrics on http://%s\n", *metricsFmt, srv.ServingEndpoint())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
 	report := func(s simengine.Stats) { fmt.Fprintln(stderr, statusLine(s, time.Since(started))) }
+	if drv == nil { // --driver none
+		holdEngine(ctx, eng, *heartbeat, *status, report)
+		return 0
+	}
 	run := simengine.RunConfig{Driver: drv, Rate: *rate, BlockRate: *blockRate, Requests: *requests,
 		Heartbeat: *heartbeat, Status: report, StatusEvery: *status}
 	if *preEncode > 0 {

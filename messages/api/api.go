@@ -134,6 +134,10 @@ const DefaultTenant = "default"
 // the request path skips it. Engine is the engine choice (messages/engine):
 // auto (decided per stream from what it shows), vllm, sglang or trtllm;
 // "" when absent: the Backend applies its default (`--engine`).
+// MetricsEndpoint is the URL of the engine's Prometheus metrics
+// (http(s)://host:port/path); "" when absent: the serving endpoint's
+// /metrics (TensorRT-LLM's /prometheus/metrics), scraped when engine
+// signals are on (actors/enginesignals).
 type Registration struct {
 	InstanceID      messages.WorkerID `json:"instance_id"`
 	Endpoint        string            `json:"endpoint"`
@@ -150,8 +154,9 @@ type Registration struct {
 	// approximate cache of it from its own decisions, of CacheBlocks
 	// blocks (0: the server's default). "": it publishes events at
 	// Endpoint.
-	Events      string `json:"events,omitempty"`
-	CacheBlocks uint32 `json:"cache_blocks,omitempty"`
+	Events          string `json:"events,omitempty"`
+	CacheBlocks     uint32 `json:"cache_blocks,omitempty"`
+	MetricsEndpoint string `json:"metrics_endpoint,omitempty"`
 }
 
 // Registration.Events values.
@@ -251,6 +256,60 @@ type RankInfo struct {
 	// Owner is the cluster member (its cluster address) whose listener
 	// follows the stream; absent outside a cluster.
 	Owner string `json:"owner,omitempty"`
+	// Signals is what the rank's engine reports on its metrics endpoint
+	// (absent when engine signals are off or the rank has no endpoint
+	// to scrape).
+	Signals *EngineSignals `json:"signals,omitempty"`
+	// Breaker is the circuit breaker of the rank's serving endpoint on
+	// this router host (absent when breakers are off or it has no
+	// serving endpoint).
+	Breaker *BreakerInfo `json:"breaker,omitempty"`
+}
+
+// BreakerInfo is a serving endpoint's circuit breaker in GET /workers:
+// its state (closed, open, half_open), the consecutive failures counted
+// while closed, the answers that succeeded and failed over its window,
+// when an open one half-opens, and the probes out and passed while
+// half-open.
+type BreakerInfo struct {
+	State        string `json:"state"`
+	Consecutive  int    `json:"consecutive_failures"`
+	Good         uint64 `json:"window_ok"`
+	Bad          uint64 `json:"window_failed"`
+	HalfOpensAt  string `json:"half_opens_at,omitempty"`
+	ProbesOut    int    `json:"probes_out,omitempty"`
+	ProbesPassed int    `json:"probes_passed,omitempty"`
+}
+
+// EngineSignals is one rank's engine-reported load in GET /workers
+// (actors/enginesignals): the scraped URL and engine names, the latest
+// values (absent before the first successful scrape; kv_usage_metric is
+// the gauge it came from), the scrapes that succeeded and failed (by
+// reason), the times its signals went stale, whether it is saturated now
+// (and why: queue, kv_usage, stale), and the outside load the cost adds
+// to what the router booked — OutsideTraffic is set when the engine
+// reports far more requests than the router booked on it (traffic that
+// did not pass this router).
+type EngineSignals struct {
+	URL             string            `json:"url"`
+	Engine          string            `json:"engine,omitempty"`
+	Waiting         *float64          `json:"waiting,omitempty"`
+	Running         *float64          `json:"running,omitempty"`
+	KVUsage         *float64          `json:"kv_usage,omitempty"`
+	KVUsageMetric   string            `json:"kv_usage_metric,omitempty"`
+	TotalBlocks     int64             `json:"total_blocks,omitempty"`
+	RunningAdapters []string          `json:"running_lora_adapters,omitempty"`
+	MaxLora         int               `json:"max_lora,omitempty"`
+	AgeSeconds      *float64          `json:"age_seconds,omitempty"`
+	Scrapes         uint64            `json:"scrapes"`
+	Failures        map[string]uint64 `json:"failures,omitempty"`
+	LastError       string            `json:"last_error,omitempty"`
+	StaleEvents     uint64            `json:"stale_events"`
+	Saturated       string            `json:"saturated,omitempty"`
+	OutsideRequests int64             `json:"outside_requests"`
+	OutsideBlocks   int64             `json:"outside_blocks"`
+	BookedRequests  int64             `json:"booked_requests"`
+	OutsideTraffic  bool              `json:"outside_traffic,omitempty"`
 }
 
 // QueryRequest is the body of POST /query. CacheSalt is a kvrouter
@@ -355,6 +414,9 @@ type RouteScore struct {
 	Logit               float64           `json:"logit"`
 	Degraded            bool              `json:"degraded,omitempty"`
 	ServingEndpoint     string            `json:"serving_endpoint,omitempty"`
+	// Saturated: the candidate's engine reports saturation
+	// (actors/enginesignals); it is chosen only when every candidate is.
+	Saturated bool `json:"saturated,omitempty"`
 }
 
 // SessionRequest asks for a session's lineage (GET
@@ -435,6 +497,7 @@ type DumpStream struct {
 	LoraName        string            `json:"lora_name,omitempty"`
 	ServingEndpoint string            `json:"serving_endpoint,omitempty"`
 	Engine          string            `json:"engine,omitempty"`
+	MetricsEndpoint string            `json:"metrics_endpoint,omitempty"`
 	Seq             *uint64           `json:"seq,omitempty"`
 	Exact           bool              `json:"exact,omitempty"`
 }

@@ -23,6 +23,7 @@ type registerBody struct {
 	Engine          *string `json:"engine"`
 	Events          *string `json:"events"`
 	CacheBlocks     *uint32 `json:"cache_blocks"`
+	MetricsEndpoint *string `json:"metrics_endpoint"`
 }
 
 type unregisterBody struct {
@@ -78,6 +79,7 @@ func (b *registerBody) registration(limits) (api.Registration, *apiError) {
 		ReplayEndpoint:  f.endpoint("replay_endpoint", b.ReplayEndpoint, false),
 		ServingEndpoint: f.serving(b.ServingEndpoint),
 		Engine:          f.engine(b.Engine),
+		MetricsEndpoint: f.metricsURL(b.MetricsEndpoint),
 	}
 	if f.err != nil {
 		return reg, f.err

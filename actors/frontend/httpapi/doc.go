@@ -9,7 +9,7 @@
 // and of the Mooncake KV-indexer RFC (same paths and JSON shapes):
 //
 //	POST /register      {instance_id, endpoint, model_name, tenant_id?, block_size?, dp_rank?, lora_name?, replay_endpoint?,
-//	                     serving_endpoint?, engine?}
+//	                     serving_endpoint?, engine?, metrics_endpoint?}
 //	                    → 201 {"status":"ok"} · 400 invalid_value (an unknown engine, …) · 409 already registered / block size mismatch
 //	POST /unregister    {instance_id, model_name, tenant_id?, dp_rank?} → 200 {"status":"ok"} · 404 unknown_worker
 //	GET  /workers       → [{"instance_id":1,"endpoints":{"0":"tcp://…"},"ranks":[{…state, last_seq, lag_seconds,

@@ -4,6 +4,7 @@ package httpapi
 // error kept.
 
 import (
+	"net/url"
 	"strings"
 
 	"github.com/kvrouter/kvrouter/messages/api"
@@ -105,6 +106,20 @@ func (f *fields) serving(p *string) string {
 		return ""
 	}
 	return ep
+}
+
+// metricsURL validates an optional metrics endpoint: an http(s) URL with
+// a host.
+func (f *fields) metricsURL(p *string) string {
+	raw := f.optName("metrics_endpoint", p)
+	if f.err != nil || raw == "" {
+		return raw
+	}
+	if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		f.err = badRequest(api.ReasonInvalidValue, "metrics_endpoint: %q is not an http(s) URL (want e.g. http://10.0.0.5:8000/metrics)", clip(raw))
+		return ""
+	}
+	return raw
 }
 
 // engine validates the optional engine choice: auto or a registered

@@ -85,6 +85,9 @@ func (h *Handler) workers(w *responseWriter, r *http.Request) error {
 					ranks[j].Warnings = append(slices.Clip(ranks[j].Warnings), more...)
 				}
 			}
+			if h.opts.RankBreaker != nil {
+				ranks[j].Breaker = h.opts.RankBreaker(ranks[j])
+			}
 			if ranks[j].Warnings == nil {
 				ranks[j].Warnings = []string{}
 			}

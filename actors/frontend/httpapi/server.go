@@ -59,6 +59,9 @@ type Options struct {
 	// RankWarnings, when set, gives more warnings for a rank (the
 	// tokenizer parity guard's), appended to its own in GET /workers.
 	RankWarnings func(api.RankInfo) []string
+	// RankBreaker, when set, gives the circuit breaker of a rank's
+	// serving endpoint (the request path's), shown in GET /workers.
+	RankBreaker func(api.RankInfo) *api.BreakerInfo
 	// NewRequestID makes the request id of a /route request that names
 	// none (default: 26 random base32 characters from crypto/rand).
 	NewRequestID func() string

@@ -3,6 +3,7 @@ package picker
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Core is what the picker asks of the router (the consumer's interface:
@@ -47,6 +48,16 @@ type Request struct {
 	MaxEndpoints int
 	// Reason says why Tokens is nil (a metrics label; "" with tokens).
 	Reason string
+	// FairnessID is the request's x-gateway-inference-fairness-id (or
+	// llm-d's x-llm-d-inference-fairness-id) header: the key its rate
+	// limits count it under ("" when neither is sent).
+	FairnessID string
+	// Objective is the request's x-gateway-inference-objective (or
+	// x-llm-d-inference-objective) header: its priority band when it
+	// waits in the flow-control queue.
+	Objective string
+	// Bytes is the request body's size (the queue's byte bound).
+	Bytes int
 }
 
 // Choice is a routing decision: serving endpoints, best first (at least
@@ -66,4 +77,21 @@ var (
 	ErrOverloaded = errors.New("overloaded")
 	// ErrInvalid: the request cannot be routed as sent → 400.
 	ErrInvalid = errors.New("invalid request")
+	// ErrRateLimited: the request's key is over its rate limit → 429.
+	ErrRateLimited = errors.New("rate limited")
 )
+
+// RetryAfterer is an error that says when to try again: a 429 it causes
+// carries Retry-After.
+type RetryAfterer interface {
+	error
+	RetryAfter() time.Duration
+}
+
+// Answerer is what a Core may add to follow how endpoints answer: the
+// status of the response headers, and the endpoint that sent them ("" when
+// the data plane did not say: the first choice). The request path's Core
+// feeds its circuit breakers from it.
+type Answerer interface {
+	Answered(ctx context.Context, id, endpoint string, status int) error
+}

@@ -37,6 +37,12 @@ type e2e struct {
 // sends a request).
 func newE2E(t *testing.T, cfg Config, withHTTP bool) *e2e {
 	t.Helper()
+	return newGuardedE2E(t, cfg, withHTTP, nil)
+}
+
+// newGuardedE2E is newE2E with the request path's Guard g (nil: none).
+func newGuardedE2E(t *testing.T, cfg Config, withHTTP bool, g *requestpath.Guard) *e2e {
+	t.Helper()
 	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Timeout: 2 * time.Second, Routing: routing.DefaultConfig()})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +71,7 @@ func newE2E(t *testing.T, cfg Config, withHTTP bool) *e2e {
 			t.Fatal(err)
 		}
 	}
-	f.path = requestpath.New(svc, requestpath.Config{MaxCandidates: 3, Metrics: &requestpath.Metrics{Front: "epp"}})
+	f.path = requestpath.New(svc, requestpath.Config{MaxCandidates: 3, Metrics: &requestpath.Metrics{Front: "epp"}, Guard: g})
 	cfg.Ready = svc.Ready
 	_, f.envoy = startPicker(t, FromPath(f.path), cfg)
 	return f

@@ -154,7 +154,10 @@ func streamedBodies(body []byte, end, request bool) []*extprocv3.ProcessingRespo
 
 // immediate is a local reply: status code, a text body saying why, and
 // details for the data plane's access log.
-func immediate(code typev3.StatusCode, body, details string) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
-		ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: code}, Body: []byte(body), Details: details}}}
+func immediate(code typev3.StatusCode, body, details string, hs ...*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
+	ir := &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: code}, Body: []byte(body), Details: details}
+	if len(hs) > 0 {
+		ir.Headers = &extprocv3.HeaderMutation{SetHeaders: hs}
+	}
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: ir}}
 }

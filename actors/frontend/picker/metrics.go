@@ -16,18 +16,19 @@ type Outcome uint8
 
 // Outcomes.
 const (
-	OutcomeRouted     Outcome = iota // routed on the prompt's cache overlap and load
-	OutcomeLoadOnly                  // routed by load only (Reason says why)
-	OutcomeNoEndpoint                // 503: no ready endpoint
-	OutcomeSubset                    // 503: the subset hint left no eligible endpoint
-	OutcomeOverloaded                // 429: shed
-	OutcomeInvalid                   // 400: not a request the picker can route
-	OutcomeTooLarge                  // 413: body past the picker's bound
-	OutcomeError                     // 500: the router failed
+	OutcomeRouted      Outcome = iota // routed on the prompt's cache overlap and load
+	OutcomeLoadOnly                   // routed by load only (Reason says why)
+	OutcomeNoEndpoint                 // 503: no ready endpoint
+	OutcomeSubset                     // 503: the subset hint left no eligible endpoint
+	OutcomeOverloaded                 // 429: shed
+	OutcomeInvalid                    // 400: not a request the picker can route
+	OutcomeTooLarge                   // 413: body past the picker's bound
+	OutcomeError                      // 500: the router failed
+	OutcomeRateLimited                // 429 with Retry-After: the request's key is over its rate limit
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"routed", "load_only", "no_endpoint", "subset_unavailable", "overloaded", "invalid", "too_large", "error"}
+var outcomeNames = [numOutcomes]string{"routed", "load_only", "no_endpoint", "subset_unavailable", "overloaded", "invalid", "too_large", "error", "rate_limited"}
 
 // String returns the outcome's label.
 func (o Outcome) String() string {

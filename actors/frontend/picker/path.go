@@ -22,10 +22,13 @@ func (c pathCore) Pick(ctx context.Context, r Request) (Choice, error) {
 		subset = r.Subset
 	}
 	b, err := c.p.Route(ctx, requestpath.Request{ID: r.ID, Model: r.Model, Tokens: r.Tokens,
-		NoTokensReason: r.Reason, EstimatedTokens: r.EstimatedTokens, Subset: subset})
+		NoTokensReason: r.Reason, EstimatedTokens: r.EstimatedTokens, Subset: subset, RateKey: r.FairnessID,
+		Objective: r.Objective, Bytes: int64(r.Bytes)})
 	switch {
+	case errors.Is(err, requestpath.ErrRateLimited):
+		return Choice{}, fmt.Errorf("%w: %w", ErrRateLimited, err)
 	case errors.Is(err, requestpath.ErrOverloaded):
-		return Choice{}, fmt.Errorf("%w: %v", ErrOverloaded, err)
+		return Choice{}, fmt.Errorf("%w: %w", ErrOverloaded, err) // %w: a Retry-After it carries
 	case errors.Is(err, requestpath.ErrNoEndpoint), errors.Is(err, api.ErrNotFound):
 		return Choice{}, fmt.Errorf("%w: %v", ErrNoEndpoint, err)
 	case errors.Is(err, api.ErrInvalid):
@@ -69,6 +72,25 @@ func (c pathCore) FirstByte(ctx context.Context, id string) error {
 		b.FirstByte(ctx)
 	}
 	return err
+}
+
+// Answered feeds the endpoint's circuit breaker: a 5xx is a failure,
+// anything else a success. The endpoint is the served one, or the first
+// choice when the data plane did not say.
+func (c pathCore) Answered(_ context.Context, id, endpoint string, status int) error {
+	b, err := c.booking(id)
+	if err != nil {
+		return err
+	}
+	if endpoint == "" {
+		endpoint = b.Candidates[0].Endpoint.HostPort
+	}
+	r := requestpath.EndpointOK
+	if status >= 500 {
+		r = requestpath.EndpointStatus5xx
+	}
+	b.ReportEndpoint(endpoint, r)
+	return nil
 }
 
 func (c pathCore) Done(ctx context.Context, id string) error {

@@ -270,6 +270,10 @@ func (r *run) do(acts []Action) (end bool, err error) {
 			r.event("first_byte")
 		case Done:
 			r.book(bookDone, func(ctx context.Context) error { return r.s.core.Done(ctx, r.id) })
+		case Answered:
+			if an, ok := r.s.core.(Answerer); ok {
+				_ = an.Answered(r.ctx, r.id, a.Endpoint, a.Status) // a booking already freed has nothing to follow
+			}
 		case End:
 			return true, nil
 		case Fail:

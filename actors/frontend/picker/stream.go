@@ -2,7 +2,9 @@ package picker
 
 import (
 	"errors"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -49,6 +51,9 @@ const (
 	FirstByte
 	// Done: call Core.Done.
 	Done
+	// Answered: call the Core's Answered (when it has one) with Endpoint
+	// (the served one, "" when not reported) and Status.
+	Answered
 	// Decided: count Outcome (and Reason when routed by load only);
 	// Endpoint is the answer given, Err the refusal's cause.
 	Decided
@@ -68,6 +73,7 @@ type Action struct {
 	Endpoint string
 	Outcome  Outcome
 	Reason   string
+	Status   int
 	Err      error
 }
 
@@ -106,6 +112,8 @@ type Stream struct {
 	started   bool
 	path      string
 	model     string // from x-gateway-model-name
+	fairness  string // from x-gateway-inference-fairness-id / x-llm-d-inference-fairness-id
+	objective string // from x-gateway-inference-objective / x-llm-d-inference-objective
 	subset    []string
 	subsetted bool
 	body      []byte
@@ -151,7 +159,7 @@ func (s *Stream) Handle(req *extprocv3.ProcessingRequest) []Action {
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return s.requestTrailers()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return s.response(md, v.ResponseHeaders.GetEndOfStream(), headersResponse(false, nil))
+		return s.responseHeaders(v.ResponseHeaders, md)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		return s.responseBody(v.ResponseBody, md)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
@@ -173,6 +181,12 @@ func (s *Stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) [
 	}
 	s.path = HeaderValue(h.GetHeaders(), ":path")
 	s.model = HeaderValue(h.GetHeaders(), "x-gateway-model-name")
+	if s.fairness = HeaderValue(h.GetHeaders(), "x-gateway-inference-fairness-id"); s.fairness == "" {
+		s.fairness = HeaderValue(h.GetHeaders(), "x-llm-d-inference-fairness-id")
+	}
+	if s.objective = HeaderValue(h.GetHeaders(), "x-gateway-inference-objective"); s.objective == "" {
+		s.objective = HeaderValue(h.GetHeaders(), "x-llm-d-inference-objective")
+	}
 	s.subset, s.subsetted = Subset(md)
 	if h.GetEndOfStream() || !s.bodyHeld() {
 		s.onHeaders = true
@@ -238,7 +252,8 @@ func (s *Stream) route(p Prompt) []Action {
 	}
 	s.phase = phRouting
 	return []Action{{Kind: Route, Prompt: p, Request: Request{ID: s.id, Model: p.Model,
-		Subset: s.subset, Subsetted: s.subsetted, MaxEndpoints: max(s.cfg.MaxEndpoints, 1), EstimatedTokens: len(s.body) / 4}}}
+		Subset: s.subset, Subsetted: s.subsetted, MaxEndpoints: max(s.cfg.MaxEndpoints, 1), EstimatedTokens: len(s.body) / 4,
+		FairnessID: s.fairness, Objective: s.objective, Bytes: len(s.body)}}}
 }
 
 // Decide takes the answer to the Route action.
@@ -248,8 +263,10 @@ func (s *Stream) Decide(d Decision) []Action {
 		return fail("decision without a route")
 	}
 	switch {
+	case errors.Is(err, ErrRateLimited):
+		return s.refuse(OutcomeRateLimited, typev3.StatusCode_TooManyRequests, err.Error(), retryAfter(err)...)
 	case errors.Is(err, ErrOverloaded):
-		return s.refuse(OutcomeOverloaded, typev3.StatusCode_TooManyRequests, err.Error())
+		return s.refuse(OutcomeOverloaded, typev3.StatusCode_TooManyRequests, err.Error(), retryAfter(err)...)
 	case errors.Is(err, ErrNoEndpoint) && s.subsetted:
 		return s.refuse(OutcomeSubset, typev3.StatusCode_ServiceUnavailable, err.Error())
 	case errors.Is(err, ErrNoEndpoint):
@@ -297,11 +314,39 @@ func (s *Stream) Decide(d Decision) []Action {
 	return append(out, Action{Kind: Decided, Outcome: outcome, Reason: d.Reason, Endpoint: dest})
 }
 
-// refuse answers with an immediate response and ends the stream.
-func (s *Stream) refuse(o Outcome, code typev3.StatusCode, msg string) []Action {
+// retryAfter is the retry-after header of a refusal that says when to
+// try again (none otherwise).
+func retryAfter(err error) []*corev3.HeaderValueOption {
+	var ra RetryAfterer
+	if !errors.As(err, &ra) {
+		return nil
+	}
+	secs := max(int(math.Ceil(ra.RetryAfter().Seconds())), 1)
+	return []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "retry-after", RawValue: []byte(strconv.Itoa(secs))}}}
+}
+
+// refuse answers with an immediate response (with headers hs) and ends
+// the stream.
+func (s *Stream) refuse(o Outcome, code typev3.StatusCode, msg string, hs ...*corev3.HeaderValueOption) []Action {
 	s.phase = phClosed
-	return []Action{send(immediate(code, msg, "kvrouter_"+o.String())),
+	return []Action{send(immediate(code, msg, "kvrouter_"+o.String(), hs...)),
 		{Kind: Decided, Outcome: o, Err: errors.New(msg)}, {Kind: End}}
+}
+
+// responseHeaders answers the response headers unchanged and reports
+// their status for the endpoint that answered.
+func (s *Stream) responseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) []Action {
+	out := s.response(md, false, headersResponse(false, nil))
+	if out[0].Kind == Fail {
+		return out
+	}
+	if code, err := strconv.Atoi(HeaderValue(h.GetHeaders(), ":status")); err == nil && s.booked {
+		out = append(out, Action{Kind: Answered, Endpoint: ServedEndpoint(md), Status: code})
+	}
+	if h.GetEndOfStream() {
+		out = append(out, s.free()...)
+	}
+	return out
 }
 
 func (s *Stream) responseBody(b *extprocv3.HttpBody, md *corev3.Metadata) []Action {

@@ -38,6 +38,8 @@ func describeAction(a Action) string {
 		return "first_byte"
 	case Done:
 		return "done"
+	case Answered:
+		return fmt.Sprintf("answered %q %d", a.Endpoint, a.Status)
 	case Decided:
 		if a.Reason != "" {
 			return "decided " + a.Outcome.String() + " " + a.Reason
@@ -100,7 +102,7 @@ func TestStreamScenarios(t *testing.T) {
 			{decide: []string{"10.0.0.1:8000", "10.0.0.2:8000"}, want: []string{
 				"req_headers dest=10.0.0.1:8000,10.0.0.2:8000 len=" + n + " clear meta=10.0.0.1:8000,10.0.0.2:8000",
 				"req_body streamed=" + n + " eos", "decided routed"}},
-			{in: et.ResponseHeaders("200", "10.0.0.1:8000", false), want: []string{"resp_headers", "served 10.0.0.1:8000"}},
+			{in: et.ResponseHeaders("200", "10.0.0.1:8000", false), want: []string{"resp_headers", "served 10.0.0.1:8000", "answered \"10.0.0.1:8000\" 200"}},
 			{in: et.ResponseBody("data: a\n\n", false, "10.0.0.1:8000"), want: []string{"resp_body streamed=9", "first_byte"}},
 			{in: et.ResponseBody("data: [DONE]\n\n", false, ""), want: []string{"resp_body streamed=14"}},
 			{in: et.ResponseBody("", true, ""), want: []string{"resp_body streamed=0 eos", "done"}},
@@ -110,7 +112,7 @@ func TestStreamScenarios(t *testing.T) {
 			{in: et.RequestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
 			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"10.0.0.1:8000"}, want: []string{"req_body dest=10.0.0.1:8000 clear meta=10.0.0.1:8000", "decided routed"}},
-			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers"}},
+			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers", "answered \"\" 200"}},
 			{in: et.ResponseBody("x", false, ""), want: []string{"resp_body", "first_byte"}},
 			{in: et.ResponseBody("y", true, ""), want: []string{"resp_body", "done"}},
 		}},
@@ -126,14 +128,14 @@ func TestStreamScenarios(t *testing.T) {
 			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
 			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1", "b:1"}, want: []string{"req_headers dest=a:1,b:1 len=" + n + " clear meta=a:1,b:1", "req_body streamed=" + n + " eos", "decided routed"}},
-			{in: et.ResponseHeaders("200", "b:1", false), want: []string{"resp_headers", "served b:1"}},
+			{in: et.ResponseHeaders("200", "b:1", false), want: []string{"resp_headers", "served b:1", "answered \"b:1\" 200"}},
 			{in: et.ResponseBody("x", true, "b:1"), want: []string{"resp_body streamed=1 eos", "first_byte", "done"}},
 		}},
 		"reset mid-response frees once": {steps: []step{
 			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
 			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=" + n + " clear meta=a:1", "req_body streamed=" + n + " eos", "decided routed"}},
-			{in: et.ResponseHeaders("200", "a:1", false), want: []string{"resp_headers", "served a:1"}},
+			{in: et.ResponseHeaders("200", "a:1", false), want: []string{"resp_headers", "served a:1", "answered \"a:1\" 200"}},
 			{in: et.ResponseBody("x", false, ""), want: []string{"resp_body streamed=1", "first_byte"}},
 			{reset: true, want: []string{"done"}},
 			{reset: true},
@@ -148,7 +150,7 @@ func TestStreamScenarios(t *testing.T) {
 			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
 			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=" + n + " clear meta=a:1", "req_body streamed=" + n + " eos", "decided routed"}},
-			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers"}},
+			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers", "answered \"\" 200"}},
 			{in: et.ResponseBody("x", false, ""), want: []string{"resp_body streamed=1", "first_byte"}},
 			{in: et.ResponseTrailers(), want: []string{"resp_trailers", "done"}},
 		}},
@@ -156,7 +158,7 @@ func TestStreamScenarios(t *testing.T) {
 			{in: et.RequestHeaders(&buf, "/v1/completions", false, nil), want: []string{"req_headers"}},
 			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_body dest=a:1 clear meta=a:1", "decided routed"}},
-			{in: et.ResponseHeaders("204", "a:1", true), want: []string{"resp_headers", "served a:1", "done"}},
+			{in: et.ResponseHeaders("204", "a:1", true), want: []string{"resp_headers", "served a:1", "answered \"a:1\" 204", "done"}},
 		}},
 		"request trailers end a full-duplex body": {steps: []step{
 			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
@@ -211,7 +213,7 @@ func TestStreamScenarios(t *testing.T) {
 			{in: et.RequestHeaders(&et.Streamed, "/v1/completions", false, nil), want: []string{"route model=default prompt=none:no_body max=3"}},
 			{decide: []string{"a:1"}, reason: ReasonNoBody, want: []string{"req_headers dest=a:1 clear meta=a:1", "decided load_only no_body"}},
 			{in: et.RequestBody(tokenBody, true), want: []string{"req_body"}},
-			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers"}},
+			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers", "answered \"\" 200"}},
 		}},
 		"chat: routed by load when the decision says so": {steps: []step{
 			{in: et.RequestHeaders(&fd, "/v1/chat/completions", false, nil)},
@@ -234,7 +236,7 @@ func TestStreamScenarios(t *testing.T) {
 			{in: et.RequestHeaders(&fd, "/v1/completions", false, nil)},
 			{in: et.RequestBody(tokenBody, true), want: []string{"route model=m prompt=ids:8 max=3"}},
 			{decide: []string{"a:1"}, want: []string{"req_headers dest=a:1 len=" + n + " clear meta=a:1", "req_body streamed=" + n + " eos", "decided routed"}},
-			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers"}},
+			{in: et.ResponseHeaders("200", "", false), want: []string{"resp_headers", "answered \"\" 200"}},
 			{in: et.ResponseBody(strings.Repeat("x", 70000), true, "a:1"), want: []string{"resp_body streamed=62000", "resp_body streamed=8000 eos", "served a:1", "first_byte", "done"}},
 		}},
 		"a long body goes back in chunks": {steps: []step{

@@ -44,6 +44,13 @@ const blockSize = 4
 
 func newFleet(t *testing.T, n int, hold func(context.Context), opts Options) *fleet {
 	t.Helper()
+	return newGuardedFleet(t, n, hold, opts, requestpath.Config{})
+}
+
+// newGuardedFleet is newFleet with the request path's configuration pc
+// (its Guard, its overload threshold).
+func newGuardedFleet(t *testing.T, n int, hold func(context.Context), opts Options, pc requestpath.Config) *fleet {
+	t.Helper()
 	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +75,7 @@ func newFleet(t *testing.T, n int, hold func(context.Context), opts Options) *fl
 		}
 	}
 	f.settle()
-	f.path = requestpath.New(svc, requestpath.Config{})
+	f.path = requestpath.New(svc, pc)
 	p, err := New(f.path, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -33,56 +33,109 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
 // forward sends the body to the booking's candidates in order until one
-// accepts the connection, then streams its answer to the client chunk by
-// chunk, telling the booking what happens (served, first byte; the caller
-// frees it).
+// answers, then streams its answer to the client chunk by chunk, telling
+// the booking what happens (served, first byte, what each endpoint did;
+// the caller frees it). Before any byte reached the client, a failed
+// connection or a 502, 503 or 504 moves on to the next candidate — up to
+// Options.Attempts tried, within the request path's retry budget, after
+// its backoff; the last answer held is passed through when no retry is
+// left.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, body []byte) {
 	ctx := r.Context()
 	start := time.Now()
 	upCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var resp *http.Response
+	var resp *http.Response // the last answer: a retryable one is held until a retry is granted
 	var cand requestpath.Candidate
-	attempts := min(p.opts.Attempts, len(b.Candidates))
-	for i := range attempts {
-		cand = b.Candidates[i]
-		up, err := http.NewRequestWithContext(upCtx, http.MethodPost, cand.Endpoint.BaseURL()+r.URL.Path, bytes.NewReader(body))
-		if err != nil {
-			p.metrics.failed(ctx, cand.Key, ErrConnect)
-			continue
-		}
-		copyHeaders(up.Header, r.Header)
-		up.Header.Del("Authorization") // the proxy's token is not the engine's
-		up.Header.Set(RequestIDHeader, b.ID)
-		propagator.Inject(ctx, propagation.HeaderCarrier(up.Header))
-		resp, err = p.client.Do(up)
-		if err == nil {
+	served, tried, why := -1, 0, ""
+	for i := range b.Candidates {
+		if tried == p.opts.Attempts {
+			b.AttemptsSpent()
 			break
 		}
-		if ctx.Err() != nil {
-			p.metrics.failed(ctx, cand.Key, ErrCanceled)
-			return
+		if !b.Try(i) {
+			continue // its breaker stopped admitting since the route
 		}
-		p.metrics.failed(ctx, cand.Key, ErrConnect)
-		p.opts.Logger.Warn("proxy: engine unreachable", "worker", cand.Key.Worker, "dp_rank", cand.Key.DpRank,
-			"endpoint", cand.Endpoint.String(), "attempt", i+1, "error", err)
+		if tried > 0 {
+			if err := b.Retry(ctx, tried, why); err != nil {
+				b.Release(i) // not sent
+				if ctx.Err() != nil {
+					p.metrics.failed(ctx, b.Candidates[i].Key, ErrCanceled)
+					closeBody(resp)
+					return
+				}
+				break
+			}
+		}
+		closeBody(resp)
+		resp, tried = nil, tried+1
+		c := b.Candidates[i]
+		got, err := p.send(upCtx, r, b, c, body)
+		if err != nil {
+			if ctx.Err() != nil {
+				p.metrics.failed(ctx, c.Key, ErrCanceled)
+				return
+			}
+			b.Report(i, requestpath.EndpointConnectFailed)
+			p.metrics.failed(ctx, c.Key, ErrConnect)
+			p.opts.Logger.Warn("proxy: engine unreachable", "worker", c.Key.Worker, "dp_rank", c.Key.DpRank,
+				"endpoint", c.Endpoint.String(), "attempt", tried, "error", err)
+			why = string(requestpath.EndpointConnectFailed)
+			continue
+		}
+		resp, cand, served = got, c, i
+		if got.StatusCode >= 500 {
+			b.Report(i, requestpath.EndpointStatus5xx)
+		}
+		if !retryable(got.StatusCode) {
+			break
+		}
+		why = fmt.Sprintf("status_%d", got.StatusCode)
 	}
 	w.Header().Set(RequestIDHeader, b.ID)
 	if resp == nil {
-		p.metrics.failed(ctx, cand.Key, ErrUnreachable)
-		writeError(w, http.StatusBadGateway, ErrUnreachable, fmt.Sprintf("no engine could be reached (%d tried)", attempts))
+		p.metrics.failed(ctx, b.Candidates[0].Key, ErrUnreachable)
+		writeError(w, http.StatusBadGateway, ErrUnreachable, fmt.Sprintf("no engine could be reached (%d tried)", tried))
 		return
 	}
 	defer resp.Body.Close()
 	b.Served(ctx, cand.Key)
 	if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
 		sp.SetAttributes(tracectx.Worker.Int64(int64(cand.Key.Worker)), tracectx.DpRank.Int64(int64(cand.Key.DpRank)),
-			attribute.Int64("kvrouter.cached_tokens", int64(b.CachedTokens)), attribute.Int("kvrouter.candidates", len(b.Candidates)))
+			attribute.Int64("kvrouter.cached_tokens", int64(b.CachedTokens)), attribute.Int("kvrouter.candidates", len(b.Candidates)),
+			attribute.Int("kvrouter.attempts", tried))
 	}
 	copyHeaders(w.Header(), resp.Header)
 	w.Header().Set(WorkerHeader, fmt.Sprintf("%d:%d", cand.Key.Worker, cand.Key.DpRank))
 	w.WriteHeader(resp.StatusCode)
-	p.stream(w, ctx, cancel, b, cand, resp, start)
+	p.stream(w, ctx, cancel, b, served, resp, start)
+}
+
+// retryable: an engine status retried on the next candidate (the gateway
+// statuses that say this engine, not the request, is the trouble).
+func retryable(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
+}
+
+// send posts the body to candidate c: the response headers, or the
+// connection's failure.
+func (p *Proxy) send(ctx context.Context, r *http.Request, b *requestpath.Booking, c requestpath.Candidate, body []byte) (*http.Response, error) {
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Endpoint.BaseURL()+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	copyHeaders(up.Header, r.Header)
+	up.Header.Del("Authorization") // the proxy's token is not the engine's
+	up.Header.Set(RequestIDHeader, b.ID)
+	propagator.Inject(ctx, propagation.HeaderCarrier(up.Header))
+	return p.client.Do(up)
+}
+
+func closeBody(resp *http.Response) {
+	if resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}
 }
 
 // stream copies the engine's answer to the client, flushing every chunk
@@ -91,7 +144,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, b *requestpath.B
 // SSE error event when streaming, then the connection is aborted so the
 // client cannot take it for a complete answer.
 func (p *Proxy) stream(w http.ResponseWriter, ctx context.Context, cancel context.CancelFunc, b *requestpath.Booking,
-	cand requestpath.Candidate, resp *http.Response, start time.Time) {
+	served int, resp *http.Response, start time.Time) {
+	cand := b.Candidates[served]
 	rc := http.NewResponseController(w)
 	var idled atomic.Bool
 	idle := time.AfterFunc(p.opts.IdleTimeout, func() { idled.Store(true); cancel() })
@@ -106,6 +160,7 @@ func (p *Proxy) stream(w http.ResponseWriter, ctx context.Context, cancel contex
 			idle.Reset(p.opts.IdleTimeout)
 			now := time.Now()
 			if last.IsZero() {
+				b.Report(served, requestpath.EndpointOK) // a 5xx was reported at its headers
 				b.FirstByte(ctx)
 				p.metrics.firstToken(ctx, cand.Key, now.Sub(start))
 			} else {
@@ -119,6 +174,7 @@ func (p *Proxy) stream(w http.ResponseWriter, ctx context.Context, cancel contex
 			_ = rc.Flush()
 		}
 		if err == io.EOF {
+			b.Report(served, requestpath.EndpointOK) // an empty answer
 			p.metrics.done(ctx, cand.Key, resp.StatusCode, time.Since(start))
 			return
 		}
@@ -130,6 +186,9 @@ func (p *Proxy) stream(w http.ResponseWriter, ctx context.Context, cancel contex
 			case ctx.Err() != nil:
 				p.metrics.failed(ctx, cand.Key, ErrCanceled)
 				return
+			}
+			if last.IsZero() {
+				b.Report(served, requestpath.EndpointReset)
 			}
 			p.metrics.failed(ctx, cand.Key, reason)
 			p.opts.Logger.Warn("proxy: engine answer broke off", "worker", cand.Key.Worker, "dp_rank", cand.Key.DpRank,

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -186,6 +187,30 @@ type request struct {
 // one, created otherwise; forwarded to the engine and answered.
 const RequestIDHeader = "X-Request-Id"
 
+// FairnessID is the request's fairness id: the Gateway API Inference
+// Extension's x-gateway-inference-fairness-id or llm-d's
+// x-llm-d-inference-fairness-id ("" when neither is sent). The rate
+// limits count a request under it (else under its tenant). It is the
+// gateway's to set from the identity it authenticated: a client that
+// reaches the proxy directly can name any id.
+func FairnessID(h http.Header) string {
+	if v := h.Get("X-Gateway-Inference-Fairness-Id"); v != "" {
+		return v
+	}
+	return h.Get("X-Llm-D-Inference-Fairness-Id")
+}
+
+// Objective is the request's inference objective: the Gateway API
+// Inference Extension's x-gateway-inference-objective or llm-d's
+// x-llm-d-inference-objective ("" when neither is sent). Flow control
+// gives it its priority band.
+func Objective(h http.Header) string {
+	if v := h.Get("X-Gateway-Inference-Objective"); v != "" {
+		return v
+	}
+	return h.Get("X-Llm-D-Inference-Objective")
+}
+
 // WorkerHeader names the answer's serving worker: "WORKER:DP_RANK".
 const WorkerHeader = "X-Kvrouter-Worker"
 
@@ -210,7 +235,8 @@ func (p *Proxy) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	chat := strings.HasSuffix(r.URL.Path, "/chat/completions")
-	rr := requestpath.Request{ID: r.Header.Get(RequestIDHeader), Model: req.Model, Tenant: p.opts.Tenant}
+	rr := requestpath.Request{ID: r.Header.Get(RequestIDHeader), Model: req.Model, Tenant: p.opts.Tenant, RateKey: FairnessID(r.Header),
+		Objective: Objective(r.Header), Bytes: int64(len(body))}
 	if rr.ID == "" {
 		rr.ID = newRequestID()
 	}
@@ -224,6 +250,9 @@ func (p *Proxy) completions(w http.ResponseWriter, r *http.Request) {
 		status, reason := routeStatus(err)
 		p.metrics.refused(ctx, reason)
 		w.Header().Set(RequestIDHeader, rr.ID)
+		if ra := requestpath.RetryAfterer(nil); errors.As(err, &ra) {
+			w.Header().Set("Retry-After", strconv.Itoa(requestpath.RetryAfterSeconds(ra.RetryAfter())))
+		}
 		writeError(w, status, reason, err.Error())
 		return
 	}
@@ -283,6 +312,10 @@ const bytesPerToken = 4
 func routeStatus(err error) (int, string) {
 	var ae *api.Error
 	switch {
+	case errors.Is(err, requestpath.ErrRateLimited):
+		return http.StatusTooManyRequests, "rate_limited"
+	case errors.Is(err, requestpath.ErrBreakersOpen):
+		return http.StatusServiceUnavailable, "breakers_open"
 	case errors.Is(err, requestpath.ErrOverloaded):
 		return http.StatusTooManyRequests, "overloaded"
 	case errors.Is(err, requestpath.ErrNoEndpoint):

@@ -18,6 +18,8 @@ type Candidate struct {
 	// BookedBlocks is the load booked on the rank before this request
 	// (the cost's decode blocks: every tracked request's blocks).
 	BookedBlocks uint64
+	// Saturated: the rank's engine reports saturation (engine signals).
+	Saturated bool
 }
 
 // Reasons a scored rank is not a candidate (the skip metric's labels).
@@ -25,6 +27,7 @@ const (
 	SkipNoServingEndpoint  = "no_serving_endpoint"  // registered without serving_endpoint
 	SkipBadServingEndpoint = "bad_serving_endpoint" // one that does not parse (a peer's registry entry)
 	SkipNotInSubset        = "not_in_subset"        // the data plane's subset hint leaves it out
+	SkipBreakerOpen        = "breaker_open"         // its serving endpoint's circuit breaker is open
 )
 
 // Skipped counts the ranks left out of a candidate list, by reason.
@@ -67,7 +70,7 @@ func Candidates(res api.RouteResult, subset []string, max int) ([]Candidate, Ski
 			skipped[SkipNotInSubset]++
 			continue
 		}
-		out = append(out, Candidate{Key: key(s), Endpoint: ep, OverlapBlocks: s.OverlapBlocks, BookedBlocks: s.ActiveDecodeBlocks})
+		out = append(out, Candidate{Key: key(s), Endpoint: ep, OverlapBlocks: s.OverlapBlocks, BookedBlocks: s.ActiveDecodeBlocks, Saturated: s.Saturated})
 	}
 	return out, skipped
 }
@@ -76,18 +79,33 @@ func key(s api.RouteScore) messages.WorkerKey {
 	return messages.WorkerKey{Worker: s.WorkerID, DpRank: s.DpRank}
 }
 
-// Overloaded reports whether a request should be shed: every candidate
-// already has more than threshold blocks booked (threshold 0: never).
-// The router's own choice is the least costly rank, so as long as one
-// candidate has room the request goes there.
-func Overloaded(cands []Candidate, threshold uint64) bool {
-	if threshold == 0 || len(cands) == 0 {
-		return false
+// Overloaded says why a request should be shed ("" when it should not):
+// no candidate has room, a rank having room when its engine is not
+// saturated and it has at most threshold blocks booked (threshold 0: no
+// cap on the booked blocks). ShedBooked: every candidate is over the
+// booked-blocks cap; ShedSaturated: every candidate is saturated or over
+// it, and one at least saturated. The router chooses a saturated rank
+// only when every rank is, and is otherwise the least costly, so as long
+// as one candidate has room the request goes there.
+func Overloaded(cands []Candidate, threshold uint64) string {
+	if len(cands) == 0 {
+		return ""
 	}
+	why := ShedBooked
 	for _, c := range cands {
-		if c.BookedBlocks <= threshold {
-			return false
+		if c.Saturated {
+			why = ShedSaturated
+			continue
+		}
+		if threshold == 0 || c.BookedBlocks <= threshold {
+			return ""
 		}
 	}
-	return true
+	return why
 }
+
+// Why Overloaded sheds.
+const (
+	ShedBooked    = "booked_blocks"
+	ShedSaturated = "saturated"
+)

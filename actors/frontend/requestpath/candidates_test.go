@@ -48,12 +48,33 @@ func TestCandidates(t *testing.T) {
 		t.Errorf("without scores: %+v", only)
 	}
 	two := []Candidate{{BookedBlocks: 9}, {BookedBlocks: 2}}
-	for threshold, want := range map[uint64]bool{0: false, 1: true, 2: false, 9: false} {
+	for threshold, want := range map[uint64]string{0: "", 1: ShedBooked, 2: "", 9: ""} {
 		if got := Overloaded(two, threshold); got != want {
-			t.Errorf("overloaded above %d blocks: %v, want %v", threshold, got, want)
+			t.Errorf("overloaded above %d blocks: %q, want %q", threshold, got, want)
 		}
 	}
-	if Overloaded(nil, 1) {
+	if Overloaded(nil, 1) != "" {
 		t.Errorf("no candidates counts as overloaded")
+	}
+	// A saturated engine has no room, whatever it has booked.
+	for _, c := range []struct {
+		cands     []Candidate
+		threshold uint64
+		want      string
+	}{
+		{[]Candidate{{Saturated: true}, {BookedBlocks: 2}}, 0, ""},
+		{[]Candidate{{Saturated: true}, {Saturated: true}}, 0, ShedSaturated},
+		{[]Candidate{{Saturated: true}, {BookedBlocks: 9}}, 4, ShedSaturated},
+		{[]Candidate{{Saturated: true}, {BookedBlocks: 3}}, 4, ""},
+	} {
+		if got := Overloaded(c.cands, c.threshold); got != c.want {
+			t.Errorf("%+v above %d: %q, want %q", c.cands, c.threshold, got, c.want)
+		}
+	}
+	// The score's flag reaches the candidate.
+	sat, _ := Candidates(api.RouteResult{WorkerID: 7, ServingEndpoint: "h:1",
+		Scores: []api.RouteScore{{WorkerID: 7, ServingEndpoint: "h:1", Saturated: true}}}, nil, 0)
+	if len(sat) != 1 || !sat[0].Saturated {
+		t.Errorf("saturated score: %+v", sat)
 	}
 }

@@ -24,12 +24,30 @@
 // that many blocks booked — the routing cost's decode blocks, the KV
 // blocks of every request routed to the rank and not yet freed. The
 // router's choice is the least costly rank, so while one rank has room the
-// request goes there. Off by default (0). The bookings in flight are
+// request goes there. Off by default (0). With engine signals on
+// (actors/enginesignals), a rank whose engine is saturated — queue or KV
+// usage over the thresholds, or metrics stale — has no room either: when
+// no candidate has room and one at least is saturated, the request is
+// shed with outcome saturated (429), one mechanism for both causes. The
+// bookings in flight are
 // bounded too (Config.MaxInFlight); past it requests are shed. The router
 // itself is bounded by Config.Admission (package admission: kvrouter
 // serve shares one gate between this path and the HTTP API's /route):
 // while it has as many route calls in flight as it admits, a request is
 // shed at once, before the router works on it (outcome over_capacity).
+//
+// # Protections (Guard, one per process, shared by the front ends)
+//
+// Config.Guard holds a circuit breaker per serving endpoint (candidates
+// whose breaker is open are skipped, breaker_open; every answer is
+// counted: ok, connect_failed, status_5xx, reset before the first byte),
+// the fleet-wide retry budget and backoff the proxy's retries use (only
+// before the first byte, on connect failure and 502/503/504), token-bucket
+// rate limits per key (fairness id, else tenant: 429 with Retry-After),
+// and flow control (flow.go): a request that finds no room waits in a
+// queue by priority band and fairness flow, and is routed again when room
+// frees. The decisions are package guard's pure values. Everything is per
+// router host: no state crosses hosts (each host's limits are its share).
 //
 // # Bookkeeping from the response
 //

@@ -12,11 +12,20 @@ import (
 const (
 	OutcomeRouted = "routed"
 	OutcomeShed   = "shed" // ErrOverloaded: booked load, bookings in flight
+	// OutcomeSaturated: ErrOverloaded, every candidate's engine saturated
+	// (engine signals).
+	OutcomeSaturated = "saturated"
 	// OutcomeOverCapacity: ErrOverloaded, the route calls in flight at
 	// Config.Admission's cap.
 	OutcomeOverCapacity = "over_capacity"
 	OutcomeNoEndpoint   = "no_endpoint" // ErrNoEndpoint
-	OutcomeError        = "error"       // the router refused (bad input, unknown model, timeout)
+	// OutcomeBreakerOpen: ErrBreakersOpen, every candidate's circuit
+	// breaker open.
+	OutcomeBreakerOpen = "breaker_open"
+	// OutcomeRateLimited: ErrRateLimited, the request's key over its rate
+	// limit.
+	OutcomeRateLimited = "rate_limited"
+	OutcomeError       = "error" // the router refused (bad input, unknown model, timeout)
 )
 
 // Results of a bookkeeping call (the bookkeeping metric's labels).
@@ -34,6 +43,8 @@ const (
 //	kvrouter_request_path_skipped_workers_total{front,reason}      ranks left out of candidate lists
 //	kvrouter_request_path_routed_by_load_total{front,reason}       requests without token ids
 //	kvrouter_request_path_bookkeeping_total{front,action,result}
+//	kvrouter_request_path_retries_total{front,reason}              retries to the next candidate, by what the last attempt got
+//	kvrouter_request_path_retries_refused_total{front,reason}      retries not made: budget (spent), attempts (cap reached)
 //	kvrouter_request_path_in_flight{front}                         bookings not yet done (Gauge)
 //
 // Front names the front end (proxy, picker), set before use.
@@ -74,7 +85,9 @@ func (m *Metrics) Count(metric, a, b string) int64 {
 
 // metricHelp names each counter's labels and help.
 var metricHelp = map[string][3]string{
-	"decisions":       {"outcome", "", "Requests the request path routed, by outcome (routed, shed, over_capacity, no_endpoint, error)."},
+	"decisions":       {"outcome", "", "Requests the request path routed, by outcome (routed, shed, saturated, over_capacity, no_endpoint, breaker_open, rate_limited, error)."},
+	"retries":         {"reason", "", "Retries of a request on the next candidate before any byte reached the client, by what the failed attempt got."},
+	"retries_refused": {"reason", "", "Retries a request wanted and did not get: budget (the fleet-wide retry budget is spent), attempts (the per-request cap)."},
 	"skipped_workers": {"reason", "", "Ranks left out of a request's candidates, by reason."},
 	"routed_by_load":  {"reason", "", "Requests routed by load alone (no token ids), by why there were none."},
 	"bookkeeping":     {"action", "result", "Bookkeeping calls from responses (rebook, prefill_done, free), by result."},
@@ -97,7 +110,7 @@ func (m *Metrics) WriteMetrics(w io.Writer, inFlight int) error {
 		return strings.Compare(strings.Join(a[:], "\x00"), strings.Join(b[:], "\x00"))
 	})
 	var sb strings.Builder
-	for _, name := range []string{"bookkeeping", "decisions", "routed_by_load", "skipped_workers"} {
+	for _, name := range []string{"bookkeeping", "decisions", "retries", "retries_refused", "routed_by_load", "skipped_workers"} {
 		h := metricHelp[name]
 		full := "kvrouter_request_path_" + name + "_total"
 		fmt.Fprintf(&sb, "# HELP %s %s\n# TYPE %s counter\n", full, h[2], full)

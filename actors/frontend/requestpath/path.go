@@ -1,6 +1,7 @@
 package requestpath
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,10 @@ type Config struct {
 	// over its cap is shed at once (ErrOverloaded). It bounds the route
 	// call only, not the booking that follows. Nil: no bound.
 	Admission *admission.Gate
+	// Guard, when set, holds the circuit breakers, the retry budget and
+	// the rate limits (one per process, shared by its front ends). Nil:
+	// none of them.
+	Guard *Guard
 	// Logger logs bookkeeping calls that fail; nil discards.
 	Logger *slog.Logger
 	// Metrics receives the counts (nil: a Metrics of its own, see
@@ -65,6 +70,12 @@ var (
 	ErrNoEndpoint = errors.New("no worker with a serving endpoint")
 	// ErrOverloaded: the request is shed → 429.
 	ErrOverloaded = errors.New("overloaded")
+	// ErrNoRoom: every candidate is saturated or over the booked-blocks
+	// cap (an ErrOverloaded; flow control queues the request).
+	ErrNoRoom = errors.New("no worker has room")
+	// ErrBreakersOpen: every candidate's circuit breaker is open; it is
+	// an ErrNoEndpoint (503).
+	ErrBreakersOpen = fmt.Errorf("%w: every worker's circuit breaker is open", ErrNoEndpoint)
 )
 
 // Path routes requests and keeps their bookings while their responses
@@ -120,6 +131,16 @@ type Request struct {
 	// Subset, when non-nil, lists the only serving endpoints (host:port)
 	// the data plane allows.
 	Subset []string
+	// RateKey is the key the rate limits count the request under and its
+	// fairness flow in the flow-control queue (the front end's fairness
+	// id); "" counts it under its tenant.
+	RateKey string
+	// Objective names the request's inference objective (the
+	// x-gateway-inference-objective header): its priority band in the
+	// flow-control queue (FlowConfig.Objectives; default band 0).
+	Objective string
+	// Bytes is the request's size as the queue counts it (its body).
+	Bytes int64
 }
 
 // maxEstimatedTokens caps the placeholder prompt of a request without
@@ -133,8 +154,26 @@ const placeholder = ^uint32(0)
 // Route routes r and books it: the Booking lists the candidates, best
 // first (at least one), the load booked on the router's choice. The
 // caller must end every Booking with Done. Errors: ErrNoEndpoint,
-// ErrOverloaded, or the Backend's.
+// ErrOverloaded, ErrRateLimited, or the Backend's. With flow control on
+// (GuardConfig.Flow) a request that finds no room waits in the queue
+// until there is room, its TTL passes, or ctx ends (flow.go).
 func (p *Path) Route(ctx context.Context, r Request) (*Booking, error) {
+	key, tokens := r.RateKey, len(r.Tokens)
+	if key == "" {
+		key = cmp.Or(r.Tenant, api.DefaultTenant)
+	}
+	if r.Tokens == nil {
+		tokens = min(r.EstimatedTokens, maxEstimatedTokens)
+	}
+	if err := p.cfg.Guard.limit(key, tokens); err != nil {
+		p.metrics.decision(OutcomeRateLimited)
+		return nil, err
+	}
+	return p.cfg.Guard.flow(ctx, r, key, func() (*Booking, error) { return p.route(ctx, r) })
+}
+
+// route is one routing attempt: route, book, or refuse.
+func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 	req := api.RouteRequest{TokenIDs: r.Tokens, ModelName: r.Model, TenantID: r.Tenant, LoraName: r.LoraName,
 		CacheSalt: r.CacheSalt, SessionID: r.SessionID, RequestID: r.ID, IncludeScores: true}
 	if r.Tokens == nil {
@@ -167,18 +206,29 @@ func (p *Path) Route(ctx context.Context, r Request) (*Booking, error) {
 		p.metrics.decision(OutcomeError)
 		return nil, err
 	}
-	cands, skipped := Candidates(res, r.Subset, p.cfg.MaxCandidates)
+	all, skipped := Candidates(res, r.Subset, 0)
+	cands := p.admitted(all, skipped)
 	p.metrics.skip(skipped)
 	b := &Booking{ID: r.ID, Model: req.ModelName, Tenant: req.TenantID, Candidates: cands, CachedTokens: res.CachedTokens,
 		path: p, st: NewState(messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank})}
 	var refuse error
-	switch {
+	switch why := Overloaded(cands, p.cfg.ShedAboveBlocks); {
+	case len(cands) == 0 && skipped[SkipBreakerOpen] > 0:
+		p.metrics.decision(OutcomeBreakerOpen)
+		refuse = fmt.Errorf("%w (model %q)", ErrBreakersOpen, r.Model)
 	case len(cands) == 0:
 		p.metrics.decision(OutcomeNoEndpoint)
 		refuse = fmt.Errorf("%w for model %q", ErrNoEndpoint, r.Model)
-	case Overloaded(cands, p.cfg.ShedAboveBlocks):
+	case why == ShedBooked:
 		p.metrics.decision(OutcomeShed)
-		refuse = fmt.Errorf("%w: every worker has more than %d blocks booked", ErrOverloaded, p.cfg.ShedAboveBlocks)
+		refuse = fmt.Errorf("%w: %w: every worker has more than %d blocks booked", ErrOverloaded, ErrNoRoom, p.cfg.ShedAboveBlocks)
+	case why == ShedSaturated:
+		p.metrics.decision(OutcomeSaturated)
+		refuse = fmt.Errorf("%w: %w: every worker's engine reports saturation (queue, KV usage or stale metrics)", ErrOverloaded, ErrNoRoom)
+	}
+	if refuse == nil && !b.tryFirst() {
+		p.metrics.decision(OutcomeBreakerOpen)
+		refuse = fmt.Errorf("%w (model %q)", ErrBreakersOpen, r.Model)
 	}
 	if refuse != nil {
 		b.Done(context.WithoutCancel(ctx))
@@ -194,6 +244,7 @@ func (p *Path) Route(ctx context.Context, r Request) (*Booking, error) {
 		p.metrics.decision(OutcomeError)
 		return nil, api.Errorf(api.ErrConflict, "duplicate_request", "request id %q is in flight", r.ID)
 	}
+	p.cfg.Guard.request()
 	p.metrics.decision(OutcomeRouted)
 	return b, nil
 }
@@ -227,6 +278,7 @@ type Booking struct {
 	path *Path
 	mu   sync.Mutex
 	st   State
+	tk   tickets
 }
 
 // Served says the request went to (and was accepted by) rank k; after a
@@ -283,17 +335,25 @@ func (b *Booking) apply(ctx context.Context, observe func(*State) Action) {
 	switch a.Kind {
 	case None:
 		return
+	case Free:
+		b.releaseAll()
+	}
+	switch a.Kind {
 	case Rebook:
 		err = b.path.be.Rebook(ctx, b.Model, b.Tenant, b.ID, a.To)
 	case PrefillDone:
 		err = b.path.be.PrefillDone(ctx, b.ID)
 	case Free:
 		b.path.mu.Lock()
-		if b.path.inFlight[b.ID] == b {
+		routed := b.path.inFlight[b.ID] == b
+		if routed {
 			delete(b.path.inFlight, b.ID)
 		}
 		b.path.mu.Unlock()
 		err = b.path.be.Free(ctx, b.ID)
+		if routed {
+			b.path.cfg.Guard.kick() // room freed: a queued request may go
+		}
 	}
 	if err != nil {
 		// The router expires what it cannot be told (its TTLs); the

@@ -153,6 +153,9 @@ func Describe(r *extprocv3.ProcessingResponse) string {
 		b.WriteString("empty")
 	case r.GetImmediateResponse() != nil:
 		fmt.Fprintf(&b, "immediate %d", r.GetImmediateResponse().GetStatus().GetCode())
+		for _, h := range r.GetImmediateResponse().GetHeaders().GetSetHeaders() {
+			fmt.Fprintf(&b, " %s=%s", h.GetHeader().GetKey(), h.GetHeader().GetRawValue())
+		}
 	default:
 		b.WriteString(shortNames[string(fd.Name())])
 		if hr, ok := m.Get(fd).Message().Interface().(interface {

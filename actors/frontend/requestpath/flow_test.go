@@ -1,0 +1,199 @@
+package requestpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
+)
+
+// setSaturated makes every rank of the fake's answer report saturation
+// (or not).
+func (f *fakeBackend) setSaturated(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.answer.Scores {
+		f.answer.Scores[i].Saturated = on
+	}
+}
+
+// routedIDs are the request ids routed, in order, from the n-th on.
+func (f *fakeBackend) routedIDs(from int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, r := range f.routed[min(from, len(f.routed)):] {
+		out = append(out, r.RequestID)
+	}
+	return out
+}
+
+type result struct {
+	b   *Booking
+	err error
+}
+
+type flowFixture struct {
+	t   *testing.T
+	clk *testClock
+	g   *Guard
+	be  *fakeBackend
+	p   *Path
+}
+
+func newFlowFixture(t *testing.T, fc FlowConfig) *flowFixture {
+	clk := &testClock{now: time.Unix(1_000_000, 0)}
+	g := newGuard(t, clk, GuardConfig{BreakerOff: true, Flow: &fc})
+	be := &fakeBackend{answer: threeWorkers()}
+	return &flowFixture{t: t, clk: clk, g: g, be: be, p: New(be, Config{Guard: g})}
+}
+
+// start routes a request in the background and waits until the queue
+// holds want requests (it is queued).
+func (x *flowFixture) start(ctx context.Context, id, objective, flow string, want int) <-chan result {
+	x.t.Helper()
+	out := make(chan result, 1)
+	go func() {
+		b, err := x.p.Route(ctx, Request{ID: id, Model: "m", Tokens: []uint32{1}, Objective: objective, RateKey: flow, Bytes: 100})
+		out <- result{b, err}
+	}()
+	eventually.True(x.t, fmt.Sprintf("%s queued", id), func() (bool, string) {
+		return x.g.Queued() == want, fmt.Sprint(x.g.Queued(), " queued")
+	})
+	return out
+}
+
+func (x *flowFixture) get(c <-chan result) result {
+	x.t.Helper()
+	var r result
+	eventually.True(x.t, "the request answered", func() (bool, string) {
+		select {
+		case r = <-c:
+			return true, ""
+		default:
+			return false, "still waiting"
+		}
+	})
+	return r
+}
+
+var objectives = map[string]int{"critical": 10, "standard": 0, "scavenger": -1}
+
+// With every worker saturated requests wait; once the engines recover, a
+// dispatch routes them again — the critical band first, then the default
+// band's fairness flows in turn (a's three do not starve b's one).
+func TestFlowDispatchOrder(t *testing.T) {
+	x := newFlowFixture(t, FlowConfig{Objectives: objectives})
+	x.be.setSaturated(true)
+	ctx := context.Background()
+	var cs []<-chan result
+	for i, r := range [][3]string{{"a1", "", "a"}, {"a2", "standard", "a"}, {"a3", "", "a"}, {"b1", "", "b"}, {"crit", "critical", "c"}} {
+		cs = append(cs, x.start(ctx, r[0], r[1], r[2], i+1))
+	}
+	if _, err := x.p.Route(ctx, Request{ID: "shed", Model: "m", Tokens: []uint32{1}, Objective: "scavenger"}); !errors.Is(err, ErrOverloaded) || x.g.Queued() != 5 {
+		t.Fatalf("sheddable request: %v, %d queued; want refused at once", err, x.g.Queued())
+	}
+	n := len(x.be.routedIDs(0))
+	x.g.Dispatch() // still saturated: the first one goes back, nothing else moves
+	if got := x.be.routedIDs(n); len(got) != 1 || got[0] != "crit" || x.g.Queued() != 5 {
+		t.Fatalf("dispatch while saturated routed %v, %d queued", got, x.g.Queued())
+	}
+	x.be.setSaturated(false)
+	n = len(x.be.routedIDs(0))
+	x.g.Dispatch()
+	if got, want := fmt.Sprint(x.be.routedIDs(n)), "[crit a1 b1 a2 a3]"; got != want {
+		t.Fatalf("dispatch order %s, want %s", got, want)
+	}
+	for _, c := range cs {
+		r := x.get(c)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		r.b.Done(ctx)
+	}
+	if x.g.FlowCount(10, FlowDispatched) != 1 || x.g.FlowCount(0, FlowDispatched) != 4 || x.g.FlowCount(-1, FlowSheddable) != 1 {
+		t.Errorf("counts: critical %d, default %d dispatched, %d shed", x.g.FlowCount(10, FlowDispatched), x.g.FlowCount(0, FlowDispatched), x.g.FlowCount(-1, FlowSheddable))
+	}
+}
+
+// A booking freed is room: it kicks the dispatcher, no tick needed.
+func TestFlowFreeDispatches(t *testing.T) {
+	x := newFlowFixture(t, FlowConfig{})
+	ctx := context.Background()
+	first, err := x.p.Route(ctx, Request{ID: "first", Model: "m", Tokens: []uint32{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.be.setSaturated(true)
+	c := x.start(ctx, "waiting", "", "a", 1)
+	x.be.setSaturated(false)
+	first.Done(ctx)
+	r := x.get(c)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.b.Done(ctx)
+}
+
+// Past its TTL a queued request is answered 429 (ErrOverloaded with a
+// Retry-After); one whose client goes away leaves the queue; with no
+// endpoint at all the wait is NoEndpointTTL and the answer 503.
+func TestFlowExpiryCancelNoEndpoint(t *testing.T) {
+	x := newFlowFixture(t, FlowConfig{TTL: 10 * time.Second, NoEndpointTTL: 5 * time.Second})
+	x.be.setSaturated(true)
+	ctx := context.Background()
+	c := x.start(ctx, "late", "", "a", 1)
+	x.clk.Advance(9 * time.Second)
+	x.g.Dispatch() // still saturated, not yet expired
+	x.clk.Advance(time.Second)
+	x.g.Dispatch()
+	r := x.get(c)
+	var ra RetryAfterer
+	var qe *QueueError
+	if !errors.Is(r.err, ErrOverloaded) || !errors.As(r.err, &ra) || !errors.As(r.err, &qe) || qe.Why != FlowExpired || ra.RetryAfter() != FlowRetryAfter {
+		t.Fatalf("after the TTL: %v", r.err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	c = x.start(cctx, "gone", "", "a", 1)
+	cancel()
+	if r := x.get(c); !errors.Is(r.err, context.Canceled) || x.g.Queued() != 0 || x.g.FlowCount(0, FlowGone) != 1 {
+		t.Fatalf("client gone: %v, %d queued", r.err, x.g.Queued())
+	}
+	x.be.mu.Lock()
+	x.be.answer = api.RouteResult{WorkerID: 1, Scores: []api.RouteScore{{WorkerID: 1}}} // no serving endpoint anywhere
+	x.be.mu.Unlock()
+	c = x.start(ctx, "noep", "", "a", 1)
+	x.clk.Advance(5 * time.Second)
+	x.g.Dispatch()
+	if r := x.get(c); !errors.Is(r.err, ErrNoEndpoint) || errors.Is(r.err, ErrOverloaded) {
+		t.Fatalf("no endpoint after NoEndpointTTL: %v", r.err)
+	}
+}
+
+// A full queue evicts the lowest band's newest for a higher band's
+// request (answered 429), and refuses one of the same band.
+func TestFlowEviction(t *testing.T) {
+	x := newFlowFixture(t, FlowConfig{MaxRequests: 1, Objectives: objectives})
+	x.be.setSaturated(true)
+	ctx := context.Background()
+	low := x.start(ctx, "low", "", "a", 1)
+	if _, err := x.p.Route(ctx, Request{ID: "same", Model: "m", Tokens: []uint32{1}, RateKey: "b"}); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("same band into a full queue: %v", err)
+	}
+	high := x.start(ctx, "high", "critical", "c", 1)
+	var qe *QueueError
+	if r := x.get(low); !errors.As(r.err, &qe) || qe.Why != FlowEvicted || !errors.Is(r.err, ErrOverloaded) {
+		t.Fatalf("evicted: %v", r.err)
+	}
+	x.be.setSaturated(false)
+	x.g.Dispatch()
+	r := x.get(high)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.b.Done(ctx)
+}
