@@ -152,7 +152,8 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 		hash = uint64(hashes[n-1]) // identical prompts tie to the same worker
 	}
 	rr := &routing.RouteRequest{
-		Request:  routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores},
+		Request: routing.Request{ID: req.RequestID, Hash: hash, ISL: isl, BlockSize: ns.blockSize, WithScores: req.IncludeScores,
+			Lora: req.LoraName},
 		Overlaps: scored,
 		Trace:    tc,
 		Deadline: time.Now().Add(s.cfg.Timeout), // when ask stops waiting
