@@ -13,14 +13,14 @@ import (
 // E_i = −ln U_i (the Gumbel-max trick in product form), U_i derived from one
 // Rand draw and the candidate's key, so the draw does not depend on the
 // candidates' order. Exact ties fall back to the temperature-0 order.
-// With skipSaturated, saturated candidates are not drawn (reported.go).
-func (r *Router) sample(rows []row, cands []Candidate, reqHash uint64, skipSaturated bool) int {
-	lo, span := logitRange(rows, skipSaturated)
+// Only candidates of the lowest preference tier are drawn (reported.go).
+func (r *Router) sample(rows []row, cands []Candidate, reqHash uint64, tier uint8) int {
+	lo, span := logitRange(rows, tier)
 	t := r.cfg.Temperature
 	seed := r.rng.Uint64()
 	best, bestKey := -1, 0.0
 	for i := range rows {
-		if skipSaturated && rows[i].sat {
+		if rows[i].tier > tier {
 			continue
 		}
 		u := unitOpen(mix64(seed ^ keyHash(cands[i].Key)))
@@ -43,12 +43,12 @@ func (r *Router) sample(rows []row, cands []Candidate, reqHash uint64, skipSatur
 	return best
 }
 
-// logitRange returns the lowest logit and max − min (of the unsaturated
-// rows when skipSaturated).
-func logitRange(rows []row, skipSaturated bool) (lo, span float64) {
+// logitRange returns the lowest logit and max − min of the rows of
+// preference tier tier.
+func logitRange(rows []row, tier uint8) (lo, span float64) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range rows {
-		if !skipSaturated || !rows[i].sat {
+		if rows[i].tier == tier {
 			lo, hi = min(lo, rows[i].logit), max(hi, rows[i].logit)
 		}
 	}

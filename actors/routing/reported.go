@@ -1,6 +1,10 @@
 package routing
 
-import "github.com/kvrouter/kvrouter/messages"
+import (
+	"slices"
+
+	"github.com/kvrouter/kvrouter/messages"
+)
 
 // Reported is what a candidate's engine last said about itself (its
 // /metrics, read by actors/enginesignals and passed in by the service);
@@ -40,6 +44,17 @@ import "github.com/kvrouter/kvrouter/messages"
 // the thresholds, or signals stale) is chosen only when every candidate
 // is saturated; Decision.Saturated then says so, and the request path
 // sheds (actors/frontend/requestpath, Overload).
+//
+// # LoRA affinity
+//
+// A request for adapter A (Request.Lora) prefers, among candidates whose
+// engine reports its adapters (vLLM's vllm:lora_requests_info), one
+// running A, then one with room for one more adapter under max_lora (or
+// A already waiting there), and takes one whose slots are all held by
+// other adapters only when every candidate is full — an engine loading
+// a new adapter into a full set makes the request wait. The cost decides
+// within a tier. Candidates reporting no adapters are treated as having
+// room. Its hash namespace (the LoRA name's seed) is unchanged.
 type Reported struct {
 	// Seq numbers the engine's successful scrapes (0: never scraped, or
 	// signals not enabled); a new Seq is a new scrape.
@@ -52,6 +67,56 @@ type Reported struct {
 	HasKVBlocks bool
 	// Saturated: the rank is saturated (see above).
 	Saturated bool
+	// Lora is the engine's LoRA adapter state (Known false: the engine
+	// reports none).
+	Lora LoraSlots
+}
+
+// LoraSlots is an engine's adapters: those with running and waiting
+// requests, and how many it holds at once (vLLM's max_lora).
+type LoraSlots struct {
+	Known            bool
+	Running, Waiting []string
+	Max              int
+}
+
+// Preference tiers (lower first): a candidate of a higher tier is chosen
+// only when no candidate of a lower one is left. Saturation dominates;
+// within it, LoRA affinity for a request naming an adapter: the adapter
+// already running, then room under max_lora for one more, then full.
+const (
+	tierLoraRunning = 0
+	tierLoraRoom    = 1
+	tierLoraFull    = 2
+	tierSaturated   = 4
+)
+
+// tierOf is a candidate's preference tier for a request for adapter lora.
+func tierOf(rep *Reported, lora string) uint8 {
+	var t uint8
+	if rep.Saturated {
+		t = tierSaturated
+	}
+	if lora == "" {
+		return t
+	}
+	if !rep.Lora.Known {
+		return t + tierLoraRoom
+	}
+	l := &rep.Lora
+	if slices.Contains(l.Running, lora) {
+		return t + tierLoraRunning
+	}
+	loaded := len(l.Running)
+	for _, w := range l.Waiting {
+		if !slices.Contains(l.Running, w) {
+			loaded++
+		}
+	}
+	if slices.Contains(l.Waiting, lora) || l.Max == 0 || loaded < l.Max {
+		return t + tierLoraRoom
+	}
+	return t + tierLoraFull
 }
 
 // observed is the outside load computed at one scrape of one rank.

@@ -3,6 +3,8 @@ package routing
 import (
 	"fmt"
 	"testing"
+
+	"github.com/kvrouter/kvrouter/messages"
 )
 
 // scored decides a 64-token request (block size 16) with scores.
@@ -127,5 +129,51 @@ func TestSaturatedChosenOnlyWhenAllAre(t *testing.T) {
 		if !d.Saturated || d.SaturatedCandidates != 3 {
 			t.Fatalf("all saturated: %+v", d)
 		}
+	}
+}
+
+// A request for an adapter lands on the worker running it, then on one
+// with room for it, never on a full one while another has room.
+func TestLoraAffinity(t *testing.T) {
+	A, B, C := wk(1, 0), wk(2, 0), wk(3, 0)
+	r := newRouter(t, DefaultConfig())
+	cs := cands(A, B, C)
+	cs[0].Reported = Reported{Seq: 1, Lora: LoraSlots{Known: true, Running: []string{"sql"}, Max: 2}}
+	cs[1].Reported = Reported{Seq: 1, Lora: LoraSlots{Known: true, Running: []string{"chat"}, Max: 2}}
+	cs[2].Reported = Reported{Seq: 1, Lora: LoraSlots{Known: true, Running: []string{"math"}, Waiting: []string{"code"}, Max: 2}}
+	r.Observe(cs)
+	route := func(lora string, overlaps ...Overlap) messages.WorkerKey {
+		t.Helper()
+		d, err := r.Decide(Request{ID: lora, ISL: 64, BlockSize: 16, Lora: lora}, overlaps, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Worker
+	}
+	// C holds the whole prompt, B part of it: the adapter decides first.
+	if got := route("sql", Overlap{C, 4}, Overlap{B, 2}); got != A {
+		t.Errorf("sql: chose %v, want A, which runs it", got)
+	}
+	// Nobody runs "new": A and B have a free slot, C's two are taken.
+	if got := route("new", Overlap{C, 4}, Overlap{B, 2}); got != B {
+		t.Errorf("new: chose %v, want B (room, and the better cache of the two with room)", got)
+	}
+	// With A's and B's single slots taken, "code", already waiting on
+	// the full C, goes there: it loads with the next free slot.
+	cs[0].Reported.Lora.Max, cs[1].Reported.Lora.Max = 1, 1
+	if got := route("code", Overlap{A, 4}); got != C {
+		t.Errorf("code: chose %v, want C, where it waits", got)
+	}
+	cs[0].Reported.Lora.Max, cs[1].Reported.Lora.Max = 2, 2
+	// No adapter: the cost alone.
+	if got := route("", Overlap{C, 4}); got != C {
+		t.Errorf("no adapter: chose %v, want C", got)
+	}
+	// Every one full: the cost decides.
+	for i := range cs {
+		cs[i].Reported.Lora.Max = 1
+	}
+	if got := route("new", Overlap{C, 4}); got != C {
+		t.Errorf("all full: chose %v, want the cheapest C", got)
 	}
 }

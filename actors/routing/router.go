@@ -112,6 +112,10 @@ type Request struct {
 	BlockSize int
 	// WithScores asks for Decision.Scores.
 	WithScores bool
+	// Lora is the request's LoRA adapter ("" none): candidates whose
+	// engine reports its adapters are preferred by LoRA affinity
+	// (reported.go).
+	Lora string
 }
 
 // Overlap is one (worker, dp_rank)'s matched prefix from the index: the
@@ -242,6 +246,7 @@ type row struct {
 	reqs    int64
 	ov      uint32
 	sat     bool
+	tier    uint8 // preference tier, lower first (reported.go)
 }
 
 // New returns a Router with empty load.
@@ -325,6 +330,7 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 
 	bs, isl := int64(req.BlockSize), int64(req.ISL)
 	degraded, saturated := 0, 0
+	minTier := uint8(255)
 	var reqSum int64
 	for i := range cands {
 		c := &cands[i]
@@ -337,7 +343,8 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 			s := &slots[h]
 			p, b, q = p+s.PrefillTokens, b+s.Blocks, q+int64(s.PrefillRequests+s.DecodeRequests)
 		}
-		rows[i] = row{blocks: b, prefill: p, reqs: q, ov: o, sat: c.Reported.Saturated}
+		rows[i] = row{blocks: b, prefill: p, reqs: q, ov: o, sat: c.Reported.Saturated, tier: tierOf(&c.Reported, req.Lora)}
+		minTier = min(minTier, rows[i].tier)
 		reqSum += q
 		if c.Degraded {
 			degraded++
@@ -362,8 +369,8 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 		// Temperature 0 argmin with the documented tie-break; computed at
 		// any temperature (cheap) so Tied is always filled.
 		bst := &rows[best]
-		if rows[i].sat != bst.sat { // a saturated candidate wins only when all are (reported.go)
-			if bst.sat {
+		if rows[i].tier != bst.tier { // saturation and LoRA affinity first (reported.go)
+			if rows[i].tier < bst.tier {
 				best, tied = i, 1
 			}
 			continue
@@ -397,7 +404,7 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 
 	d := Decision{DegradedCandidates: degraded, Tied: tied, SaturatedCandidates: saturated}
 	if r.cfg.Temperature > 0 {
-		best = r.sample(rows, cands, requestHash(req), saturated < n)
+		best = r.sample(rows, cands, requestHash(req), minTier)
 		d.Sampled = true
 	}
 	if req.WithScores {
@@ -442,11 +449,11 @@ func (r *Router) fillScores(req Request, rows []row, cands []Candidate) []Score 
 		}
 	}
 	if t := r.cfg.Temperature; t > 0 {
-		skip := slices.ContainsFunc(rows, func(rw row) bool { return !rw.sat })
-		lo, span := logitRange(rows, skip)
+		minTier := slices.MinFunc(rows, func(a, b row) int { return int(a.tier) - int(b.tier) }).tier
+		lo, span := logitRange(rows, minTier)
 		sum := 0.0
 		for i := range s {
-			if skip && rows[i].sat {
+			if rows[i].tier > minTier {
 				s[i].Probability = 0
 				continue
 			}

@@ -51,7 +51,7 @@ func (s *Service) Select(ctx context.Context, req api.SelectRequest) (api.Select
 		return api.SelectResult{}, err
 	}
 	d, err := s.decide(tc, ns, decideInput{hashes: hashes, isl: isl, sessionID: req.SessionID, advisory: !req.Book, reach: true,
-		request: routing.Request{ID: req.SelectionID, WithScores: true}})
+		request: routing.Request{ID: req.SelectionID, WithScores: true, Lora: req.LoraName}})
 	if err != nil {
 		return api.SelectResult{}, err
 	}

@@ -102,6 +102,9 @@ func (s *Service) reported(k messages.WorkerKey, bs int, now time.Time) routing.
 	}
 	sig := o.Signals
 	r.Waiting, r.Running = int64(sig.Waiting), int64(sig.Running)
+	if l := sig.Lora; l != nil {
+		r.Lora = routing.LoraSlots{Known: true, Running: l.Running, Waiting: l.Waiting, Max: l.Max}
+	}
 	if sig.HasKV && sig.TotalBlocks > 0 {
 		tokens := sig.KVUsage * float64(sig.TotalBlocks) * float64(cmpOr(sig.BlockSize, int64(bs)))
 		r.KVBlocks, r.HasKVBlocks = int64(tokens)/int64(bs), true
