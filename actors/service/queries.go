@@ -174,6 +174,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 	if cov.Partial() {
 		out.Recovering, out.Partial = s.recovering(ns, cov), true
 	}
+	s.recordDecision(ns, isl, rep.Decision.Logit, &out)
 	return out, isl, nil
 }
 

@@ -31,7 +31,8 @@ type Options struct {
 	APIToken string
 	// ProtectReads extends APIToken to the read endpoints (/workers,
 	// /query, /query_by_hash, /dump, GET /sessions/{session_id},
-	// /metrics). /healthz and /readyz stay open for probes.
+	// /metrics, /loads, /decisions and the fleet page /ui). /healthz and
+	// /readyz stay open for probes.
 	ProtectReads bool
 
 	// MaxTokens caps token_ids per request (default
@@ -199,6 +200,9 @@ var endpoints = []endpoint{
 	{"GET", "/healthz", open, api.ReasonNotFound, (*Handler).healthz},
 	{"GET", "/readyz", open, api.ReasonNotFound, (*Handler).readyz},
 	{"GET", "/metrics", reads, api.ReasonNotFound, (*Handler).serveMetrics},
+	{"GET", "/loads", reads, api.ReasonNotFound, (*Handler).loads},
+	{"GET", "/decisions", reads, api.ReasonNotFound, (*Handler).decisions},
+	{"GET", "/ui", reads, api.ReasonNotFound, (*Handler).ui},
 }
 
 // overloaded is the answer to a request over Options.Admission's cap.

@@ -1,0 +1,191 @@
+"use strict";
+// The fleet page's script: polls the router's JSON endpoints (/workers,
+// /loads, /decisions) and /metrics, and renders the tables. No library,
+// no build step; every request goes to the page's own origin.
+(function () {
+  const POLL_MS = Number(document.body.dataset.pollMs || 2000);
+  const PAGE = 50;
+  const view = { sort: "worker", desc: false, filter: "", state: "", page: 0 };
+  let rows = [];
+  let prevMetrics = null;
+
+  const $ = (id) => document.getElementById(id);
+  const cell = (tr, text, cls) => {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+  };
+  const fmt = (n) => (n === undefined || n === null ? "" : Number(n).toLocaleString("en-US"));
+  const ago = (s) => (s < 1 ? "< 1 s ago" : s < 120 ? Math.round(s) + " s ago" : Math.round(s / 60) + " min ago");
+
+  async function getJSON(path) {
+    const r = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+    return r.json();
+  }
+  async function getText(path) {
+    const r = await fetch(path, { credentials: "same-origin" });
+    if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+    return r.text();
+  }
+
+  // flatten joins /workers (one element per worker, ranks inside) with
+  // /loads into one row per (worker, dp_rank).
+  function flatten(workers, loads) {
+    const load = new Map();
+    for (const l of loads) load.set(l.worker_id + ":" + l.dp_rank + ":" + l.model_name + ":" + l.tenant_id, l);
+    const out = [];
+    for (const w of workers) {
+      for (const r of w.ranks) {
+        const l = load.get(w.instance_id + ":" + r.dp_rank + ":" + r.model_name + ":" + r.tenant_id) || {};
+        out.push({
+          worker: w.instance_id, rank: r.dp_rank, model: r.model_name, tenant: r.tenant_id, state: r.state,
+          blocks: r.blocks, prefill: l.active_prefill_tokens || 0, decode: l.active_decode_blocks || 0,
+          requests: l.requests || 0, seq: r.last_seq, lag: r.last_seq === null ? null : r.lag_seconds,
+          endpoint: r.endpoint, warnings: (r.warnings || []).join("; "),
+        });
+      }
+    }
+    return out;
+  }
+
+  function visible() {
+    const f = view.filter.toLowerCase();
+    const keep = rows.filter((r) => (!view.state || r.state === view.state) &&
+      (!f || [r.worker, r.rank, r.model, r.tenant, r.state, r.endpoint, r.warnings].join(" ").toLowerCase().includes(f)));
+    const k = view.sort;
+    keep.sort((a, b) => {
+      const x = a[k], y = b[k];
+      const c = typeof x === "string" || typeof y === "string" ? String(x).localeCompare(String(y)) : (x ?? -1) - (y ?? -1);
+      return (view.desc ? -c : c) || a.worker - b.worker || a.rank - b.rank;
+    });
+    return keep;
+  }
+
+  function renderWorkers() {
+    const keep = visible();
+    const pages = Math.max(1, Math.ceil(keep.length / PAGE));
+    view.page = Math.min(view.page, pages - 1);
+    const tbody = document.querySelector("#workers tbody");
+    const frag = document.createDocumentFragment();
+    for (const r of keep.slice(view.page * PAGE, (view.page + 1) * PAGE)) {
+      const tr = document.createElement("tr");
+      tr.dataset.worker = r.worker;
+      tr.dataset.rank = r.rank;
+      tr.dataset.state = r.state;
+      cell(tr, r.worker); cell(tr, r.rank); cell(tr, r.model); cell(tr, r.tenant);
+      cell(tr, r.state, "state-" + r.state);
+      cell(tr, fmt(r.blocks), "num"); cell(tr, fmt(r.prefill), "num"); cell(tr, fmt(r.decode), "num");
+      cell(tr, fmt(r.requests), "num"); cell(tr, r.seq === null ? "none" : fmt(r.seq), "num");
+      cell(tr, r.lag === null ? "no event yet" : ago(r.lag)); cell(tr, r.endpoint); cell(tr, r.warnings);
+      frag.appendChild(tr);
+    }
+    tbody.replaceChildren(frag);
+    $("page").textContent = "page " + (view.page + 1) + " of " + pages + " (" + keep.length + " of " + rows.length + " ranks)";
+    for (const th of document.querySelectorAll("#workers th[data-key]")) {
+      th.classList.toggle("sorted-asc", th.dataset.key === view.sort && !view.desc);
+      th.classList.toggle("sorted-desc", th.dataset.key === view.sort && view.desc);
+    }
+  }
+
+  function renderSummary() {
+    const count = (s) => rows.filter((r) => r.state === s).length;
+    $("c-ranks").textContent = rows.length;
+    $("c-exact").textContent = count("exact");
+    $("c-recovering").textContent = count("recovering");
+    $("c-degraded").textContent = count("degraded");
+    const ns = new Map();
+    for (const r of rows) {
+      const k = r.model + "\u0000" + r.tenant;
+      const n = ns.get(k) || { model: r.model, tenant: r.tenant, ranks: 0, exact: 0, blocks: 0, requests: 0 };
+      n.ranks++; n.exact += r.state === "exact" ? 1 : 0; n.blocks += r.blocks; n.requests += r.requests;
+      ns.set(k, n);
+    }
+    const tbody = document.querySelector("#namespaces tbody");
+    const frag = document.createDocumentFragment();
+    for (const n of [...ns.values()].sort((a, b) => a.model.localeCompare(b.model) || a.tenant.localeCompare(b.tenant))) {
+      const tr = document.createElement("tr");
+      cell(tr, n.model); cell(tr, n.tenant); cell(tr, n.ranks, "num"); cell(tr, n.exact, "num");
+      cell(tr, fmt(n.blocks), "num"); cell(tr, fmt(n.requests), "num");
+      frag.appendChild(tr);
+    }
+    tbody.replaceChildren(frag);
+  }
+
+  function renderDecisions(log) {
+    $("decisions-note").textContent = "the router keeps the latest " + log.capacity + " decisions (" +
+      fmt(log.recorded) + " recorded, " + fmt(log.skipped) + " skipped while the record was busy); " +
+      "scores are kept for requests that asked include_scores";
+    const tbody = document.querySelector("#decisions tbody");
+    const frag = document.createDocumentFragment();
+    for (const d of log.decisions.slice(0, PAGE)) {
+      const tr = document.createElement("tr");
+      cell(tr, new Date(d.at).toLocaleTimeString("en-GB")); cell(tr, d.model_name); cell(tr, d.tenant_id);
+      cell(tr, d.worker_id + ":" + d.dp_rank, d.degraded ? "state-degraded" : "");
+      cell(tr, fmt(d.cached_tokens) + " / " + fmt(d.prompt_tokens), "num"); cell(tr, fmt(d.overlap_blocks), "num");
+      cell(tr, fmt(d.session_credit_blocks || 0), "num"); cell(tr, d.logit.toFixed(2), "num");
+      cell(tr, d.candidates || "", "num");
+      cell(tr, d.scores.map((s) => s.worker_id + ":" + s.dp_rank + " " + s.logit.toFixed(2) + " " + s.overlap_blocks).join(", "));
+      frag.appendChild(tr);
+    }
+    tbody.replaceChildren(frag);
+  }
+
+  // sample reads the route counters from the Prometheus text: the route
+  // count, and the sum and count of the predicted cached-token ratio.
+  function sample(text) {
+    const v = { routes: 0, ratioSum: 0, ratioCount: 0, at: performance.now() };
+    for (const line of text.split("\n")) {
+      const sp = line.lastIndexOf(" ");
+      const name = line.slice(0, sp);
+      if (name === "kvrouter_route_duration_seconds_count") v.routes = Number(line.slice(sp + 1));
+      else if (name === "kvrouter_route_cached_tokens_ratio_sum") v.ratioSum = Number(line.slice(sp + 1));
+      else if (name === "kvrouter_route_cached_tokens_ratio_count") v.ratioCount = Number(line.slice(sp + 1));
+    }
+    return v;
+  }
+
+  function renderRates(m) {
+    if (prevMetrics) {
+      const dt = (m.at - prevMetrics.at) / 1000;
+      const dn = m.routes - prevMetrics.routes;
+      const dc = m.ratioCount - prevMetrics.ratioCount;
+      $("c-rate").textContent = dt > 0 && dn >= 0 ? (dn / dt).toFixed(1) : "–";
+      $("c-hit").textContent = dc > 0 ? ((100 * (m.ratioSum - prevMetrics.ratioSum)) / dc).toFixed(1) + " %" : "no routes";
+    }
+    prevMetrics = m;
+  }
+
+  async function poll() {
+    try {
+      const [workers, loads, log, metrics] = await Promise.all([
+        getJSON("/workers"), getJSON("/loads"), getJSON("/decisions"), getText("/metrics")]);
+      rows = flatten(workers, loads);
+      renderSummary();
+      renderWorkers();
+      renderDecisions(log);
+      renderRates(sample(metrics));
+      $("status").textContent = "updated " + new Date().toLocaleTimeString("en-GB");
+      $("status").className = "muted";
+      document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
+    } catch (e) {
+      $("status").textContent = "refresh failed: " + e.message;
+      $("status").className = "error";
+    }
+  }
+
+  for (const th of document.querySelectorAll("#workers th[data-key]")) {
+    th.addEventListener("click", () => {
+      view.desc = view.sort === th.dataset.key ? !view.desc : false;
+      view.sort = th.dataset.key;
+      renderWorkers();
+    });
+  }
+  $("filter").addEventListener("input", (e) => { view.filter = e.target.value; view.page = 0; renderWorkers(); });
+  $("state").addEventListener("change", (e) => { view.state = e.target.value; view.page = 0; renderWorkers(); });
+  $("prev").addEventListener("click", () => { view.page = Math.max(0, view.page - 1); renderWorkers(); });
+  $("next").addEventListener("click", () => { view.page++; renderWorkers(); });
+  poll();
+  setInterval(poll, POLL_MS);
+})();

@@ -1,0 +1,69 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/kvrouter/kvrouter/messages"
+)
+
+// FleetReader is what a Backend may also offer the fleet page (GET /ui)
+// and its read endpoints GET /loads and GET /decisions. It is a separate
+// interface so that a Backend without it still serves the rest of the API;
+// those two endpoints then answer 404.
+type FleetReader interface {
+	// Loads returns the load booked on each (worker, dp_rank) with a
+	// tracked request, per namespace.
+	Loads(ctx context.Context) ([]BookedLoad, error)
+	// Decisions returns the latest routing decisions kept, newest first,
+	// and how many were not kept (see DecisionLog).
+	Decisions(ctx context.Context) (DecisionLog, error)
+}
+
+// BookedLoad is one element of GET /loads: the requests routed to a rank
+// and still tracked (prefill or decode), and the cost function's load
+// terms they add up to (actors/routing, Cost).
+type BookedLoad struct {
+	WorkerID            messages.WorkerID `json:"worker_id"`
+	DpRank              messages.DpRank   `json:"dp_rank"`
+	ModelName           string            `json:"model_name"`
+	TenantID            string            `json:"tenant_id"`
+	ActivePrefillTokens int64             `json:"active_prefill_tokens"`
+	ActiveDecodeBlocks  int64             `json:"active_decode_blocks"`
+	Requests            int64             `json:"requests"`
+}
+
+// DecisionLog is the body of GET /decisions. The record is bounded and
+// lossy by design: Capacity decisions at most, and a decision that finds
+// the record busy is not kept (Skipped counts those) rather than make a
+// route request wait.
+type DecisionLog struct {
+	Capacity  int        `json:"capacity"`
+	Recorded  uint64     `json:"recorded"`
+	Skipped   uint64     `json:"skipped"`
+	Decisions []Decision `json:"decisions"`
+}
+
+// Decision is one routing decision as the fleet page shows it: when, in
+// which namespace, for how long a prompt, the chosen rank with its
+// overlap, session credit and cost (Logit: lower is better), and — when
+// the request asked include_scores — the best-scored candidates (at most
+// DecisionScores, lowest logit first; Candidates is how many were scored).
+type Decision struct {
+	At                  time.Time         `json:"at"`
+	ModelName           string            `json:"model_name"`
+	TenantID            string            `json:"tenant_id"`
+	PromptTokens        int               `json:"prompt_tokens"`
+	WorkerID            messages.WorkerID `json:"worker_id"`
+	DpRank              messages.DpRank   `json:"dp_rank"`
+	OverlapBlocks       uint32            `json:"overlap_blocks"`
+	CachedTokens        uint64            `json:"cached_tokens"`
+	SessionCreditBlocks uint32            `json:"session_credit_blocks,omitempty"`
+	Logit               float64           `json:"logit"`
+	Candidates          int               `json:"candidates"`
+	Degraded            bool              `json:"degraded,omitempty"`
+	Scores              []RouteScore      `json:"scores"`
+}
+
+// DecisionScores is how many candidate scores one Decision keeps.
+const DecisionScores = 8
