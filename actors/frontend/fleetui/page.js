@@ -154,6 +154,7 @@
       $("c-rate").textContent = dt > 0 && dn >= 0 ? (dn / dt).toFixed(1) : "–";
       $("c-hit").textContent = dc > 0 ? ((100 * (m.ratioSum - prevMetrics.ratioSum)) / dc).toFixed(1) + " %" : "no routes";
     }
+    $("c-routes").textContent = fmt(m.routes);
     prevMetrics = m;
   }
 
@@ -186,6 +187,7 @@
   $("state").addEventListener("change", (e) => { view.state = e.target.value; view.page = 0; renderWorkers(); });
   $("prev").addEventListener("click", () => { view.page = Math.max(0, view.page - 1); renderWorkers(); });
   $("next").addEventListener("click", () => { view.page++; renderWorkers(); });
-  poll();
-  setInterval(poll, POLL_MS);
+  // One poll at a time: the next starts POLL_MS after the last ended.
+  const loop = () => poll().finally(() => setTimeout(loop, POLL_MS));
+  loop();
 })();

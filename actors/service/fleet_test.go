@@ -1,0 +1,80 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
+)
+
+// Every answered route is in the decision log, newest first, with the
+// scores a request asked for; its booked load is in Loads until freed.
+func TestDecisionsAndLoads(t *testing.T) {
+	h := newHarness(t, 2)
+	eventually.True(t, "both engines heard", func() (bool, string) {
+		for _, e := range h.engines {
+			_ = e.Publish()
+		}
+		ws, err := h.svc.Workers(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, w := range ws {
+			for _, r := range w.Ranks {
+				if r.LastSeq != nil {
+					n++
+				}
+			}
+		}
+		return n == 2, "streams heard"
+
+	})
+	h.engines[1].Serve(prompt(5, 6), "")
+	var routed api.RouteResult
+	eventually.True(t, "the prompt routed to the engine holding it", func() (bool, string) {
+		code, body := h.post("/route", map[string]any{"token_ids": prompt(5, 6), "model_name": "llama", "include_scores": true})
+		if code != http.StatusOK {
+			t.Fatalf("route: %d %s", code, body)
+		}
+		_ = json.Unmarshal(body, &routed)
+		return routed.WorkerID == 2 && routed.OverlapBlocks == 6, string(body)
+	})
+	log := h.svcDecisions(t)
+	d := log.Decisions[0]
+	if d.WorkerID != 2 || d.OverlapBlocks != 6 || d.CachedTokens != 24 || d.PromptTokens != 24 || d.ModelName != "llama" ||
+		d.Candidates != 2 || len(d.Scores) != 2 || d.Scores[0].WorkerID != 2 || d.Scores[0].Logit > d.Scores[1].Logit {
+		t.Errorf("newest decision %+v", d)
+	}
+	if log.Recorded != uint64(len(log.Decisions)) || log.Capacity <= 0 {
+		t.Errorf("log %d recorded, %d kept, capacity %d", log.Recorded, len(log.Decisions), log.Capacity)
+	}
+	loads, err := h.svc.Loads(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	booked, routedTo := map[uint64]int64{}, map[uint64]int64{}
+	for _, l := range loads {
+		if l.ModelName == "llama" {
+			booked[uint64(l.WorkerID)] += l.Requests
+		}
+	}
+	for _, d := range log.Decisions {
+		routedTo[uint64(d.WorkerID)]++
+	}
+	if len(booked) != len(routedTo) || booked[1] != routedTo[1] || booked[2] != routedTo[2] {
+		t.Errorf("booked %v, routed %v: %+v", booked, routedTo, loads)
+	}
+}
+
+func (h *harness) svcDecisions(t *testing.T) api.DecisionLog {
+	t.Helper()
+	log, err := h.svc.Decisions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
