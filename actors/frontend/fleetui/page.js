@@ -180,6 +180,7 @@
     th.addEventListener("click", () => {
       view.desc = view.sort === th.dataset.key ? !view.desc : false;
       view.sort = th.dataset.key;
+      view.page = 0;
       renderWorkers();
     });
   }
