@@ -6,8 +6,8 @@
 // writer that finds the ring busy (another route request writing, or a
 // reader copying it) drops its decision and counts it (Skipped) instead of
 // queueing behind the lock; so the cost a route request pays is one
-// TryLock and a copy of one decision into a slot — no allocation, no
-// channel, no goroutine. Scores are kept only when the decision carries
+// TryLock, a copy of one decision into a slot and two atomic adds (the
+// token totals) — no allocation, no channel, no goroutine. Scores are kept only when the decision carries
 // them (the request asked include_scores, which already paid for them):
 // the best DecisionScores by logit, copied into the slot's own array.
 //
@@ -29,7 +29,7 @@ const DefaultCapacity = 256
 
 // Log is the ring. It is safe for concurrent use.
 type Log struct {
-	recorded, skipped atomic.Uint64
+	recorded, skipped, prompt, cached atomic.Uint64
 
 	mu     sync.Mutex
 	next   int // slot of the next decision
@@ -50,8 +50,11 @@ func New(capacity int) *Log {
 func (l *Log) Capacity() int { return len(l.ring) }
 
 // Record keeps d (its Scores are ignored) and the best of scores, unless
-// the ring is busy: then d is dropped and counted.
+// the ring is busy: then d is dropped and counted. Its tokens are counted
+// in the totals either way.
 func (l *Log) Record(d api.Decision, scores []api.RouteScore) {
+	l.prompt.Add(uint64(max(d.PromptTokens, 0)))
+	l.cached.Add(d.CachedTokens)
 	var best [api.DecisionScores]api.RouteScore
 	n := selectBest(&best, scores)
 	if !l.mu.TryLock() {
@@ -100,5 +103,6 @@ func (l *Log) Snapshot() api.DecisionLog {
 		out[k] = d
 	}
 	l.mu.Unlock()
-	return api.DecisionLog{Capacity: len(l.ring), Recorded: l.recorded.Load(), Skipped: l.skipped.Load(), Decisions: out}
+	return api.DecisionLog{Capacity: len(l.ring), Recorded: l.recorded.Load(), Skipped: l.skipped.Load(),
+		PromptTokens: l.prompt.Load(), CachedTokens: l.cached.Load(), Decisions: out}
 }

@@ -55,15 +55,16 @@ func TestBestScoresByLogit(t *testing.T) {
 }
 
 // A writer never waits: with the ring held, the decision is dropped and
-// counted.
+// counted; the token totals count it all the same.
 func TestBusyRingSkips(t *testing.T) {
 	l := New(4)
 	l.mu.Lock()
-	l.Record(api.Decision{WorkerID: 1}, nil)
+	l.Record(api.Decision{WorkerID: 1, PromptTokens: 100, CachedTokens: 60}, nil)
 	l.mu.Unlock()
-	l.Record(api.Decision{WorkerID: 2}, nil)
+	l.Record(api.Decision{WorkerID: 2, PromptTokens: 50, CachedTokens: 10}, nil)
 	s := l.Snapshot()
-	if s.Skipped != 1 || s.Recorded != 1 || len(s.Decisions) != 1 || s.Decisions[0].WorkerID != 2 {
+	if s.Skipped != 1 || s.Recorded != 1 || len(s.Decisions) != 1 || s.Decisions[0].WorkerID != 2 ||
+		s.PromptTokens != 150 || s.CachedTokens != 70 {
 		t.Errorf("snapshot %+v", s)
 	}
 }

@@ -36,12 +36,18 @@ type BookedLoad struct {
 // DecisionLog is the body of GET /decisions. The record is bounded and
 // lossy by design: Capacity decisions at most, and a decision that finds
 // the record busy is not kept (Skipped counts those) rather than make a
-// route request wait.
+// route request wait. The totals count every decision since the start,
+// kept or not, from every front end (/route, the proxy, the picker):
+// Recorded + Skipped decisions, their PromptTokens and the CachedTokens
+// the index predicted for the chosen ranks (their ratio is the predicted
+// hit rate, weighted by tokens).
 type DecisionLog struct {
-	Capacity  int        `json:"capacity"`
-	Recorded  uint64     `json:"recorded"`
-	Skipped   uint64     `json:"skipped"`
-	Decisions []Decision `json:"decisions"`
+	Capacity     int        `json:"capacity"`
+	Recorded     uint64     `json:"recorded"`
+	Skipped      uint64     `json:"skipped"`
+	PromptTokens uint64     `json:"prompt_tokens"`
+	CachedTokens uint64     `json:"cached_tokens"`
+	Decisions    []Decision `json:"decisions"`
 }
 
 // Decision is one routing decision as the fleet page shows it: when, in

@@ -153,7 +153,7 @@ func TestFleetPageInChromium(t *testing.T) {
 	var routes string
 	d.eval(`document.getElementById("c-routes").textContent`, &routes)
 	if routes != "18" {
-		t.Errorf("routes answered %q, want 18 (/metrics' route count)", routes)
+		t.Errorf("routes answered %q, want 18 (the decisions /decisions counted)", routes)
 	}
 	var rate, hit string
 	var decisions int

@@ -1,8 +1,9 @@
 // Package fleetui is kvrouter's built-in fleet page (GET /ui): one HTML
 // page rendered by the server with the workers of the moment, and a small
-// script that keeps it live by polling the router's own JSON endpoints
-// (/workers, /loads, /decisions) and /metrics (the route count and the
-// predicted cached-token ratio, turned into a rate between two polls).
+// script that keeps it live by polling the router's own JSON endpoints:
+// /workers, /loads (booked load) and /decisions (the latest routing
+// decisions, and totals over all of them that two polls turn into the
+// route rate and the predicted hit rate, from every front end).
 //
 // Everything is embedded in the binary and inlined into the page: no
 // build step, no file beside the binary, nothing loaded from elsewhere.

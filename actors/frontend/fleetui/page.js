@@ -1,13 +1,13 @@
 "use strict";
 // The fleet page's script: polls the router's JSON endpoints (/workers,
-// /loads, /decisions) and /metrics, and renders the tables. No library,
+// /loads, /decisions) and renders the tables. No library,
 // no build step; every request goes to the page's own origin.
 (function () {
   const POLL_MS = Number(document.body.dataset.pollMs || 2000);
   const PAGE = 50;
   const view = { sort: "worker", desc: false, filter: "", state: "", page: 0 };
   let rows = [];
-  let prevMetrics = null;
+  let prevTotals = null;
 
   const $ = (id) => document.getElementById(id);
   const cell = (tr, text, cls) => {
@@ -24,12 +24,6 @@
     if (!r.ok) throw new Error(path + ": HTTP " + r.status);
     return r.json();
   }
-  async function getText(path) {
-    const r = await fetch(path, { credentials: "same-origin" });
-    if (!r.ok) throw new Error(path + ": HTTP " + r.status);
-    return r.text();
-  }
-
   // flatten joins /workers (one element per worker, ranks inside) with
   // /loads into one row per (worker, dp_rank).
   function flatten(workers, loads) {
@@ -132,41 +126,28 @@
     tbody.replaceChildren(frag);
   }
 
-  // sample reads the route counters from the Prometheus text: the route
-  // count, and the sum and count of the predicted cached-token ratio.
-  function sample(text) {
-    const v = { routes: 0, ratioSum: 0, ratioCount: 0, at: performance.now() };
-    for (const line of text.split("\n")) {
-      const sp = line.lastIndexOf(" ");
-      const name = line.slice(0, sp);
-      if (name === "kvrouter_route_duration_seconds_count") v.routes = Number(line.slice(sp + 1));
-      else if (name === "kvrouter_route_cached_tokens_ratio_sum") v.ratioSum = Number(line.slice(sp + 1));
-      else if (name === "kvrouter_route_cached_tokens_ratio_count") v.ratioCount = Number(line.slice(sp + 1));
-    }
-    return v;
-  }
-
-  function renderRates(m) {
-    if (prevMetrics) {
-      const dt = (m.at - prevMetrics.at) / 1000;
-      const dn = m.routes - prevMetrics.routes;
-      const dc = m.ratioCount - prevMetrics.ratioCount;
-      $("c-rate").textContent = dt > 0 && dn >= 0 ? (dn / dt).toFixed(1) : "–";
-      $("c-hit").textContent = dc > 0 ? ((100 * (m.ratioSum - prevMetrics.ratioSum)) / dc).toFixed(1) + " %" : "no routes";
+  // renderRates turns the decision totals of two polls into the route
+  // rate and the predicted hit rate (cached / prompt tokens) between them.
+  function renderRates(log) {
+    const m = { routes: log.recorded + log.skipped, prompt: log.prompt_tokens, cached: log.cached_tokens, at: performance.now() };
+    if (prevTotals) {
+      const dt = (m.at - prevTotals.at) / 1000;
+      const dp = m.prompt - prevTotals.prompt;
+      $("c-rate").textContent = dt > 0 ? ((m.routes - prevTotals.routes) / dt).toFixed(1) : "–";
+      $("c-hit").textContent = dp > 0 ? ((100 * (m.cached - prevTotals.cached)) / dp).toFixed(1) + " %" : "no routes";
     }
     $("c-routes").textContent = fmt(m.routes);
-    prevMetrics = m;
+    prevTotals = m;
   }
 
   async function poll() {
     try {
-      const [workers, loads, log, metrics] = await Promise.all([
-        getJSON("/workers"), getJSON("/loads"), getJSON("/decisions"), getText("/metrics")]);
+      const [workers, loads, log] = await Promise.all([getJSON("/workers"), getJSON("/loads"), getJSON("/decisions")]);
       rows = flatten(workers, loads);
       renderSummary();
       renderWorkers();
       renderDecisions(log);
-      renderRates(sample(metrics));
+      renderRates(log);
       $("status").textContent = "updated " + new Date().toLocaleTimeString("en-GB");
       $("status").className = "muted";
       document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
