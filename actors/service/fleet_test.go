@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/kvrouter/kvrouter/messages/api"
@@ -77,4 +78,22 @@ func (h *harness) svcDecisions(t *testing.T) api.DecisionLog {
 		t.Fatal(err)
 	}
 	return log
+}
+
+func TestWorkerInfoNamesEachStreamsNamespace(t *testing.T) {
+	h := newHarness(t, 2)
+	var b strings.Builder
+	if err := h.svc.WorkerInfo(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "# HELP kvrouter_worker_info 1 for each registered stream, labelled with its namespace (model, tenant).\n" +
+		"# TYPE kvrouter_worker_info gauge\n" +
+		`kvrouter_worker_info{worker="1",dp_rank="0",model="llama",tenant="default"} 1` + "\n" +
+		`kvrouter_worker_info{worker="2",dp_rank="0",model="llama",tenant="default"} 1` + "\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	if got := labelValue.Replace("a\"b\\c\nd"); got != `a\"b\\c\nd` {
+		t.Errorf("escaped %q", got)
+	}
 }
