@@ -40,6 +40,7 @@ test: vet fmt-check
 	$(GO) test -count=1 -run '^(TestRunHostsEndToEnd|TestTwoHostsShareTheWorkers)$$' ./bench/loadgen
 	$(GO) test -count=1 -run '^(TestClusterReadinessFollowsReachability|TestClusterCarriesTheEngines|TestClusterSharesOneDiscovery|TestClusterSharesRequestCounts)$$' ./actors/service
 	$(MAKE) test-cluster
+	$(MAKE) test-ui
 	$(MAKE) test-chart
 	$(MAKE) check-static
 	$(MAKE) fuzz-smoke
@@ -90,6 +91,18 @@ generate:
 test-cluster:
 	@command -v etcd >/dev/null || { apt-get update -qq && apt-get install -y -qq etcd-server; }
 	KVROUTER_CLUSTER_E2E=1 $(GO) test -count=1 -run '^TestClusterHost(Loss|Joins)$$' ./cmd/kvrouter/
+
+# The fleet page (GET /ui) in a real browser: Debian's headless Chromium
+# (.ci/run installs it) driven over the DevTools protocol loads the page of
+# a router fed by simulated engines (~10 s). ui-screenshot refreshes the
+# screenshot the docs show.
+UI_TEST := -tags browser -count=1 -run '^TestFleetPage' ./actors/frontend/fleetui/
+.PHONY: test-ui ui-screenshot
+test-ui:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+	$(GO) test $(UI_TEST)
+ui-screenshot:
+	KVROUTER_UI_SCREENSHOT=$(CURDIR)/actors/frontend/fleetui/fleet-page.png $(GO) test -tags browser -count=1 -run '^TestFleetPageInChromium$$' ./actors/frontend/fleetui/
 
 # The Helm chart (deploy/helm/kvrouter): helm lint and helm template with
 # the default values and ci/clustered-values.yaml, a rendering that must

@@ -141,6 +141,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 	if d.cov.Partial() {
 		out.Recovering, out.Partial = s.recovering(ns, d.cov), true
 	}
+	s.recordDecision(ns, isl, d.rep.Decision.Logit, &out)
 	return out, isl, nil
 }
 

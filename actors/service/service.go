@@ -25,6 +25,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/coalescer"
+	"github.com/kvrouter/kvrouter/actors/decisionlog"
 	"github.com/kvrouter/kvrouter/actors/enginesignals"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
@@ -40,6 +41,9 @@ import (
 type Config struct {
 	// BlockSize is used for registrations that name none.
 	BlockSize int
+	// DecisionLog is how many routing decisions GET /decisions and the
+	// fleet page keep (default decisionlog.DefaultCapacity).
+	DecisionLog int
 	// Engine is the engine choice of registrations that name none
 	// (messages/engine: auto, the default, or an engine name).
 	Engine string
@@ -122,6 +126,8 @@ type Service struct {
 	// its latest snapshot, under mu (signals.go).
 	scraper  *enginesignals.Scraper
 	observed map[messages.WorkerKey]enginesignals.Observation
+	// decisions are the latest routing decisions (fleet.go).
+	decisions *decisionlog.Log
 }
 
 type nsKey struct{ model, tenant string }
@@ -186,7 +192,8 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("service: session credit %v must be finite and ≥ 0", cfg.SessionCredit)
 	}
 	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}), deltas: make(chan registry.RankLoad, deltaQueue),
-		spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{}}
+		spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{},
+		decisions: decisionlog.New(cfg.DecisionLog)}
 	if cfg.Signals != nil {
 		if err := s.startSignals(); err != nil {
 			return nil, err

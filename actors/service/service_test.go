@@ -22,6 +22,7 @@ import (
 type harness struct {
 	t       *testing.T
 	url     string
+	svc     *Service
 	engines []*simengine.Engine
 	// patience bounds each wait for a condition (0: eventually.Deadline).
 	patience time.Duration
@@ -41,7 +42,7 @@ func newHarnessWith(t *testing.T, cfg Config, engines int) *harness {
 	t.Cleanup(svc.Close)
 	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{}))
 	t.Cleanup(srv.Close)
-	h := &harness{t: t, url: srv.URL}
+	h := &harness{t: t, url: srv.URL, svc: svc}
 	for i := 0; i < engines; i++ {
 		eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
 			BlockSize: 4, CapacityBlocks: 256})

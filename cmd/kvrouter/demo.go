@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,6 +21,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
+	"github.com/kvrouter/kvrouter/actors/telemetry"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/bench/traces"
 	"github.com/kvrouter/kvrouter/cmd/internal/cli"
@@ -34,6 +39,9 @@ and the KV events kvrouter learns from, evolve from real routing decisions.
 It prints live progress and ends with kvrouter's prefix hit rate (the
 cached tokens the engines report) next to random routing's on the same
 requests (fresh engines of the same size), and the time to first token.
+While it runs, the fleet page (GET /ui: workers, route rate, predicted
+hit rate, the latest routing decisions) is at the URL it prints first;
+--hold keeps everything up after the run until interrupted, to look at it.
 
 Flags:
 `
@@ -49,6 +57,7 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tokens := fs.Int("completion-tokens", 8, "tokens each simulated answer streams")
 	interval := fs.Duration("token-interval", time.Millisecond, "pause between streamed tokens of a simulated answer")
 	seed := fs.Uint64("seed", 1, "seed of the random baseline")
+	hold := fs.Bool("hold", false, "after the run, keep the router, the engines and the fleet page up until interrupted")
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -72,11 +81,17 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer svc.Close()
-	apiSrv, err := serveLoopback(httpapi.NewServer("", httpapi.New(svc, httpapi.Options{Logger: logger}), httpapi.Options{}))
+	metrics, err := telemetry.NewMetrics(svc, 0)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = metrics.Shutdown(context.Background()) }()
+	apiSrv, err := serveLoopback(httpapi.NewServer("", svc.Handler(metrics, httpapi.Options{Logger: logger}), httpapi.Options{}))
 	if err != nil {
 		return fail(err)
 	}
 	defer apiSrv.close()
+	fmt.Fprintf(stdout, "kvrouter demo: fleet page at %s/ui (API and /metrics at %s)\n", apiSrv.url, apiSrv.url)
 	path := requestpath.New(svc, requestpath.Config{Logger: logger})
 	px, err := proxy.New(path, proxy.Options{Logger: logger})
 	if err != nil {
@@ -127,6 +142,12 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  bound     %5.1f%%   (one engine with an unlimited cache: every reuse in the slice)\n", 100*bound.hitRate())
 	if n := path.InFlight(); n != 0 {
 		return fail(fmt.Errorf("%d requests still booked after every answer ended", n))
+	}
+	if *hold {
+		fmt.Fprintf(stdout, "kvrouter demo: holding; the fleet page is at %s/ui — interrupt (Ctrl-C) to stop\n", apiSrv.url)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		<-ctx.Done()
 	}
 	return 0
 }

@@ -31,6 +31,9 @@ func TestDemoBeatsRandomRouting(t *testing.T) {
 		v, _ := strconv.ParseFloat(m[1], 64)
 		return v
 	}
+	if !regexp.MustCompile(`(?m)^kvrouter demo: fleet page at http://127\.0\.0\.1:[0-9]+/ui `).MatchString(out.String()) {
+		t.Errorf("the demo does not print its fleet page's URL:\n%s", out.String())
+	}
 	kv, random, bound := rate("kvrouter"), rate("random"), rate("bound")
 	if !(kv > random && kv <= bound) {
 		t.Errorf("hit rates: kvrouter %.1f%%, random %.1f%%, bound %.1f%%\n%s", kv, random, bound, out.String())

@@ -68,9 +68,20 @@ func (h *Handler) unregister(w *responseWriter, r *http.Request) error {
 // workers answers the Backend's list sorted by instance id and dp rank,
 // with the reference's "endpoints" map filled and empty lists as [].
 func (h *Handler) workers(w *responseWriter, r *http.Request) error {
-	list, err := h.backend.Workers(r.Context())
+	out, err := h.workerList(r.Context())
 	if err != nil {
 		return err
+	}
+	h.writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// workerList is GET /workers's answer: the Backend's workers sorted by id,
+// their ranks by dp rank, with the rank warnings of Options.RankWarnings.
+func (h *Handler) workerList(ctx context.Context) ([]api.WorkerInfo, error) {
+	list, err := h.backend.Workers(ctx)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]api.WorkerInfo, len(list)) // sorted copies: the api.Backend's slices stay untouched
 	for i, wi := range list {
@@ -102,8 +113,7 @@ func (h *Handler) workers(w *responseWriter, r *http.Request) error {
 		out[i] = api.WorkerInfo{InstanceID: wi.InstanceID, Endpoints: eps, Ranks: ranks}
 	}
 	slices.SortStableFunc(out, func(a, b api.WorkerInfo) int { return cmp.Compare(a.InstanceID, b.InstanceID) })
-	h.writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 // lookup serves /query and /query_by_hash: the body converted by conv is

@@ -31,7 +31,8 @@ type Options struct {
 	APIToken string
 	// ProtectReads extends APIToken to the read endpoints (/workers,
 	// /query, /query_by_hash, /dump, GET /sessions/{session_id},
-	// /metrics). /healthz and /readyz stay open for probes.
+	// /metrics, /loads, /decisions and the fleet page /ui). /healthz and
+	// /readyz stay open for probes.
 	ProtectReads bool
 
 	// MaxTokens caps token_ids per request (default
@@ -212,6 +213,10 @@ var endpoints = []endpoint{
 	{"GET", "/loads", reads, api.ReasonNotFound, (*Handler).loads},
 	{"POST", "/potential_loads", reads, api.ReasonUnknownNamespace, (*Handler).potentialLoads},
 	{"POST", "/overlap_scores", reads, api.ReasonUnknownNamespace, (*Handler).overlapScores},
+	// The fleet page and its decision log (fleet.go); the page reads
+	// /workers, /loads and /decisions.
+	{"GET", "/decisions", reads, api.ReasonNotFound, (*Handler).decisions},
+	{"GET", "/ui", reads, api.ReasonNotFound, (*Handler).ui},
 }
 
 // overloaded is the answer to a request over Options.Admission's cap.
