@@ -31,6 +31,9 @@ type StreamConfig struct {
 	// not see (no body, or a body mode that sends none before the headers
 	// are answered) and that carries no x-gateway-model-name header.
 	DefaultModel string
+	// ConformanceHooks reads the conformance suite's selection header and
+	// echoes the served endpoint (conformance.go); off, both are ignored.
+	ConformanceHooks bool
 }
 
 // ActionKind is what a Stream asks its owner to do.
@@ -151,7 +154,11 @@ func (s *Stream) Handle(req *extprocv3.ProcessingRequest) []Action {
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return s.requestTrailers()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return s.response(md, v.ResponseHeaders.GetEndOfStream(), headersResponse(false, nil))
+		var set []*corev3.HeaderValueOption
+		if ep := ServedEndpoint(md); ep != "" && s.cfg.ConformanceHooks {
+			set = servedHeader(ep)
+		}
+		return s.response(md, v.ResponseHeaders.GetEndOfStream(), headersResponse(false, set))
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		return s.responseBody(v.ResponseBody, md)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
@@ -174,6 +181,11 @@ func (s *Stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) [
 	s.path = HeaderValue(h.GetHeaders(), ":path")
 	s.model = HeaderValue(h.GetHeaders(), "x-gateway-model-name")
 	s.subset, s.subsetted = Subset(md)
+	if s.cfg.ConformanceHooks {
+		if sel, ok := selection(h.GetHeaders(), s.subset, s.subsetted); ok {
+			s.subset, s.subsetted = sel, true
+		}
+	}
 	if h.GetEndOfStream() || !s.bodyHeld() {
 		s.onHeaders = true
 		model := s.model
