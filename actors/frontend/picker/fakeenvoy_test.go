@@ -8,13 +8,31 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvrouter/kvrouter/actors/certs"
 	"github.com/kvrouter/kvrouter/actors/frontend/frontendtest"
 	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
+	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 )
 
-// startPicker serves a picker on a loopback port until the test ends and
-// returns a fake Envoy connected to it.
+// startPicker serves a picker over TLS (a self-signed certificate, as
+// kvrouter serve by default) on a loopback port until the test ends and
+// returns a fake Envoy connected to it as the gateways connect.
 func startPicker(t *testing.T, core Core, cfg Config) (*Server, *et.Envoy) {
+	t.Helper()
+	if cfg.TLS == nil {
+		src, err := certs.NewSource(certs.SourceConfig{Name: "picker"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.TLS = certs.ServerConfig(src, certs.Policy{}, []string{"h2"})
+	}
+	s, addr := servePicker(t, core, cfg)
+	return s, et.DialTLS(t, addr)
+}
+
+// servePicker serves a picker configured by cfg on a loopback port until
+// the test ends.
+func servePicker(t *testing.T, core Core, cfg Config) (*Server, string) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,7 +48,7 @@ func startPicker(t *testing.T, core Core, cfg Config) (*Server, *et.Envoy) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return s, et.Dial(t, lis.Addr().String())
+	return s, lis.Addr().String()
 }
 
 // fakeCore books like the router: a ledger of request → endpoint, moved by
@@ -58,7 +76,7 @@ func (f *fakeCore) Pick(_ context.Context, r Request) (Choice, error) {
 	}
 	var eps []string
 	for _, e := range f.endpoints {
-		if !r.Subsetted || slices.Contains(r.Subset, e) {
+		if !r.Subsetted || requestpath.InSubset(r.Subset, e) {
 			eps = append(eps, e)
 		}
 	}

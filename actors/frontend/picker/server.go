@@ -3,6 +3,7 @@ package picker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -23,15 +24,22 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
 // Health service names the picker answers (gRPC health checking protocol).
+// "" (what load balancers' health checks ask), readiness,
+// inference-extension (the name the Gateway API Inference Extension's
+// manifests probe) and the ext_proc service's name all say whether the
+// picker takes requests; liveness only that the process runs.
 const (
+	HealthOverall   = ""
 	HealthLiveness  = "liveness"
 	HealthReadiness = "readiness"
+	HealthGIE       = "inference-extension"
 )
 
 // HealthExtProc is the ext_proc service's own health name (as readiness).
@@ -48,6 +56,9 @@ type Config struct {
 	Ready func(context.Context) error
 	// ReadyEvery is how often Ready is asked (default 1 s).
 	ReadyEvery time.Duration
+	// TLS, when set, is the ext_proc listener's TLS configuration (ALPN
+	// h2; actors/certs.ServerConfig); nil serves plaintext h2c.
+	TLS *tls.Config
 	// Timeout bounds each bookkeeping call (default 1 s).
 	Timeout time.Duration
 	Logger  *slog.Logger
@@ -64,6 +75,8 @@ type Server struct {
 	metrics counters
 	prefix  string
 	ids     atomic.Uint64
+	// draining: readiness stays NOT_SERVING whatever Ready says.
+	draining atomic.Bool
 }
 
 var tracer = otel.Tracer("github.com/kvrouter/kvrouter/actors/frontend/picker")
@@ -92,7 +105,6 @@ func New(core Core, cfg Config) *Server {
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:])
 	s := &Server{cfg: cfg, core: core, health: health.NewServer(), prefix: "epp-" + hex.EncodeToString(nonce[:]) + "-"}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(HealthLiveness, healthpb.HealthCheckResponse_SERVING)
 	s.setReady(false)
 	return s
@@ -109,11 +121,22 @@ const (
 
 func (s *Server) setReady(ok bool) {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if ok {
+	if ok && !s.draining.Load() {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
-	s.health.SetServingStatus(HealthReadiness, st)
-	s.health.SetServingStatus(HealthExtProc, st)
+	for _, name := range readinessNames {
+		s.health.SetServingStatus(name, st)
+	}
+}
+
+var readinessNames = []string{HealthOverall, HealthReadiness, HealthGIE, HealthExtProc}
+
+// Drain takes the picker out of rotation for good: every readiness name
+// answers NOT_SERVING from now on, while streams open and new ones are
+// still served (until Serve's context ends).
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.setReady(false)
 }
 
 // Register adds the ext_proc and health services to g.
@@ -122,22 +145,49 @@ func (s *Server) Register(g *grpc.Server) {
 	healthpb.RegisterHealthServer(g, s.health)
 }
 
+// StopGrace bounds how long streams still open when Serve's context ends
+// may take to finish before they are cut (their bookings are freed).
+const StopGrace = 2 * time.Second
+
 // Serve answers on lis until ctx ends, then stops (streams in flight are
-// given a moment to finish).
+// given StopGrace to finish). With Config.TLS the listener serves TLS,
+// else plaintext h2c. The health services are served here too (a data
+// plane may health-check the ext_proc port) and by ServeHealth.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	// A BUFFERED body comes in one message: let it be as large as the
 	// picker accepts.
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(s.cfg.Stream.MaxBody + 64<<10))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(s.cfg.Stream.MaxBody + 64<<10)}
+	if s.cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))
+	}
+	g := grpc.NewServer(opts...)
 	s.Register(g)
 	go s.followReadiness(ctx)
 	go func() {
 		<-ctx.Done()
 		s.health.Shutdown()
-		t := time.AfterFunc(5*time.Second, g.Stop)
-		defer t.Stop()
-		g.GracefulStop()
+		stopWithin(g, StopGrace)
 	}()
 	return g.Serve(lis)
+}
+
+// ServeHealth serves only the health services, in plaintext, on lis until
+// ctx ends: kubelet's gRPC probes cannot speak TLS, so they ask here.
+func (s *Server) ServeHealth(ctx context.Context, lis net.Listener) error {
+	g := grpc.NewServer()
+	healthpb.RegisterHealthServer(g, s.health)
+	go func() {
+		<-ctx.Done()
+		stopWithin(g, StopGrace)
+	}()
+	return g.Serve(lis)
+}
+
+// stopWithin stops g gracefully, cutting what is still open after grace.
+func stopWithin(g *grpc.Server, grace time.Duration) {
+	t := time.AfterFunc(grace, g.Stop)
+	defer t.Stop()
+	g.GracefulStop()
 }
 
 // followReadiness keeps the readiness services in step with Config.Ready.

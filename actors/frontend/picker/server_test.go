@@ -1,16 +1,12 @@
 package picker
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 var (
@@ -167,40 +163,6 @@ func TestFakeEnvoyResetMidResponseFrees(t *testing.T) {
 	})
 	if _, booked := core.snapshot(); booked != 0 {
 		t.Fatalf("%d requests still booked", booked)
-	}
-}
-
-func TestHealthServices(t *testing.T) {
-	var ready atomic.Bool
-	cfg := Config{ReadyEvery: 5 * time.Millisecond, Ready: func(context.Context) error {
-		if ready.Load() {
-			return nil
-		}
-		return fmt.Errorf("index not synced")
-	}}
-	_, envoy := startPicker(t, newFakeCore(), cfg)
-	hc := healthpb.NewHealthClient(envoy.Conn)
-	status := func(svc string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
-		return r.GetStatus(), err
-	}
-	want := func(svc string, st healthpb.HealthCheckResponse_ServingStatus) {
-		t.Helper()
-		waitFor(t, svc+" "+st.String(), func() (bool, any) {
-			got, err := status(svc)
-			return err == nil && got == st, fmt.Sprint(got, err)
-		})
-	}
-	want(HealthLiveness, healthpb.HealthCheckResponse_SERVING)
-	want(HealthReadiness, healthpb.HealthCheckResponse_NOT_SERVING)
-	want("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_NOT_SERVING)
-	ready.Store(true)
-	want(HealthReadiness, healthpb.HealthCheckResponse_SERVING)
-	want("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_SERVING)
-	ready.Store(false)
-	want(HealthReadiness, healthpb.HealthCheckResponse_NOT_SERVING)
-	if _, err := status("something-else"); err == nil {
-		t.Fatal("an unknown service answered")
 	}
 }
 

@@ -33,6 +33,9 @@ type StreamConfig struct {
 	// not see (no body, or a body mode that sends none before the headers
 	// are answered) and that carries no x-gateway-model-name header.
 	DefaultModel string
+	// ConformanceHooks reads the conformance suite's selection header and
+	// echoes the served endpoint (conformance.go); off, both are ignored.
+	ConformanceHooks bool
 }
 
 // ActionKind is what a Stream asks its owner to do.
@@ -188,6 +191,11 @@ func (s *Stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) [
 		s.objective = HeaderValue(h.GetHeaders(), "x-llm-d-inference-objective")
 	}
 	s.subset, s.subsetted = Subset(md)
+	if s.cfg.ConformanceHooks {
+		if sel, ok := selection(h.GetHeaders(), s.subset, s.subsetted); ok {
+			s.subset, s.subsetted = sel, true
+		}
+	}
 	if h.GetEndOfStream() || !s.bodyHeld() {
 		s.onHeaders = true
 		model := s.model
@@ -336,7 +344,11 @@ func (s *Stream) refuse(o Outcome, code typev3.StatusCode, msg string, hs ...*co
 // responseHeaders answers the response headers unchanged and reports
 // their status for the endpoint that answered.
 func (s *Stream) responseHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) []Action {
-	out := s.response(md, false, headersResponse(false, nil))
+	var set []*corev3.HeaderValueOption
+	if ep := ServedEndpoint(md); ep != "" && s.cfg.ConformanceHooks {
+		set = servedHeader(ep) // the conformance suite's echo (conformance.go)
+	}
+	out := s.response(md, false, headersResponse(false, set))
 	if out[0].Kind == Fail {
 		return out
 	}

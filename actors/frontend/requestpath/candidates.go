@@ -2,7 +2,9 @@ package requestpath
 
 import (
 	"cmp"
+	"net"
 	"slices"
+	"strings"
 
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
@@ -66,13 +68,27 @@ func Candidates(res api.RouteResult, subset []string, max int) ([]Candidate, Ski
 			skipped[SkipBadServingEndpoint]++
 			continue
 		}
-		if subset != nil && !slices.Contains(subset, ep.HostPort) {
+		if subset != nil && !InSubset(subset, ep.HostPort) {
 			skipped[SkipNotInSubset]++
 			continue
 		}
 		out = append(out, Candidate{Key: key(s), Endpoint: ep, OverlapBlocks: s.OverlapBlocks, BookedBlocks: s.ActiveDecodeBlocks, Saturated: s.Saturated})
 	}
 	return out, skipped
+}
+
+// InSubset reports whether a subset (the data plane's hint, or a
+// conformance selection) allows hostPort: an entry equal to it, or a bare
+// IP equal to its host — every port of that IP, as an InferencePool's
+// targetPorts make one endpoint per data-parallel rank of a pod.
+func InSubset(subset []string, hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	for _, e := range subset {
+		if e == hostPort || (err == nil && strings.Trim(e, "[]") == host) {
+			return true
+		}
+	}
+	return false
 }
 
 func key(s api.RouteScore) messages.WorkerKey {

@@ -78,3 +78,23 @@ func TestCandidates(t *testing.T) {
 		t.Errorf("saturated score: %+v", sat)
 	}
 }
+
+func TestInSubsetBareIPMeansEveryPort(t *testing.T) {
+	for _, tc := range []struct {
+		subset []string
+		ep     string
+		want   bool
+	}{
+		{[]string{"10.0.0.1:8000"}, "10.0.0.1:8000", true},
+		{[]string{"10.0.0.1:8000"}, "10.0.0.1:8001", false},
+		{[]string{"10.0.0.1"}, "10.0.0.1:8001", true}, // a pod's data-parallel ranks, one targetPort each
+		{[]string{"10.0.0.1"}, "10.0.0.10:8001", false},
+		{[]string{"::1"}, "[::1]:8000", true},
+		{[]string{"[::1]"}, "[::1]:8000", true},
+		{nil, "10.0.0.1:8000", false},
+	} {
+		if got := InSubset(tc.subset, tc.ep); got != tc.want {
+			t.Errorf("InSubset(%v, %s) = %v, want %v", tc.subset, tc.ep, got, tc.want)
+		}
+	}
+}

@@ -2,12 +2,14 @@ package envoytest
 
 import (
 	"context"
+	"crypto/tls"
 	"slices"
 	"testing"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -18,10 +20,30 @@ type Envoy struct {
 	Conn *grpc.ClientConn
 }
 
-// Dial connects to a picker at addr until the test ends.
+// Dial connects to a plaintext (h2c) picker at addr until the test ends.
 func Dial(tb testing.TB, addr string) *Envoy {
 	tb.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return DialWith(tb, addr, insecure.NewCredentials())
+}
+
+// GatewayTLS is how the gateways implementing InferencePool dial a
+// picker: TLS, ALPN h2, the certificate not verified (Envoy AI Gateway's
+// empty validation context, agentgateway's INSECURE_ALL, Istio's
+// DestinationRule insecureSkipVerify).
+func GatewayTLS() *tls.Config {
+	return &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}
+}
+
+// DialTLS connects to a TLS picker at addr as the gateways do.
+func DialTLS(tb testing.TB, addr string) *Envoy {
+	tb.Helper()
+	return DialWith(tb, addr, credentials.NewTLS(GatewayTLS()))
+}
+
+// DialWith connects to a picker at addr with creds until the test ends.
+func DialWith(tb testing.TB, addr string, creds credentials.TransportCredentials) *Envoy {
+	tb.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		tb.Fatal(err)
 	}
