@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/cluster/discovery"
 	"github.com/kvrouter/kvrouter/cluster/discovery/kube"
+	"github.com/kvrouter/kvrouter/cluster/discovery/kube/kubefake"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/engine"
@@ -44,7 +45,7 @@ func TestClusterSharesOneDiscovery(t *testing.T) {
 	for _, h := range hs {
 		reg := h.Service.Discovery()
 		ctx, cancel := context.WithTimeout(context.Background(), eventually.Deadline)
-		d, err := kube.Start(ctx, kube.Config{Client: client, Namespace: "llm", Selector: "app=vllm", Registry: reg, Owns: reg.Owns(),
+		d, err := kube.Start(ctx, kube.Config{Pods: kubefake.Pods(client, "llm"), Namespace: "llm", Selector: "app=vllm", Registry: reg, Owns: reg.Owns(),
 			Resync: time.Hour, Core: discovery.Config{Model: "llama", Tenant: api.DefaultTenant, BlockSize: 4,
 				Engine: engine.Auto, Engines: engine.Choices(), KVEventsPort: discovery.DefaultKVPort}})
 		cancel()

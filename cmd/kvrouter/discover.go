@@ -16,7 +16,6 @@ import (
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/engine"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -101,9 +100,9 @@ func (d *discoverFlags) config(blockSize int, engineChoice, model string) (*kube
 			Engines: engine.Choices(), KVEventsPort: int32(d.kvPort), ReplayPort: int32(d.replayPort), ServingPort: int32(d.servingPort)}}, nil
 }
 
-// clients connects to the API server: --kubeconfig, else the in-cluster
-// service account.
-func (d *discoverFlags) clients(pool bool) (kubernetes.Interface, dynamic.Interface, error) {
+// clients connects to the API server (--kubeconfig, else the in-cluster
+// service account): ns's pods, and the dynamic client when a pool is read.
+func (d *discoverFlags) clients(ns string, pool bool) (kube.PodClient, dynamic.Interface, error) {
 	var rc *rest.Config
 	var err error
 	if d.kubeconfig != "" {
@@ -115,7 +114,7 @@ func (d *discoverFlags) clients(pool bool) (kubernetes.Interface, dynamic.Interf
 		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	rc.UserAgent = "kvrouter"
-	client, err := kubernetes.NewForConfig(rc)
+	pods, err := kube.NewPodClient(rc, ns)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,7 +124,7 @@ func (d *discoverFlags) clients(pool bool) (kubernetes.Interface, dynamic.Interf
 			return nil, nil, err
 		}
 	}
-	return client, dyn, nil
+	return pods, dyn, nil
 }
 
 // discoverySyncTimeout bounds the wait for the first listing of pods.

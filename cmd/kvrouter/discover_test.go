@@ -19,6 +19,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/cluster/discovery"
+	"github.com/kvrouter/kvrouter/cluster/discovery/kube/kubefake"
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/eventually"
 	corev1 "k8s.io/api/core/v1"
@@ -74,7 +75,7 @@ func TestDiscoveredPodIsRoutedThenGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Client = client
+	cfg.Pods = kubefake.Pods(client, "llm")
 	disc, err := startDiscovery(*cfg, host.Service, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -225,7 +225,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if dc != nil {
-		if dc.Client, dc.Dynamic, err = df.clients(dc.Pool != ""); err != nil {
+		if dc.Pods, dc.Dynamic, err = df.clients(dc.Namespace, dc.Pool != ""); err != nil {
 			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 			return 2
 		}

@@ -13,17 +13,14 @@ import (
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -49,7 +46,8 @@ type Registry interface {
 
 // Config configures Start.
 type Config struct {
-	Client kubernetes.Interface
+	// Pods lists and watches Namespace's pods (NewPodClient).
+	Pods PodClient
 	// Dynamic reads the InferencePool; needed when Pool is set.
 	Dynamic dynamic.Interface
 	// Namespace watched (pods, and the pool).
@@ -74,8 +72,8 @@ type Config struct {
 // Discovery runs the informers and the reconcile loop.
 type Discovery struct {
 	cfg     Config
-	pods    listersv1.PodLister
-	pool    cache.GenericNamespaceLister // nil without a pool
+	pods    cache.Store // Namespace's pods that match Selector
+	pool    cache.Store // the pool (nil without one)
 	kick    chan struct{}
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -99,8 +97,8 @@ type Pass struct {
 // ctx ends: an error), runs a first pass and keeps reconciling until Stop.
 func Start(ctx context.Context, cfg Config) (*Discovery, error) {
 	switch {
-	case cfg.Client == nil || cfg.Registry == nil:
-		return nil, errors.New("discovery: a client and a registry are needed")
+	case cfg.Pods == nil || cfg.Registry == nil:
+		return nil, errors.New("discovery: a pod client and a registry are needed")
 	case cfg.Selector == "" && cfg.Pool == "":
 		return nil, errors.New("discovery: give a label selector, an InferencePool, or both (every pod of the namespace is never meant)")
 	case cfg.Pool != "" && cfg.Dynamic == nil:
@@ -124,28 +122,32 @@ func Start(ctx context.Context, cfg Config) (*Discovery, error) {
 		UpdateFunc: func(any, any) { d.poke() },
 		DeleteFunc: func(any) { d.poke() },
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = cfg.Selector }))
-	podInformer := factory.Core().V1().Pods()
-	if _, err := podInformer.Informer().AddEventHandler(handler); err != nil {
-		cancel()
-		return nil, err
-	}
-	d.pods = podInformer.Lister()
-	synced := []cache.InformerSynced{podInformer.Informer().HasSynced}
-	factory.Start(run.Done())
+	pods := cfg.Pods
+	podInformer := cache.NewSharedIndexInformer(listWatch(pods, func(o *metav1.ListOptions) { o.LabelSelector = cfg.Selector },
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return pods.Watch(ctx, o) }),
+		&corev1.Pod{}, 0, cache.Indexers{})
+	informers := []cache.SharedIndexInformer{podInformer}
+	d.pods = podInformer.GetStore()
 	if cfg.Pool != "" {
-		df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(cfg.Dynamic, 0, cfg.Namespace, func(o *metav1.ListOptions) {
+		pools := cfg.Dynamic.Resource(PoolResource).Namespace(cfg.Namespace)
+		poolInformer := cache.NewSharedIndexInformer(listWatch(cfg.Dynamic, func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.Pool).String()
-		})
-		gi := df.ForResource(PoolResource)
-		if _, err := gi.Informer().AddEventHandler(handler); err != nil {
+		},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pools.List(ctx, o) },
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return pools.Watch(ctx, o) }),
+			&unstructured.Unstructured{}, 0, cache.Indexers{})
+		informers = append(informers, poolInformer)
+		d.pool = poolInformer.GetStore()
+	}
+	var synced []cache.InformerSynced
+	for _, inf := range informers {
+		if _, err := inf.AddEventHandler(handler); err != nil {
 			cancel()
 			return nil, err
 		}
-		d.pool = gi.Lister().ByNamespace(cfg.Namespace)
-		synced = append(synced, gi.Informer().HasSynced)
-		df.Start(run.Done())
+		synced = append(synced, inf.HasSynced)
+		go inf.RunWithContext(run)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		cancel()
@@ -195,18 +197,15 @@ func (d *Discovery) loop(ctx context.Context) {
 // actions, applied in order. A refused action is counted, logged and
 // tried again at the next pass.
 func (d *Discovery) reconcile() {
-	pods, err := d.pods.Pods(d.cfg.Namespace).List(labels.Everything())
-	if err != nil { // a cache lister does not fail; keep the registry as it is if it does
-		d.cfg.Logger.Warn("discovery: listing pods from the cache", "error", err)
-		return
-	}
 	pool, ok := d.readPool()
 	if !ok {
 		return
 	}
-	in := make([]discovery.Pod, len(pods))
-	for i, p := range pods {
-		in[i] = podOf(p)
+	var in []discovery.Pod
+	for _, obj := range d.pods.List() {
+		if p, ok := obj.(*corev1.Pod); ok { // the informer stores nothing else
+			in = append(in, podOf(p))
+		}
 	}
 	want, skips := discovery.Desired(d.cfg.Core, in, pool)
 	actions := discovery.Mine(discovery.Plan(want, d.cfg.Registry.Registered()), d.cfg.Owns)
@@ -281,8 +280,8 @@ func (d *Discovery) readPool() (*discovery.Pool, bool) {
 	if d.pool == nil {
 		return nil, true
 	}
-	obj, err := d.pool.Get(d.cfg.Pool)
-	if apierrors.IsNotFound(err) {
+	obj, exists, err := d.pool.GetByKey(d.cfg.Namespace + "/" + d.cfg.Pool)
+	if err == nil && !exists {
 		return &discovery.Pool{}, true
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/cluster/discovery"
+	"github.com/kvrouter/kvrouter/cluster/discovery/kube/kubefake"
 	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/eventually"
@@ -131,7 +132,7 @@ func TestPodLifecycle(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset(pod("other", "10.0.0.9", true, map[string]string{"app": "web"}, nil))
 	reg := newRegistry()
-	start(t, Config{Client: client, Selector: "app=vllm", Registry: reg})
+	start(t, Config{Pods: kubefake.Pods(client, ns), Selector: "app=vllm", Registry: reg})
 	pods := client.CoreV1().Pods(ns)
 
 	p := pod("a", "10.0.0.5", false, vllm(), nil)
@@ -173,7 +174,7 @@ func TestPodLifecycle(t *testing.T) {
 func TestDpSizeExpandsAndShrinks(t *testing.T) {
 	client := fake.NewClientset(pod("a", "10.0.0.5", true, vllm(), map[string]string{discovery.KeyDpSize: "4"}))
 	reg := newRegistry()
-	start(t, Config{Client: client, Selector: "app=vllm", Registry: reg})
+	start(t, Config{Pods: kubefake.Pods(client, ns), Selector: "app=vllm", Registry: reg})
 	waitFor(t, reg, "llm/a/0=tcp://10.0.0.5:5557 llm/a/1=tcp://10.0.0.5:5558 llm/a/2=tcp://10.0.0.5:5559 llm/a/3=tcp://10.0.0.5:5560")
 	p := pod("a", "10.0.0.5", true, vllm(), map[string]string{discovery.KeyDpSize: "2"})
 	update(t, client, p)
@@ -203,7 +204,7 @@ func TestInferencePoolSelectorAndPorts(t *testing.T) {
 		map[schema.GroupVersionResource]string{PoolResource: "InferencePoolList"},
 		inferencePool(map[string]any{"pool": "a"}, 8080))
 	reg := newRegistry()
-	start(t, Config{Client: client, Dynamic: dyn, Pool: "pool", Registry: reg})
+	start(t, Config{Pods: kubefake.Pods(client, ns), Dynamic: dyn, Pool: "pool", Registry: reg})
 	waitFor(t, reg, "llm/a/0=tcp://10.0.0.5:5557")
 	if got := reg.Registered()[0].ServingEndpoint; got != "10.0.0.5:8080" {
 		t.Errorf("serving endpoint %q, want the pool's target port 10.0.0.5:8080", got)
@@ -241,7 +242,7 @@ func TestTwoHostsWithoutDuplicates(t *testing.T) {
 		owns := func(id messages.WorkerID) bool {
 			return registry.Owner(members, messages.WorkerKey{Worker: id}) == self
 		}
-		hosts = append(hosts, start(t, Config{Client: client, Selector: "app=vllm", Registry: reg, Owns: owns}))
+		hosts = append(hosts, start(t, Config{Pods: kubefake.Pods(client, ns), Selector: "app=vllm", Registry: reg, Owns: owns}))
 	}
 	waitFor(t, reg, strings.Join(want, " "))
 	// Another change reaches both hosts; the registry stays at one write
@@ -268,7 +269,7 @@ func TestBadPodIsCountedNotRegistered(t *testing.T) {
 		pod("bad", "10.0.0.5", true, vllm(), map[string]string{discovery.KeyBlockSize: "sixteen"}),
 		pod("good", "10.0.0.6", true, vllm(), nil))
 	reg := newRegistry()
-	d := start(t, Config{Client: client, Selector: "app=vllm", Registry: reg})
+	d := start(t, Config{Pods: kubefake.Pods(client, ns), Selector: "app=vllm", Registry: reg})
 	waitFor(t, reg, "llm/good/0=tcp://10.0.0.6:5557")
 	var b strings.Builder
 	if err := d.WriteMetrics(&b); err != nil {
@@ -284,9 +285,9 @@ func TestBadPodIsCountedNotRegistered(t *testing.T) {
 
 func TestStartRejectsAnUnboundedWatch(t *testing.T) {
 	for _, cfg := range []Config{
-		{Client: fake.NewClientset(), Registry: newRegistry()},                        // no selector, no pool
-		{Client: fake.NewClientset(), Registry: newRegistry(), Pool: "p"},             // pool without a dynamic client
-		{Client: fake.NewClientset(), Registry: newRegistry(), Selector: "app in (a"}, // bad selector
+		{Pods: kubefake.Pods(fake.NewClientset(), ns), Registry: newRegistry()},                        // no selector, no pool
+		{Pods: kubefake.Pods(fake.NewClientset(), ns), Registry: newRegistry(), Pool: "p"},             // pool without a dynamic client
+		{Pods: kubefake.Pods(fake.NewClientset(), ns), Registry: newRegistry(), Selector: "app in (a"}, // bad selector
 	} {
 		if _, err := Start(context.Background(), cfg); err == nil {
 			t.Errorf("Start(%+v): want an error", cfg)
