@@ -100,7 +100,6 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	status := fs.Duration("status", 5*time.Second, "status line interval")
 	holdOn := fs.Bool("hold", false, "keep publishing heartbeats and serving replay after the driver ends, until interrupted")
 	preEncode := fs.Int("pre-encode", 0, "replay publisher: encode batches holding this many stored blocks first, then publish them in a loop (0: off)")
-	serving := fs.String("http", "", `also serve the engine's OpenAI surface (POST /v1/completions, /v1/chat/completions, answered from the simulated cache, its KV events published) on HOST:PORT, a serving endpoint for kvrouter's proxy ("": off)`)
 	hwm := fs.Int("hwm", 0, "PUB high-water mark in messages: past it new batches are dropped, as libzmq's PUB does (0: zmq4's unbounded queue; vLLM sets 100000)")
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -169,14 +168,6 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(1, "%v", err)
 	}
 	defer eng.Close()
-	if *serving != "" {
-		srv, err := eng.ServeHTTP(*serving, simengine.HTTPOptions{})
-		if err != nil {
-			return fail(1, "--http: %v", err)
-		}
-		defer srv.Close()
-		fmt.Fprintf(stderr, "kvrouter sim: OpenAI surface on %s\n", srv.ServingEndpoint())
-	}
 	replayNote := "replay off"
 	if eng.ReplayEndpoint() != "" {
 		replayNote = "replay on " + eng.ReplayEndpoint()
