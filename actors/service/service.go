@@ -119,6 +119,8 @@ type Service struct {
 	// predictionReadErrors counts route actors that missed a metrics
 	// scrape (WritePredictionMetrics).
 	predictionReadErrors atomic.Int64
+	// draining: Ready answers not ready for good (drain.go).
+	draining atomic.Bool
 	// startSynced: Synced once found every worker it waited for synced, so
 	// the start-up gate is open for good (synced.go); under mu.
 	startSynced bool
@@ -453,6 +455,9 @@ var _ api.Backend = (*Service)(nil)
 func (s *Service) Ready(context.Context) error {
 	if s.system == nil {
 		return fmt.Errorf("no actor system")
+	}
+	if s.draining.Load() {
+		return errDraining
 	}
 	if why := s.clusterNotReady(); why != "" {
 		return api.Errorf(api.ErrUnavailable, reasonMembersUnreachable, "%s", why)

@@ -9,6 +9,7 @@ import (
 	"net"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"github.com/kvrouter/kvrouter/actors/certs"
 	"github.com/kvrouter/kvrouter/actors/frontend/admission"
 	"github.com/kvrouter/kvrouter/actors/frontend/picker"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
@@ -24,6 +25,9 @@ type eppFlags struct {
 	shed      uint64
 	bodyMode  string
 	maxBody   int
+	serving   *eppServingFlags
+	// src is the ext_proc listener's certificate (nil: h2c), after build.
+	src *certs.Source
 }
 
 // enabled reports whether serve runs the picker.
@@ -32,18 +36,19 @@ func (f *eppFlags) enabled() bool { return f.listen != "" }
 // addEPPFlags registers the picker's flags on serve's flag set.
 func addEPPFlags(fs *flag.FlagSet) *eppFlags {
 	f := &eppFlags{}
-	fs.StringVar(&f.listen, "epp-listen", "", "serve the Envoy ext_proc endpoint picker (Gateway API Inference Extension protocol, gRPC, with health services liveness and readiness) on HOST:PORT; :PORT binds loopback (empty: off)")
+	fs.StringVar(&f.listen, "epp-listen", "", "serve the Envoy ext_proc endpoint picker (Gateway API Inference Extension protocol, gRPC; TLS unless --epp-secure-serving=false) on HOST:PORT; :PORT binds loopback (empty: off)")
 	fs.IntVar(&f.fallbacks, "epp-fallbacks", 0, "next-best endpoints the picker adds to its answer, comma-separated, for a data plane that retries down the list (Envoy's ORIGINAL_DST cluster reads one address: keep 0 there)")
 	fs.Uint64Var(&f.shed, "epp-shed-above-blocks", 0, "answer 429 when every eligible worker already has more than this many KV blocks booked by requests in flight (0: never shed)")
 	fs.StringVar(&f.bodyMode, "epp-body-mode", "full-duplex", "body modes the picker assumes when Envoy does not send its protocol_config (older Envoys): full-duplex (FULL_DUPLEX_STREAMED both ways, as llm-d) or buffered (BUFFERED requests, STREAMED responses, as AIBrix)")
 	fs.IntVar(&f.maxBody, "epp-max-body", 0, "largest request body the picker reads, in bytes (413 past it; 0: what --max-prompt-tokens token ids take, as /route)")
+	f.serving = addEPPServingFlags(fs)
 	return f
 }
 
 // build checks the flags and assembles the picker over svc, through its
 // own request path (front "epp" in the metrics); more are its metrics.
-// bodyCap is the body bound when --epp-max-body is 0.
-func (f *eppFlags) build(svc *service.Service, model string, bodyCap int, tk picker.Tokenizer, gate *admission.Gate, grd *requestpath.Guard, logger *slog.Logger) (s *picker.Server, more []func(io.Writer) error, err error) {
+// bodyCap is the body bound when --epp-max-body is 0; tp is the TLS policy.
+func (f *eppFlags) build(svc *service.Service, model string, bodyCap int, tp certs.Policy, tk picker.Tokenizer, gate *admission.Gate, grd *requestpath.Guard, logger *slog.Logger) (s *picker.Server, path *requestpath.Path, more []func(io.Writer) error, err error) {
 	var modes picker.Modes
 	switch f.bodyMode {
 	case "full-duplex":
@@ -51,29 +56,39 @@ func (f *eppFlags) build(svc *service.Service, model string, bodyCap int, tk pic
 	case "buffered":
 		modes = picker.Modes{Request: filterv3.ProcessingMode_BUFFERED, Response: filterv3.ProcessingMode_STREAMED}
 	default:
-		return nil, nil, fmt.Errorf("--epp-body-mode %q: want full-duplex or buffered", f.bodyMode)
+		return nil, nil, nil, fmt.Errorf("--epp-body-mode %q: want full-duplex or buffered", f.bodyMode)
 	}
 	if f.fallbacks < 0 || f.fallbacks > 16 {
-		return nil, nil, fmt.Errorf("--epp-fallbacks %d: want 0 to 16", f.fallbacks)
+		return nil, nil, nil, fmt.Errorf("--epp-fallbacks %d: want 0 to 16", f.fallbacks)
 	}
 	switch {
 	case f.maxBody < 0:
-		return nil, nil, fmt.Errorf("--epp-max-body %d: must be positive (0: follows --max-prompt-tokens)", f.maxBody)
+		return nil, nil, nil, fmt.Errorf("--epp-max-body %d: must be positive (0: follows --max-prompt-tokens)", f.maxBody)
 	case f.maxBody == 0:
 		f.maxBody = bodyCap
 	}
-	path := requestpath.New(svc, requestpath.Config{ShedAboveBlocks: f.shed, MaxCandidates: f.fallbacks + 1,
+	tc, src, err := f.serving.tlsConfig(tp, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	f.src = src
+	path = requestpath.New(svc, requestpath.Config{ShedAboveBlocks: f.shed, MaxCandidates: f.fallbacks + 1,
 		Admission: gate, Guard: grd, Logger: logger, Metrics: &requestpath.Metrics{Front: "epp"}})
 	s = picker.New(picker.FromPath(path), picker.Config{
-		Stream:    picker.StreamConfig{Modes: modes, MaxBody: f.maxBody, MaxEndpoints: f.fallbacks + 1, DefaultModel: model},
-		Tokenizer: tk, Ready: func(ctx context.Context) error {
+		Stream: picker.StreamConfig{Modes: modes, MaxBody: f.maxBody, MaxEndpoints: f.fallbacks + 1, DefaultModel: model,
+			ConformanceHooks: f.serving.hooks},
+		TLS: tc, Tokenizer: tk, Ready: func(ctx context.Context) error {
 			if err := svc.Ready(ctx); err != nil {
 				return err
 			}
 			return svc.Synced(ctx)
 		}, Logger: logger,
 	})
-	return s, []func(io.Writer) error{s.WriteMetrics, path.WriteMetrics}, nil
+	more = []func(io.Writer) error{s.WriteMetrics, path.WriteMetrics}
+	if src != nil {
+		more = append(more, func(w io.Writer) error { return certs.WriteMetrics(w, src) })
+	}
+	return s, path, more, nil
 }
 
 // listenAddr is --epp-listen with loopback for a bare :PORT.
@@ -88,18 +103,59 @@ func (f *eppFlags) listenAddr() (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// start listens (a busy port fails serve's start) and serves the picker
-// until ctx ends; the returned channel carries Serve's error.
-func (f *eppFlags) start(ctx context.Context, s *picker.Server) (string, <-chan error, error) {
+// eppListening is where a started picker listens; errs carries what its
+// ext_proc and health servers return (servers values in all: nil when
+// stopped).
+type eppListening struct {
+	extProc, health string
+	errs            <-chan error
+	servers         int
+}
+
+// stopped waits until every server of the picker returned.
+func (l eppListening) stopped() error {
+	var first error
+	for range l.servers {
+		if err := <-l.errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// start listens (a busy port fails serve's start) and serves the picker,
+// its health port and its certificate reloads until ctx ends.
+func (f *eppFlags) start(ctx context.Context, s *picker.Server) (eppListening, error) {
 	addr, err := f.listenAddr()
 	if err != nil {
-		return "", nil, err
+		return eppListening{}, err
+	}
+	haddr, err := f.serving.healthAddr(addr)
+	if err != nil {
+		return eppListening{}, err
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", nil, fmt.Errorf("--epp-listen: %w", err)
+		return eppListening{}, fmt.Errorf("--epp-listen: %w", err)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(ctx, lis) }()
-	return lis.Addr().String(), errc, nil
+	var hlis net.Listener
+	if haddr != "" {
+		if hlis, err = net.Listen("tcp", haddr); err != nil {
+			lis.Close()
+			return eppListening{}, fmt.Errorf("--epp-health-listen: %w", err)
+		}
+	}
+	at := eppListening{extProc: lis.Addr().String()}
+	errs := make(chan error, 2)
+	at.servers = 1
+	go func() { errs <- s.Serve(ctx, lis) }()
+	if hlis != nil {
+		at.health, at.servers = hlis.Addr().String(), 2
+		go func() { errs <- s.ServeHealth(ctx, hlis) }()
+	}
+	if f.src != nil {
+		go f.src.Watch(ctx, 0)
+	}
+	at.errs = errs
+	return at, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
 	"github.com/kvrouter/kvrouter/actors/frontend/picker"
 	"github.com/kvrouter/kvrouter/actors/frontend/prompttokens"
+	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
@@ -94,8 +95,15 @@ protocol defines it: Envoy streams each request to it over gRPC, the
 picker answers with the chosen rank's serving endpoint in the
 x-gateway-destination-endpoint header and dynamic metadata, and books the
 request from the response (served endpoint, first byte, end or reset), so
-nobody calls prefill_done or free. gRPC health services: liveness,
-readiness, envoy.service.ext_proc.v3.ExternalProcessor.
+nobody calls prefill_done or free. The port serves TLS (ALPN h2) as the
+InferencePool gateways dial it: a certificate from --epp-cert-dir
+(tls.crt, tls.key; re-read when they change), else a self-signed one made
+in memory; --epp-client-ca requires client certificates;
+--epp-secure-serving=false serves plaintext h2c. gRPC health services
+"", liveness, readiness, inference-extension and
+envoy.service.ext_proc.v3.ExternalProcessor, in plaintext on
+--epp-health-listen (default port 9003: kubelet's gRPC probes) and on the
+ext_proc port.
 
 Overload: with --max-inflight-routes N at most N route requests are worked
 on at once (POST /route, the proxy and the picker together); one more is
@@ -107,7 +115,7 @@ after its --timeout has passed is answered 503 timeout without the work
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
-` + signalsHelp + discoverHelp + `
+` + drainHelp + signalsHelp + discoverHelp + `
 Example:
   kvrouter serve --block-size 16 --worker 1=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558
   curl -s localhost:8090/route -H 'Content-Type: application/json' \
@@ -149,6 +157,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sf := addSignalsFlags(fs)
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
+	tlsf := addTLSPolicyFlags(fs)
+	drainTimeout := addDrainFlags(fs)
 	gf := addGuardFlags(fs)
 	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (0, the default: no cap; package admission says why)")
 	predict := addPredictFlags(fs)
@@ -159,6 +169,15 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	token, err := apiToken(*tokenFlag, *tokenFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	policy, err := tlsf.policy()
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	if *drainTimeout < 0 {
+		fmt.Fprintf(stderr, "kvrouter serve: --drain-timeout %s: want 0 or more\n", *drainTimeout)
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -265,9 +284,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		more = append(more, disc.WriteMetrics)
 	}
 	var epps *picker.Server
+	var eppPath *requestpath.Path
 	if epp.enabled() {
 		var m []func(io.Writer) error
-		if epps, m, err = epp.build(host.Service, *model, int(httpapi.BodyBytesFor(*maxPrompt, 0)), pr.resolver, gate, grd, logger); err != nil {
+		if epps, eppPath, m, err = epp.build(host.Service, *model, int(httpapi.BodyBytesFor(*maxPrompt, 0)), policy, pr.resolver, gate, grd, logger); err != nil {
 			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 			return 2
 		}
@@ -289,11 +309,17 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	srv := httpapi.NewServer(*addr, h, httpapi.Options{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, stopRun := context.WithCancel(context.Background()) // ends at the stop, after the drain
+	defer stopRun()
+	stp := &stopper{logger: logger, svc: host.Service, picker: epps, stopEPP: stopRun, paths: []*requestpath.Path{eppPath, rp}}
+	stp.track(srv)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.ListenAndServe() }()
 	if psrv != nil {
+		stp.track(psrv)
 		go func() { errc <- psrv.ListenAndServe() }()
 		logger.Info("kvrouter proxy listening", "proxy", psrv.Addr)
 	}
@@ -310,13 +336,13 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	go pr.run(ctx, host.Service, 2*time.Second, *parityEvery)
 	var eppErr <-chan error
 	if epps != nil {
-		at, errs, err := epp.start(ctx, epps)
+		at, err := epp.start(ctx, epps)
 		if err != nil {
 			fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 			return 2
 		}
-		eppErr = errs
-		logger.Info("endpoint picker listening", "grpc", at, "fallbacks", epp.fallbacks)
+		stp.epp, eppErr = at, at.errs
+		logger.Info("endpoint picker listening", "grpc", at.extProc, "health", at.health, "tls", epp.src != nil, "fallbacks", epp.fallbacks)
 	}
 	logger.Info("kvrouter serve listening", "http", *addr, "workers", len(workers), "auth", token != "")
 	select {
@@ -328,13 +354,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case err := <-eppErr:
 		fmt.Fprintf(stderr, "kvrouter serve: endpoint picker: %v\n", err)
 		return 1
-	case <-ctx.Done():
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shut)
-		if psrv != nil {
-			_ = psrv.Shutdown(shut)
-		}
+	case sig := <-sigs:
+		stp.drain(sig, *drainTimeout, sigs, eppErr)
 	}
 	return 0
 }

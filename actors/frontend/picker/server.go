@@ -150,25 +150,33 @@ func (s *Server) Register(g *grpc.Server) {
 const StopGrace = 2 * time.Second
 
 // Serve answers on lis until ctx ends, then stops (streams in flight are
-// given StopGrace to finish). With Config.TLS the listener serves TLS,
-// else plaintext h2c. The health services are served here too (a data
-// plane may health-check the ext_proc port) and by ServeHealth.
+// given StopGrace to finish, then cut); once it returns after ctx ended,
+// every stream's handler has returned and its booking is freed. With
+// Config.TLS the listener serves TLS, else plaintext h2c. The health
+// services are served here too (a data plane may health-check the ext_proc
+// port) and by ServeHealth.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	// A BUFFERED body comes in one message: let it be as large as the
-	// picker accepts.
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(s.cfg.Stream.MaxBody + 64<<10)}
+	// picker accepts. Stop waits for the handlers (they free bookings).
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(s.cfg.Stream.MaxBody + 64<<10), grpc.WaitForHandlers(true)}
 	if s.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))
 	}
 	g := grpc.NewServer(opts...)
 	s.Register(g)
 	go s.followReadiness(ctx)
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		s.health.Shutdown()
 		stopWithin(g, StopGrace)
 	}()
-	return g.Serve(lis)
+	err := g.Serve(lis)
+	if ctx.Err() != nil {
+		<-stopped
+	}
+	return err
 }
 
 // ServeHealth serves only the health services, in plaintext, on lis until
