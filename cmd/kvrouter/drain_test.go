@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	et "github.com/kvrouter/kvrouter/actors/frontend/picker/envoytest"
+	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/messages/eventually"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// TestServeDrainsOnSIGTERM runs kvrouter serve with the picker in this
+// process and sends it SIGTERM: readiness goes NOT_SERVING at once on the
+// plaintext health port and on /readyz, while the ext_proc stream open
+// before the signal completes and a new one is still routed; a second
+// signal ends the drain early (as --drain-timeout would), the stream still
+// open is cut and its booking freed before serve returns.
+func TestServeDrainsOnSIGTERM(t *testing.T) {
+	eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0", BlockSize: 4, CapacityBlocks: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	api, epp, health := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+	const serving = "127.0.0.1:8000"
+	log := &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"serve", "--http", api, "--block-size", "4", "--drain-timeout", "10m",
+			"--worker", "1=" + eng.Endpoint() + ",replay=" + eng.ReplayEndpoint() + ",serving=" + serving,
+			"--epp-listen", epp, "--epp-health-listen", health}, nil, io.Discard, log)
+	}()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", tail(log.String(), 4096))
+		}
+	})
+	hconn, err := grpc.NewClient(health, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hconn.Close()
+	hc := healthpb.NewHealthClient(hconn)
+	healthIs := func(what string, want healthpb.HealthCheckResponse_ServingStatus, heartbeat bool) {
+		t.Helper()
+		eventually.True(t, what, func() (bool, string) {
+			if heartbeat {
+				_ = eng.Publish() // the stream is synced once its first batch is in
+			}
+			r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
+			return err == nil && r.GetStatus() == want, fmt.Sprint(r.GetStatus(), err)
+		})
+	}
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + api + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	healthIs("health port SERVING once the index synced", healthpb.HealthCheckResponse_SERVING, true)
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz before SIGTERM: %d %s", code, body)
+	}
+
+	envoy := et.DialTLS(t, epp)
+	body := `{"model":"default","prompt":[1,2,3,4,5,6,7,8]}`
+	routed := fmt.Sprintf("req_headers dest=%s len=%d clear meta=%s", serving, len(body), serving)
+	open := func() *et.Stream {
+		t.Helper()
+		h := envoy.Open()
+		h.Send(et.RequestHeaders(&et.FullDuplex, "/v1/completions", false, nil), et.RequestBody(body, true))
+		h.Expect(routed, fmt.Sprintf("req_body streamed=%d eos", len(body)))
+		return h
+	}
+	before := open()
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	healthIs("health port NOT_SERVING after SIGTERM", healthpb.HealthCheckResponse_NOT_SERVING, false)
+	eventually.True(t, "/readyz 503 draining", func() (bool, string) {
+		code, body := readyz()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "draining"), fmt.Sprint(code, body)
+	})
+	// The stream open at the signal completes.
+	before.Send(et.ResponseHeaders("200", serving, false))
+	before.Expect("resp_headers")
+	before.Send(et.ResponseBody("data: [DONE]\n\n", true, serving))
+	before.Expect("resp_body streamed=14 eos")
+	before.Finish()
+	// A new one is still served, and stays open past the stop.
+	after := open()
+	after.Send(et.ResponseHeaders("200", serving, false))
+	after.Expect("resp_headers")
+
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil { // the drain's end, early
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		stopped = true
+		if code != 0 {
+			t.Fatalf("serve exited %d", code)
+		}
+	case <-time.After(time.Minute): // a guard against a hang, not a wait
+		t.Fatal("serve did not stop after the second signal")
+	}
+	after.Closed()
+	var line string
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, `msg="kvrouter serve stopped"`) {
+			line = l
+		}
+	}
+	if field(line, "open_at_stop") != "1" || field(line, "open_after_stop") != "0" {
+		t.Fatalf("stop line %q: want the one open request cut and freed (open_at_stop=1 open_after_stop=0)", line)
+	}
+}
