@@ -29,10 +29,28 @@
 //     error or a reset stream frees it. Each happens at most once, and the
 //     free exactly once for every request routed: nobody calls the
 //     bookkeeping endpoints.
-//   - Health (gRPC health checking protocol): "liveness" is always
-//     serving; "readiness" and "envoy.service.ext_proc.v3.ExternalProcessor"
-//     follow Config.Ready (kvrouter serve: the service answers and its
-//     index has synced the registered workers, service.Service.Synced).
+//   - Transport: with Config.TLS the ext_proc port serves TLS (ALPN h2;
+//     kvrouter serve builds it with actors/certs: a certificate directory
+//     re-read on change, else a self-signed certificate made in memory,
+//     optionally a client CA), as every gateway implementing InferencePool
+//     dials its picker (TLS, no certificate verification); without it,
+//     plaintext h2c.
+//   - Health (gRPC health checking protocol), on the ext_proc port and in
+//     plaintext on a port of its own (ServeHealth: kubelet's gRPC probes
+//     cannot speak TLS): "liveness" is always serving; "", "readiness",
+//     "inference-extension" (the name GIE's manifests probe) and
+//     "envoy.service.ext_proc.v3.ExternalProcessor" follow Config.Ready
+//     (kvrouter serve: the service answers and its index has synced the
+//     registered workers, service.Service.Synced).
+//   - Drain: readiness NOT_SERVING for good while streams, open and new,
+//     are still served; when Serve's context ends, streams still open get
+//     StopGrace, are cut, and Serve returns once each one's booking is
+//     freed.
+//   - Conformance hooks (StreamConfig.ConformanceHooks, off by default: a
+//     client could choose its endpoint): the conformance suite's
+//     test-epp-endpoint-selection header restricts the candidates, and the
+//     served endpoint is echoed in x-conformance-test-served-endpoint. A
+//     bare IP in a subset or selection allows every port of it.
 //   - One trace per request (span kvrouter.epp.request), continuing the
 //     traceparent header Envoy forwards; Prometheus counters per outcome,
 //     per load-only reason, per bookkeeping event (WriteMetrics).
@@ -74,7 +92,9 @@
 // server (server.go) only receives, carries out the actions and counts.
 // FromPath is the Core over the shared request path
 // (actors/frontend/requestpath). The fake Envoy (envoytest) drives the real
-// generated client over a real gRPC connection in both body modes, against
-// a fake Core and end to end against the real router and simulated
-// engines' OpenAI surface; no real Envoy runs in this repository's tests.
+// generated client over a real gRPC connection in both body modes, dialed
+// with TLS as the gateways dial it, against a fake Core and end to end
+// against the real router and simulated engines' OpenAI surface; no real
+// Envoy runs in this repository's tests (the README's Envoy configuration
+// is parsed as Envoy's bootstrap, readme_test.go).
 package picker
