@@ -124,9 +124,12 @@ $(HELM):
 test-chart: $(HELM)
 	$(HELM) lint --strict $(CHART)
 	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/clustered-values.yaml
+	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/picker-tls-values.yaml
 	rm -rf $(CHART_OUT) && mkdir -p $(CHART_OUT)
 	$(HELM) template kv $(CHART) --namespace kv > $(CHART_OUT)/default.yaml
 	$(HELM) template kv $(CHART) --namespace kv -f $(CHART)/ci/clustered-values.yaml > $(CHART_OUT)/clustered.yaml
+	$(HELM) template kv $(CHART) --namespace kv -f $(CHART)/ci/picker-tls-values.yaml > $(CHART_OUT)/picker-tls.yaml
+	$(HELM) template kv $(CHART) --namespace kv --set picker.tls.enabled=false,picker.grpcHealth=false,picker.istioDestinationRule.enabled=true > $(CHART_OUT)/picker-plaintext.yaml
 	@if $(HELM) template kv $(CHART) --set replicaCount=2 >/dev/null 2>&1; then \
 		echo "test-chart: replicaCount=2 without cluster.enabled rendered; it must fail"; exit 1; fi
 	cd deploy/charttest && KVROUTER_CHART_RENDERED=$(CHART_OUT) $(GO) test -count=1 ./...

@@ -95,24 +95,10 @@ func TestDefaultRendering(t *testing.T) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if want := map[string]int32{"http": 8090, "picker": 9002, "proxy": 8000}; !equalMaps(ports, want) {
+	if want := map[string]int32{"http": 8090, "picker": 9002, "picker-health": 9003, "proxy": 8000}; !equalMaps(ports, want) {
 		t.Errorf("container ports %v, want %v", ports, want)
 	}
-	probe := func(name string, p *corev1.Probe) *corev1.Probe {
-		if p == nil {
-			t.Fatalf("no %s probe", name)
-		}
-		return p
-	}
-	if p := probe("liveness", c.LivenessProbe); p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "http" {
-		t.Errorf("liveness probe %+v, want GET /healthz on http", p.ProbeHandler)
-	}
-	if p := probe("readiness", c.ReadinessProbe); p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "http" {
-		t.Errorf("readiness probe %+v, want GET /readyz on http", p.ProbeHandler)
-	}
-	if p := probe("startup", c.StartupProbe); p.GRPC == nil || p.GRPC.Port != 9002 {
-		t.Errorf("startup probe %+v, want gRPC health on the picker port", p.ProbeHandler)
-	}
+	checkPickerDefaults(t, m, d, c)
 	checkSecurity(t, d, c)
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 		t.Errorf("resource requests %v: want cpu and memory", c.Resources.Requests)
@@ -125,8 +111,8 @@ func TestDefaultRendering(t *testing.T) {
 			t.Errorf("service port %+v does not reach the container port %s", p, p.Name)
 		}
 	}
-	if len(svc.Spec.Ports) != 3 {
-		t.Errorf("service ports %v, want http, picker, proxy", svc.Spec.Ports)
+	if len(svc.Spec.Ports) != 4 {
+		t.Errorf("service ports %v, want http, picker, picker-health, proxy", svc.Spec.Ports)
 	}
 	checkRBAC(t, m, d, "kv", false)
 	if len(m["ServiceMonitor"]) != 0 {

@@ -46,7 +46,7 @@ func liveMetrics(t *testing.T) map[string]map[string]bool {
 	}
 	api, proxy := "127.0.0.1:"+freePort(t), "http://127.0.0.1:"+freePort(t)
 	run(t, bin, append([]string{"serve", "--http", api, "--block-size", "16", "--proxy-listen", strings.TrimPrefix(proxy, "http://"),
-		"--epp-listen", "127.0.0.1:" + freePort(t), "--proxy-attempts", "3"}, workers...)...)
+		"--epp-listen", "127.0.0.1:" + freePort(t), "--epp-health-listen", "127.0.0.1:" + freePort(t), "--proxy-attempts", "3"}, workers...)...)
 	api = "http://" + api
 	waitFor(t, "the router and both engines' events", func() error {
 		body, err := get(api + "/workers")

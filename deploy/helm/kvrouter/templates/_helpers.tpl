@@ -34,3 +34,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "kvrouter.discoveryNamespace" -}}
 {{- default .Release.Namespace .Values.discovery.namespace -}}
 {{- end -}}
+
+{{/*
+The Secret holding the picker's certificate ("" when none is mounted).
+*/}}
+{{- define "kvrouter.pickerSecret" -}}
+{{- if and .Values.picker.enabled .Values.picker.tls.enabled -}}
+{{- .Values.picker.tls.secretName -}}
+{{- end -}}
+{{- end }}
