@@ -33,24 +33,9 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	t.Cleanup(func() { eng.Close() })
 	api, epp, health := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
 	const serving = "127.0.0.1:8000"
-	log := &lockedBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- run([]string{"serve", "--http", api, "--block-size", "4", "--drain-timeout", "10m",
-			"--worker", "1=" + eng.Endpoint() + ",replay=" + eng.ReplayEndpoint() + ",serving=" + serving,
-			"--epp-listen", epp, "--epp-health-listen", health}, nil, io.Discard, log)
-	}()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
-			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("serve's log:\n%s", tail(log.String(), 4096))
-		}
-	})
+	s := serveInProcess(t, "--http", api, "--block-size", "4", "--drain-timeout", "10m",
+		"--worker", "1="+eng.Endpoint()+",replay="+eng.ReplayEndpoint()+",serving="+serving,
+		"--epp-listen", epp, "--epp-health-listen", health)
 	hconn, err := grpc.NewClient(health, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -93,9 +78,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	}
 	before := open()
 
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	s.signal(t)
 	healthIs("health port NOT_SERVING after SIGTERM", healthpb.HealthCheckResponse_NOT_SERVING, false)
 	eventually.True(t, "/readyz 503 draining", func() (bool, string) {
 		code, body := readyz()
@@ -112,26 +95,66 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	after.Send(et.ResponseHeaders("200", serving, false))
 	after.Expect("resp_headers")
 
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil { // the drain's end, early
-		t.Fatal(err)
-	}
-	select {
-	case code := <-done:
-		stopped = true
-		if code != 0 {
-			t.Fatalf("serve exited %d", code)
-		}
-	case <-time.After(time.Minute): // a guard against a hang, not a wait
-		t.Fatal("serve did not stop after the second signal")
-	}
+	s.signal(t) // the drain's end, early
+	s.exited(t)
 	after.Closed()
 	var line string
-	for _, l := range strings.Split(log.String(), "\n") {
+	for _, l := range strings.Split(s.log.String(), "\n") {
 		if strings.Contains(l, `msg="kvrouter serve stopped"`) {
 			line = l
 		}
 	}
 	if field(line, "open_at_stop") != "1" || field(line, "open_after_stop") != "0" {
 		t.Fatalf("stop line %q: want the one open request cut and freed (open_at_stop=1 open_after_stop=0)", line)
+	}
+}
+
+// inProcess is a kvrouter serve running in the test's process.
+type inProcess struct {
+	log     *lockedBuffer
+	done    chan int
+	stopped bool
+}
+
+// serveInProcess runs kvrouter serve with args until the test ends (then
+// two SIGTERMs stop it). Its log is shown if the test fails. Tests using
+// it do not run in parallel: the signals go to the whole process.
+func serveInProcess(t *testing.T, args ...string) *inProcess {
+	t.Helper()
+	s := &inProcess{log: &lockedBuffer{}, done: make(chan int, 1)}
+	go func() { s.done <- run(append([]string{"serve"}, args...), nil, io.Discard, s.log) }()
+	t.Cleanup(func() {
+		if !s.stopped {
+			s.signal(t)
+			s.signal(t)
+			<-s.done
+		}
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", tail(s.log.String(), 4096))
+		}
+	})
+	return s
+}
+
+// signal sends the process SIGTERM (serve has registered for it once it
+// answers anything).
+func (s *inProcess) signal(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exited waits for serve to return and checks it exited 0.
+func (s *inProcess) exited(t *testing.T) {
+	t.Helper()
+	select {
+	case code := <-s.done:
+		s.stopped = true
+		if code != 0 {
+			t.Fatalf("serve exited %d", code)
+		}
+	case <-time.After(time.Minute): // a guard against a hang, not a wait
+		t.Fatal("serve did not stop")
 	}
 }

@@ -26,7 +26,8 @@ type eppFlags struct {
 	bodyMode  string
 	maxBody   int
 	serving   *eppServingFlags
-	// src is the ext_proc listener's certificate (nil: h2c), after build.
+	// src is the ext_proc listener's certificate (nil: h2c), after build;
+	// serve reloads it with its other certificates.
 	src *certs.Source
 }
 
@@ -84,11 +85,7 @@ func (f *eppFlags) build(svc *service.Service, model string, bodyCap int, tp cer
 			return svc.Synced(ctx)
 		}, Logger: logger,
 	})
-	more = []func(io.Writer) error{s.WriteMetrics, path.WriteMetrics}
-	if src != nil {
-		more = append(more, func(w io.Writer) error { return certs.WriteMetrics(w, src) })
-	}
-	return s, path, more, nil
+	return s, path, []func(io.Writer) error{s.WriteMetrics, path.WriteMetrics}, nil
 }
 
 // listenAddr is --epp-listen with loopback for a bare :PORT.
@@ -123,8 +120,9 @@ func (l eppListening) stopped() error {
 	return first
 }
 
-// start listens (a busy port fails serve's start) and serves the picker,
-// its health port and its certificate reloads until ctx ends.
+// start listens (a busy port fails serve's start) and serves the picker
+// and its health port until ctx ends (the certificate's reloads are
+// serve's tlsSources').
 func (f *eppFlags) start(ctx context.Context, s *picker.Server) (eppListening, error) {
 	addr, err := f.listenAddr()
 	if err != nil {
@@ -152,9 +150,6 @@ func (f *eppFlags) start(ctx context.Context, s *picker.Server) (eppListening, e
 	if hlis != nil {
 		at.health, at.servers = hlis.Addr().String(), 2
 		go func() { errs <- s.ServeHealth(ctx, hlis) }()
-	}
-	if f.src != nil {
-		go f.src.Watch(ctx, 0)
 	}
 	at.errs = errs
 	return at, nil

@@ -115,6 +115,14 @@ after its --timeout has passed is answered 503 timeout without the work
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
+
+TLS: the HTTP API and the proxy are plaintext unless --http-cert-dir or
+--proxy-cert-dir names a directory with tls.crt and tls.key (a mounted
+Kubernetes TLS Secret): its certificate is checked at start and re-read
+every --tls-check-every (a broken update is logged and counted, the old
+certificate kept). --tls-min-version and --tls-cipher-suites apply to
+every TLS listener. Peers and --bootstrap-from then need https:// URLs
+with a certificate their system trusts.
 ` + drainHelp + signalsHelp + discoverHelp + `
 Example:
   kvrouter serve --block-size 16 --worker 1=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558
@@ -157,7 +165,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sf := addSignalsFlags(fs)
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
-	tlsf := addTLSPolicyFlags(fs)
+	tlsf := addTLSFlags(fs)
 	drainTimeout := addDrainFlags(fs)
 	gf := addGuardFlags(fs)
 	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (0, the default: no cap; package admission says why)")
@@ -293,6 +301,23 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		more = append(more, m...)
 	}
+	var tlsSrcs tlsSources
+	tlsSrcs.add(epp.src)
+	httpSrc, err := tlsSrcs.serverTLS("http", "--http-cert-dir", tlsf.httpDir, policy, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	proxySrc, err := tlsSrcs.serverTLS("proxy", "--proxy-cert-dir", tlsf.proxyDir, policy, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	if proxySrc != nil && *pf.listen == "" {
+		fmt.Fprintf(stderr, "kvrouter serve: --proxy-cert-dir needs --proxy-listen\n")
+		return 2
+	}
+	more = append(more, tlsSrcs.WriteMetrics)
 	rp := pf.path(host.Service, gate, grd, logger)
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
@@ -317,11 +342,12 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stp := &stopper{logger: logger, svc: host.Service, picker: epps, stopEPP: stopRun, paths: []*requestpath.Path{eppPath, rp}}
 	stp.track(srv)
 	errc := make(chan error, 2)
-	go func() { errc <- srv.ListenAndServe() }()
+	tlsSrcs.watch(ctx, tlsf.checkEvery)
+	go func() { errc <- listen(srv, httpSrc, policy) }()
 	if psrv != nil {
 		stp.track(psrv)
-		go func() { errc <- psrv.ListenAndServe() }()
-		logger.Info("kvrouter proxy listening", "proxy", psrv.Addr)
+		go func() { errc <- listen(psrv, proxySrc, policy) }()
+		logger.Info("kvrouter proxy listening", "proxy", psrv.Addr, "tls", proxySrc != nil)
 	}
 	if *pprofAddr != "" {
 		ps, ln, err := pprofServer(*pprofAddr, logger)
@@ -344,7 +370,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stp.epp, eppErr = at, at.errs
 		logger.Info("endpoint picker listening", "grpc", at.extProc, "health", at.health, "tls", epp.src != nil, "fallbacks", epp.fallbacks)
 	}
-	logger.Info("kvrouter serve listening", "http", *addr, "workers", len(workers), "auth", token != "")
+	logger.Info("kvrouter serve listening", "http", *addr, "tls", httpSrc != nil, "workers", len(workers), "auth", token != "")
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
