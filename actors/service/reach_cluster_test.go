@@ -36,14 +36,25 @@ func freePort(t *testing.T) string {
 // on one in-memory provider and waits until each lists them all.
 func startMembers(t *testing.T, addrs ...[2]string) []*Host {
 	t.Helper()
+	ms := make([]member.Config, len(addrs))
+	for i, a := range addrs {
+		ms[i].Bind, ms[i].Advertise = a[0], a[1]
+	}
+	return startMemberConfigs(t, ms...)
+}
+
+// startMemberConfigs is startMembers with each member's own settings
+// (Bind, Advertise, TLS); the rest is filled in.
+func startMemberConfigs(t *testing.T, ms ...member.Config) []*Host {
+	t.Helper()
 	agent := test.NewInMemAgent()
 	var hosts []*Host
-	for _, a := range addrs {
+	for _, m := range ms {
+		// GossipInterval: several members in one process (member.Config).
+		m.Name, m.Provider, m.TestAgent, m.GossipInterval = "reach", member.ProviderTest, agent, time.Hour
 		h, err := StartHost(actor.NewActorSystem(), HostConfig{
 			Service: Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: 200 * time.Millisecond},
-			// GossipInterval: several members in one process (member.Config).
-			Cluster: &ClusterConfig{Index: clusterindex.Config{Shards: 2}, Member: member.Config{Name: "reach",
-				Provider: member.ProviderTest, TestAgent: agent, Bind: a[0], Advertise: a[1], GossipInterval: time.Hour}}})
+			Cluster: &ClusterConfig{Index: clusterindex.Config{Shards: 2}, Member: m}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@
 package member
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // Provider names a membership provider (flag --cluster-provider).
@@ -79,6 +82,13 @@ type Config struct {
 	// TestAgent is the shared in-memory registry (ProviderTest).
 	TestAgent *test.InMemAgent
 
+	// ServerTLS and DialTLS, when set (both or neither), secure remote's
+	// gRPC listener and its connections to the other members: mutual TLS
+	// against the cluster's CA (actors/certs ServerConfig, ClientConfig),
+	// so a host without a certificate from it can neither send to this
+	// member nor receive from it. Nil: plaintext.
+	ServerTLS, DialTLS *tls.Config
+
 	// Kinds are the grain kinds this member hosts.
 	Kinds []*cluster.Kind
 	// RequestTimeout bounds protoactor's own grain requests
@@ -124,6 +134,13 @@ func Start(system *actor.ActorSystem, cfg Config) (*Member, error) {
 	var opts []remote.ConfigOption
 	if cfg.Advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
+	switch {
+	case cfg.ServerTLS != nil && cfg.DialTLS != nil:
+		opts = append(opts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(cfg.ServerTLS))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg.DialTLS))))
+	case cfg.ServerTLS != nil || cfg.DialTLS != nil:
+		return nil, errors.New("cluster TLS needs both a server and a dial configuration")
 	}
 	timeout := cfg.RequestTimeout
 	if timeout <= 0 {

@@ -29,6 +29,7 @@ type clusterFlags struct {
 	automanagedPeers string
 	shards           int
 	routeDeadline    time.Duration
+	tlsDir           string
 }
 
 // addClusterFlags registers the cluster flags on serve's flag set.
@@ -45,6 +46,7 @@ func addClusterFlags(fs *flag.FlagSet) *clusterFlags {
 	fs.IntVar(&c.shards, "cluster-shards", clusterindex.DefaultShards, "shard grains per namespace; must be equal on every member")
 	fs.DurationVar(&c.routeDeadline, "route-deadline", clusterindex.DefaultQueryDeadline,
 		"longest a query waits for the shard grains; shards that miss it are left out and the answer is flagged partial")
+	fs.StringVar(&c.tlsDir, "cluster-tls-dir", "", "mutual TLS between router hosts: DIR/ca.crt (the cluster's CA), DIR/tls.crt and DIR/tls.key (this host's certificate from it, ServerAuth and ClientAuth), re-read when they change; a host without a certificate from the CA cannot exchange messages with the others (empty: plaintext)")
 	return c
 }
 

@@ -246,6 +246,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
+	clusterSrc, err := clusterTLS(cc, cf.tlsDir, policy, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	dc, err := df.config(*blockSize, *engineName, *model)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
@@ -303,6 +308,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var tlsSrcs tlsSources
 	tlsSrcs.add(epp.src)
+	tlsSrcs.add(clusterSrc)
 	httpSrc, err := tlsSrcs.serverTLS("http", "--http-cert-dir", tlsf.httpDir, policy, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)

@@ -27,7 +27,7 @@ func addTLSFlags(fs *flag.FlagSet) *tlsFlags {
 	fs.StringVar(&f.ciphers, "tls-cipher-suites", "", "comma-separated TLS 1.2 cipher suites the TLS listeners allow, as Go names them (TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,...; empty: Go's secure defaults; TLS 1.3's are not configurable)")
 	fs.StringVar(&f.httpDir, "http-cert-dir", "", "serve the HTTP API over TLS with DIR/tls.crt and DIR/tls.key (a mounted Kubernetes TLS Secret), re-read when they change; empty: plaintext")
 	fs.StringVar(&f.proxyDir, "proxy-cert-dir", "", "serve the OpenAI proxy over TLS with DIR/tls.crt and DIR/tls.key, re-read when they change; empty: plaintext")
-	fs.DurationVar(&f.checkEvery, "tls-check-every", certs.DefaultCheckEvery, "how often certificate directories (--epp-cert-dir, --http-cert-dir, --proxy-cert-dir) are re-read")
+	fs.DurationVar(&f.checkEvery, "tls-check-every", certs.DefaultCheckEvery, "how often certificate directories (--epp-cert-dir, --http-cert-dir, --proxy-cert-dir, --cluster-tls-dir) are re-read")
 	return f
 }
 

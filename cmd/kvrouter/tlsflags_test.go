@@ -76,16 +76,20 @@ func TestServeHTTPAndProxyTLS(t *testing.T) {
 }
 
 // TestTLSFlagsRefuseWhatCannotServe: a bad policy or directory stops serve
-// at start with the flag named.
+// at start with the flag named (a cluster directory needs a cluster, a CA
+// and a certificate for both ends).
 func TestTLSFlagsRefuseWhatCannotServe(t *testing.T) {
+	serverOnly := certstest.Dir(t, certstest.NewCA(t, "ca").Server(), nil) // no ca.crt, no ClientAuth
 	for args, want := range map[string]string{
-		"--tls-min-version 1.1":                        "--tls-min-version",
-		"--tls-cipher-suites TLS_RSA_WITH_RC4_128_SHA": "--tls-cipher-suites",
-		"--tls-check-every 0s":                         "--tls-check-every",
-		"--http-cert-dir /nonexistent":                 "--http-cert-dir",
-		"--proxy-cert-dir " + t.TempDir():              "--proxy-cert-dir",
-		"--epp-listen :0 --epp-cert-dir /nonexistent":  "--epp-cert-dir",
-		"--drain-timeout -1s":                          "--drain-timeout",
+		"--tls-min-version 1.1":                                               "--tls-min-version",
+		"--tls-cipher-suites TLS_RSA_WITH_RC4_128_SHA":                        "--tls-cipher-suites",
+		"--tls-check-every 0s":                                                "--tls-check-every",
+		"--http-cert-dir /nonexistent":                                        "--http-cert-dir",
+		"--proxy-cert-dir " + t.TempDir():                                     "--proxy-cert-dir",
+		"--epp-listen :0 --epp-cert-dir /nonexistent":                         "--epp-cert-dir",
+		"--drain-timeout -1s":                                                 "--drain-timeout",
+		"--cluster-tls-dir /x":                                                "--cluster-tls-dir needs --cluster",
+		"--cluster c --cluster-provider test --cluster-tls-dir " + serverOnly: "--cluster-tls-dir",
 	} {
 		var errb strings.Builder
 		if code := run(append([]string{"serve", "--http", "127.0.0.1:0"}, strings.Fields(args)...), nil, io.Discard, &errb); code != 2 || !strings.Contains(errb.String(), want) {
