@@ -95,18 +95,7 @@ func TestPickerTLSFromASecret(t *testing.T) {
 	if !hasArg(c, "--epp-cert-dir=/etc/kvrouter/picker-tls") {
 		t.Errorf("args %q lack --epp-cert-dir", c.Args)
 	}
-	var vol string
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.Secret != nil && v.Secret.SecretName == "kvrouter-picker-tls" {
-			vol = v.Name
-		}
-	}
-	if vol == "" || !slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool {
-		return vm.Name == vol && vm.MountPath == "/etc/kvrouter/picker-tls" && vm.ReadOnly
-	}) {
-		t.Errorf("Secret kvrouter-picker-tls not mounted read-only at /etc/kvrouter/picker-tls: volumes %+v, mounts %+v",
-			d.Spec.Template.Spec.Volumes, c.VolumeMounts)
-	}
+	secretMount(t, d, c, "kvrouter-picker-tls", "/etc/kvrouter/picker-tls")
 	drainFits(t, d, c, 45)
 	if len(m["DestinationRule"]) != 1 {
 		t.Fatalf("DestinationRules: %d, want 1", len(m["DestinationRule"]))
@@ -162,4 +151,31 @@ func TestPickerPlaintext(t *testing.T) {
 	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
 		t.Errorf("liveness probe %+v, want GET /healthz with grpcHealth off", p)
 	}
+}
+
+// secretMount checks the Secret named secret is mounted read-only at path.
+func secretMount(t *testing.T, d appsv1.Deployment, c corev1.Container, secret, path string) {
+	t.Helper()
+	var vol string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secret {
+			vol = v.Name
+		}
+	}
+	if vol == "" || !slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool {
+		return vm.Name == vol && vm.MountPath == path && vm.ReadOnly
+	}) {
+		t.Errorf("Secret %s not mounted read-only at %s: volumes %+v, mounts %+v", secret, path, d.Spec.Template.Spec.Volumes, c.VolumeMounts)
+	}
+}
+
+// TestClusterTLSFromASecret: cluster.tlsSecretName mounts the Secret where
+// --cluster-tls-dir reads it.
+func TestClusterTLSFromASecret(t *testing.T) {
+	m := render(t, "clustered.yaml")
+	d, c := container(t, m)
+	if !hasArg(c, "--cluster-tls-dir=/etc/kvrouter/cluster-tls") {
+		t.Errorf("args %q lack --cluster-tls-dir", c.Args)
+	}
+	secretMount(t, d, c, "kvrouter-cluster-tls", "/etc/kvrouter/cluster-tls")
 }

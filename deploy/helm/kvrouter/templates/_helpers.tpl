@@ -43,3 +43,12 @@ The Secret holding the picker's certificate ("" when none is mounted).
 {{- .Values.picker.tls.secretName -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+The Secret holding the router hosts' mTLS certificate and CA ("" when none).
+*/}}
+{{- define "kvrouter.clusterSecret" -}}
+{{- if .Values.cluster.enabled -}}
+{{- .Values.cluster.tlsSecretName -}}
+{{- end -}}
+{{- end }}
