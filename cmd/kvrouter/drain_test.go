@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -19,23 +20,35 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// TestServeDrainsOnSIGTERM runs kvrouter serve with the picker in this
-// process and sends it SIGTERM: readiness goes NOT_SERVING at once on the
-// plaintext health port and on /readyz, while the ext_proc stream open
-// before the signal completes and a new one is still routed; a second
-// signal ends the drain early (as --drain-timeout would), the stream still
-// open is cut and its booking freed before serve returns.
+// TestServeDrainsOnSIGTERM runs kvrouter serve with the picker and the
+// proxy in this process and sends it SIGTERM: readiness goes NOT_SERVING
+// at once on the plaintext health port and on /readyz, while the ext_proc
+// stream and the proxied answer open before the signal complete and new
+// ones are still served; a second signal ends the drain early (as
+// --drain-timeout would), the stream still open is cut and its booking
+// freed before serve returns.
 func TestServeDrainsOnSIGTERM(t *testing.T) {
 	eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0", BlockSize: 4, CapacityBlocks: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	api, epp, health := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
-	const serving = "127.0.0.1:8000"
+	release := make(chan struct{}) // holds proxied answers after their first token until the signal
+	hs, err := eng.ServeHTTP("127.0.0.1:0", simengine.HTTPOptions{CompletionTokens: 3, Hold: func(ctx context.Context) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hs.Close() })
+	serving := hs.ServingEndpoint()
+	api, epp, health, proxy := "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
 	s := serveInProcess(t, "--http", api, "--block-size", "4", "--drain-timeout", "10m",
 		"--worker", "1="+eng.Endpoint()+",replay="+eng.ReplayEndpoint()+",serving="+serving,
-		"--epp-listen", epp, "--epp-health-listen", health)
+		"--epp-listen", epp, "--epp-health-listen", health, "--proxy-listen", proxy)
 	hconn, err := grpc.NewClient(health, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +90,16 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 		return h
 	}
 	before := open()
+	// A proxied answer streaming, held after its first token.
+	resp, err := http.Post("http://"+proxy+"/v1/completions", "application/json", strings.NewReader(`{"model":"default","prompt":[9,10,11,12],"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer := bufio.NewReader(resp.Body)
+	if line, err := answer.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("proxied answer's first line %q (%v)", line, err)
+	}
 
 	s.signal(t)
 	healthIs("health port NOT_SERVING after SIGTERM", healthpb.HealthCheckResponse_NOT_SERVING, false)
@@ -90,6 +113,19 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	before.Send(et.ResponseBody("data: [DONE]\n\n", true, serving))
 	before.Expect("resp_body streamed=14 eos")
 	before.Finish()
+	close(release)
+	rest, err := io.ReadAll(answer)
+	if err != nil || !strings.Contains(string(rest), "data: [DONE]") {
+		t.Fatalf("the proxied answer open at the signal did not finish (%v):\n%s", err, rest)
+	}
+	resp2, err := http.Post("http://"+proxy+"/v1/completions", "application/json", strings.NewReader(`{"model":"default","prompt":[9,10,11,12]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusOK {
+		t.Fatalf("a proxied request while draining: %s", resp2.Status)
+	}
 	// A new one is still served, and stays open past the stop.
 	after := open()
 	after.Send(et.ResponseHeaders("200", serving, false))
