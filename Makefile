@@ -90,7 +90,7 @@ generate:
 .PHONY: test-cluster
 test-cluster:
 	@command -v etcd >/dev/null || { apt-get update -qq && apt-get install -y -qq etcd-server; }
-	KVROUTER_CLUSTER_E2E=1 $(GO) test -count=1 -run '^TestClusterHost(Loss|Joins)$$' ./cmd/kvrouter/
+	KVROUTER_CLUSTER_E2E=1 $(GO) test -count=1 -run '^(TestClusterHost(Loss|Joins)|TestClusterHostsMutualTLS)$$' ./cmd/kvrouter/
 
 # The fleet page (GET /ui) in a real browser: Debian's headless Chromium
 # (.ci/run installs it) driven over the DevTools protocol loads the page of

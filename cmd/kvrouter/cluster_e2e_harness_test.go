@@ -82,6 +82,16 @@ type e2eEngine struct {
 }
 
 func newE2ECluster(t *testing.T, hosts int) *e2eCluster {
+	c := newE2EBase(t)
+	for range hosts {
+		c.addHost(t)
+	}
+	c.addEngines(t, hosts)
+	return c
+}
+
+// newE2EBase builds kvrouter and starts etcd: a cluster with no host yet.
+func newE2EBase(t *testing.T) *e2eCluster {
 	if os.Getenv("KVROUTER_CLUSTER_E2E") != "1" {
 		t.Skip("multi-process cluster test: set KVROUTER_CLUSTER_E2E=1 (make test-cluster); needs etcd")
 	}
@@ -112,9 +122,13 @@ func newE2ECluster(t *testing.T, hosts int) *e2eCluster {
 		}
 		return nil
 	})
-	for range hosts {
-		c.addHost(t)
-	}
+	return c
+}
+
+// addEngines registers the simulated engines through the hosts in turn
+// and has them serve.
+func (c *e2eCluster) addEngines(t *testing.T, hosts int) {
+	t.Helper()
 	for i := range e2eEngines {
 		buffer := 10000
 		if i == 4 {
@@ -148,23 +162,30 @@ func newE2ECluster(t *testing.T, hosts int) *e2eCluster {
 		return nil
 	})
 	c.serve(t, 25)
-	return c
 }
 
-// addHost starts one more `kvrouter serve --cluster` process and waits
-// until it answers.
-func (c *e2eCluster) addHost(t *testing.T) {
+// addHost starts one more `kvrouter serve --cluster` process (extra: more
+// flags) and waits until it is ready.
+func (c *e2eCluster) addHost(t *testing.T, extra ...string) {
 	t.Helper()
-	h := &e2eHost{url: "http://127.0.0.1:" + freePort(t), log: &lockedBuffer{}}
-	h.cmd = exec.Command(c.bin, "serve", "--http", strings.TrimPrefix(h.url, "http://"), "--block-size", strconv.Itoa(e2eBlock),
-		"--cluster", "e2e", "--cluster-provider", "etcd", "--etcd-endpoints", c.etcd,
-		"--cluster-bind", "127.0.0.1:"+freePort(t), "--cluster-shards", "6", "--route-deadline", "300ms", "--timeout", "1s")
-	start(t, h.cmd, h.log)
-	c.hosts = append(c.hosts, h)
+	h := c.startHost(t, extra...)
 	c.eventually(t, "host "+h.url+" ready", 30*time.Second, func() error {
 		_, err := h.get("/readyz")
 		return err
 	})
+}
+
+// startHost starts one more `kvrouter serve --cluster` process without
+// waiting for it.
+func (c *e2eCluster) startHost(t *testing.T, extra ...string) *e2eHost {
+	t.Helper()
+	h := &e2eHost{url: "http://127.0.0.1:" + freePort(t), log: &lockedBuffer{}}
+	h.cmd = exec.Command(c.bin, append([]string{"serve", "--http", strings.TrimPrefix(h.url, "http://"), "--block-size", strconv.Itoa(e2eBlock),
+		"--cluster", "e2e", "--cluster-provider", "etcd", "--etcd-endpoints", c.etcd,
+		"--cluster-bind", "127.0.0.1:" + freePort(t), "--cluster-shards", "6", "--route-deadline", "300ms", "--timeout", "1s"}, extra...)...)
+	start(t, h.cmd, h.log)
+	c.hosts = append(c.hosts, h)
+	return h
 }
 
 // start runs cmd until the test ends (SIGKILL then), its output in log,
