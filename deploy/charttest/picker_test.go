@@ -90,12 +90,7 @@ func checkPickerDefaults(t *testing.T, m manifests, d appsv1.Deployment, c corev
 // --epp-cert-dir reads it; the Istio DestinationRule dials only the picker
 // port with TLS unverified; a longer drain gets a longer grace period.
 func TestPickerTLSFromASecret(t *testing.T) {
-	m := render(t, "picker-tls.yaml")
-	d, c := container(t, m)
-	if !hasArg(c, "--epp-cert-dir=/etc/kvrouter/picker-tls") {
-		t.Errorf("args %q lack --epp-cert-dir", c.Args)
-	}
-	secretMount(t, d, c, "kvrouter-picker-tls", "/etc/kvrouter/picker-tls")
+	m, d, c := certDirFromSecret(t, "picker-tls.yaml", "--epp-cert-dir", "kvrouter-picker-tls", "/etc/kvrouter/picker-tls")
 	drainFits(t, d, c, 45)
 	if len(m["DestinationRule"]) != 1 {
 		t.Fatalf("DestinationRules: %d, want 1", len(m["DestinationRule"]))
@@ -153,9 +148,15 @@ func TestPickerPlaintext(t *testing.T) {
 	}
 }
 
-// secretMount checks the Secret named secret is mounted read-only at path.
-func secretMount(t *testing.T, d appsv1.Deployment, c corev1.Container, secret, path string) {
+// certDirFromSecret renders file and checks the Secret named secret is
+// mounted read-only at path, which flag names.
+func certDirFromSecret(t *testing.T, file, flag, secret, path string) (manifests, appsv1.Deployment, corev1.Container) {
 	t.Helper()
+	m := render(t, file)
+	d, c := container(t, m)
+	if !hasArg(c, flag+"="+path) {
+		t.Errorf("args %q lack %s=%s", c.Args, flag, path)
+	}
 	var vol string
 	for _, v := range d.Spec.Template.Spec.Volumes {
 		if v.Secret != nil && v.Secret.SecretName == secret {
@@ -167,15 +168,11 @@ func secretMount(t *testing.T, d appsv1.Deployment, c corev1.Container, secret, 
 	}) {
 		t.Errorf("Secret %s not mounted read-only at %s: volumes %+v, mounts %+v", secret, path, d.Spec.Template.Spec.Volumes, c.VolumeMounts)
 	}
+	return m, d, c
 }
 
 // TestClusterTLSFromASecret: cluster.tlsSecretName mounts the Secret where
 // --cluster-tls-dir reads it.
 func TestClusterTLSFromASecret(t *testing.T) {
-	m := render(t, "clustered.yaml")
-	d, c := container(t, m)
-	if !hasArg(c, "--cluster-tls-dir=/etc/kvrouter/cluster-tls") {
-		t.Errorf("args %q lack --cluster-tls-dir", c.Args)
-	}
-	secretMount(t, d, c, "kvrouter-cluster-tls", "/etc/kvrouter/cluster-tls")
+	certDirFromSecret(t, "clustered.yaml", "--cluster-tls-dir", "kvrouter-cluster-tls", "/etc/kvrouter/cluster-tls")
 }
