@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +118,16 @@ func TestFlowDispatchOrder(t *testing.T) {
 	}
 	if x.g.FlowCount(10, FlowDispatched) != 1 || x.g.FlowCount(0, FlowDispatched) != 4 || x.g.FlowCount(-1, FlowSheddable) != 1 {
 		t.Errorf("counts: critical %d, default %d dispatched, %d shed", x.g.FlowCount(10, FlowDispatched), x.g.FlowCount(0, FlowDispatched), x.g.FlowCount(-1, FlowSheddable))
+	}
+	var sb strings.Builder
+	if err := x.g.WriteMetrics(&sb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`kvrouter_flow_requests_total{band="10",outcome="dispatched"} 1`, `kvrouter_flow_requests_total{band="0",outcome="queued"} 4`,
+		`kvrouter_flow_requests_total{band="-1",outcome="sheddable"} 1`, "kvrouter_flow_queue_requests 0\n", "kvrouter_flow_queue_bytes 0\n"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, sb.String())
+		}
 	}
 }
 
