@@ -1,15 +1,23 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"io"
+	"log/slog"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 func parseGuardFlags(t *testing.T, args ...string) (*guardFlags, error) {
@@ -73,6 +81,71 @@ func TestFlowFlags(t *testing.T) {
 		}
 		if _, err := f.build("ns/pool"); err == nil {
 			t.Errorf("%v: built", args)
+		}
+	}
+}
+
+type fakeWorkers []api.WorkerInfo
+
+func (f fakeWorkers) Workers(context.Context) ([]api.WorkerInfo, error) { return f, nil }
+
+// serve's guard loops: with --health-checks the registered serving
+// endpoints are checked at once and every interval; one answering 503
+// leaves the candidates (here after one failure); the loops end with ctx.
+func TestGuardFlagsRunHealthChecks(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ready" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	hp := strings.TrimPrefix(srv.URL, "http://")
+	f, err := parseGuardFlags(t, "--health-checks", "--health-check-path", "/ready", "--health-failures", "1", "--health-check-interval", "1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := f.build("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := fakeWorkers{{InstanceID: 1, Ranks: []api.RankInfo{{ServingEndpoint: "http://" + hp}, {ServingEndpoint: "not an endpoint"}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		f.run(ctx, g, ws, slog.New(slog.DiscardHandler))
+		close(done)
+	}()
+	eventually.True(t, "the endpoint answering 503 out", func() (bool, string) {
+		h := g.RankHealth(api.RankInfo{ServingEndpoint: hp})
+		return h != nil && !h.Healthy && h.LastError == "status 503", fmt.Sprint(h)
+	})
+	cancel()
+	<-done
+	for _, args := range [][]string{{"--health-checks", "--health-check-timeout", "10s", "--health-check-interval", "5s"},
+		{"--health-checks", "--health-failures", "0"}, {"--health-checks", "--health-check-path", "health"}} {
+		f, _ := parseGuardFlags(t, args...)
+		if _, err := f.build(""); err == nil {
+			t.Errorf("%v: built", args)
+		}
+	}
+}
+
+// kvrouter serve refuses a bad flow-control or health-check flag before
+// it starts anything, and --help names them.
+func TestServeGuardFlagErrors(t *testing.T) {
+	for _, args := range [][]string{{"--flow-ttl", "0s"}, {"--objective", "x=y"}, {"--health-checks", "--health-successes", "0"}} {
+		var out, errb strings.Builder
+		if code := run(append([]string{"serve"}, args...), nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), args[len(args)-2]) {
+			t.Errorf("serve %v: exit %d, stderr:\n%s", args, code, errb.String())
+		}
+	}
+	var out, errb strings.Builder
+	if code := run([]string{"serve", "--help"}, nil, &out, &errb); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	for _, name := range []string{"-no-flow-control", "-objective", "-inference-objectives", "-no-endpoint-ttl", "-health-checks", "-health-check-path"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("serve --help does not name %s", name)
 		}
 	}
 }

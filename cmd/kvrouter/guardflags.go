@@ -12,7 +12,7 @@ import (
 
 // guardFlags are kvrouter serve's request-path protections, shared by the
 // proxy and the picker: circuit breakers, retries, rate limits, flow
-// control.
+// control, health checks.
 type guardFlags struct {
 	breakerOff                   bool
 	failures, minSamples         int
@@ -25,6 +25,7 @@ type guardFlags struct {
 	rps, rpsBurst, tps, tpsBurst float64
 	limitsFile                   string
 	flow                         flowFlags
+	health                       healthFlags
 }
 
 func addGuardFlags(fs *flag.FlagSet) *guardFlags {
@@ -47,6 +48,7 @@ func addGuardFlags(fs *flag.FlagSet) *guardFlags {
 	fs.Float64Var(&f.tpsBurst, "rate-limit-prompt-tokens-burst", 0, "burst of --rate-limit-prompt-tps (0: one second's worth)")
 	fs.StringVar(&f.limitsFile, "rate-limits", "", `JSON file of rate limits per key: {"default": LIMIT, "keys": {"KEY": LIMIT}}, LIMIT {"requests_per_second", "request_burst", "prompt_tokens_per_second", "prompt_token_burst"}; its default replaces the --rate-limit-* flags`)
 	f.flow.add(fs)
+	f.health.add(fs)
 	return f
 }
 
@@ -77,7 +79,11 @@ func (f *guardFlags) build(pool string) (*requestpath.Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return requestpath.NewGuard(requestpath.GuardConfig{BreakerOff: f.breakerOff, Flow: flow,
+	health, err := f.health.config()
+	if err != nil {
+		return nil, err
+	}
+	return requestpath.NewGuard(requestpath.GuardConfig{BreakerOff: f.breakerOff, Flow: flow, Health: health,
 		Breaker: guard.BreakerConfig{Failures: f.failures, ErrorRate: f.errorRate, MinSamples: f.minSamples, Window: f.window,
 			CoolDown: f.coolDown, Probes: f.probes, Successes: f.successes},
 		RetryRatio: f.retryRatio, RetryMin: f.retryMin, Backoff: guard.Backoff{Initial: f.backoff, Max: f.backoffMax},

@@ -277,7 +277,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
 	}
-	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, MaxTokens: *maxPrompt,
+	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, RankHealth: grd.RankHealth, MaxTokens: *maxPrompt,
 		Admission: gate}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
@@ -308,7 +308,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		logger.Info("pprof listening", "pprof", ln.Addr().String())
 	}
 	go pr.run(ctx, host.Service, 2*time.Second, *parityEvery)
-	go gf.flow.run(ctx, grd, logger)
+	go gf.run(ctx, grd, host.Service, logger)
 	var eppErr <-chan error
 	if epps != nil {
 		at, errs, err := epp.start(ctx, epps)

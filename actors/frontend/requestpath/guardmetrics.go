@@ -67,6 +67,9 @@ func (g *Guard) BreakerTransitions(to guard.BreakerState) int64 {
 //	kvrouter_rate_limit_overflow_total               new keys past the key cap, sharing the overflow buckets
 //	kvrouter_flow_requests_total{band,outcome}       flow control: queued, dispatched, expired, evicted, gone, full, sheddable
 //	kvrouter_flow_queue_requests / _bytes            flow control: requests and body bytes waiting now (Gauges)
+//	kvrouter_health_checks_total{result}             active health checks: passed, failed
+//	kvrouter_health_transitions_total{to}            endpoints turning healthy, unhealthy
+//	kvrouter_health_unhealthy_endpoints              endpoints out of the candidates now (Gauge)
 func (g *Guard) WriteMetrics(w io.Writer) error {
 	if g == nil {
 		return nil
@@ -84,6 +87,16 @@ func (g *Guard) WriteMetrics(w io.Writer) error {
 	var queuedBytes int64
 	if g.flowing != nil {
 		flow, queued, queuedBytes = maps.Clone(g.flowing.outcomes), g.flowing.q.Len(), g.flowing.q.Bytes()
+	}
+	var checks, turned map[bool]int64
+	unhealthy := 0
+	if g.health != nil {
+		checks, turned = maps.Clone(g.health.checks), maps.Clone(g.health.turned)
+		for _, e := range g.health.endpoints {
+			if !e.h.Healthy() {
+				unhealthy++
+			}
+		}
 	}
 	g.mu.Unlock()
 	var sb strings.Builder
@@ -108,6 +121,9 @@ func (g *Guard) WriteMetrics(w io.Writer) error {
 	fmt.Fprintf(&sb, "# HELP kvrouter_rate_limit_overflow_total New rate-limit keys past the key cap, sharing one pair of buckets.\n# TYPE kvrouter_rate_limit_overflow_total counter\nkvrouter_rate_limit_overflow_total %d\n", c.limitOverflow)
 	if g.flowing != nil {
 		writeFlowMetrics(&sb, flow, queued, queuedBytes)
+	}
+	if g.health != nil {
+		writeHealthMetrics(&sb, checks, turned, unhealthy)
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err
