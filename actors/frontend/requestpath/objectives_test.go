@@ -14,15 +14,18 @@ func TestParseObjectives(t *testing.T) {
 	 {"apiVersion":"inference.networking.x-k8s.io/v1alpha2","kind":"InferenceObjective","metadata":{"name":"chat","namespace":"ns"},"spec":{"priority":10,"poolRef":{"name":"pool-a"}}},
 	 {"kind":"InferenceObjective","metadata":{"name":"batch"},"spec":{"priority":-1,"poolRef":{"name":"pool-a"}}},
 	 {"kind":"InferenceObjective","metadata":{"name":"plain"},"spec":{"poolRef":{"name":"pool-a"}}},
-	 {"kind":"InferenceObjective","metadata":{"name":"other"},"spec":{"priority":99,"poolRef":{"name":"pool-b"}}}],"metadata":{}}`
+	 {"kind":"InferenceObjective","metadata":{"name":"other"},"spec":{"priority":99,"poolRef":{"name":"pool-b"}}},
+	 {"apiVersion":"llm-d.ai/v1alpha2","kind":"InferenceObjective","metadata":{"name":"multi"},"spec":{"priority":4,"poolRefs":[{"name":"pool-c"},{"name":"pool-a"}]}},
+	 {"kind":"InferenceObjective","metadata":{"name":"elsewhere"},"spec":{"priority":4,"poolRefs":[{"name":"pool-c"}]}},
+	 {"kind":"InferenceObjective","metadata":{"name":"by-label"},"spec":{"priority":2,"poolSelector":{"matchLabels":{"tier":"gold"}}}}],"metadata":{}}`
 	got, skipped, err := ParseObjectives([]byte(list), "pool-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]int{"chat": 10, "batch": -1, "plain": 0}; !maps.Equal(got, want) || skipped != 1 {
-		t.Fatalf("got %v skipped %d, want %v skipped 1", got, skipped, want)
+	if want := map[string]int{"chat": 10, "batch": -1, "plain": 0, "multi": 4, "by-label": 2}; !maps.Equal(got, want) || skipped != 2 {
+		t.Fatalf("got %v skipped %d, want %v skipped 2", got, skipped, want)
 	}
-	if got, _, _ := ParseObjectives([]byte(list), ""); len(got) != 4 || got["other"] != 99 {
+	if got, _, _ := ParseObjectives([]byte(list), ""); len(got) != 7 || got["other"] != 99 {
 		t.Fatalf("without a pool every objective counts: %v", got)
 	}
 	one := `{"kind":"InferenceObjective","metadata":{"name":"solo"},"spec":{"priority":3}}`
