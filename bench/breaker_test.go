@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,15 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/kvrouter/kvrouter/actors/frontend/proxy"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
-	"github.com/kvrouter/kvrouter/actors/routing"
-	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/loadgen"
-	"github.com/kvrouter/kvrouter/bench/simengine"
-	"github.com/kvrouter/kvrouter/messages"
-	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // BenchmarkBreakerFailFastShare measures the share of requests a
@@ -65,49 +56,24 @@ func BenchmarkBreakerFailFastShare(b *testing.B) {
 // sent, and the clients' results.
 func failFastRun(b *testing.B, rate, attempts int, breakers bool) (sick, sent int64, r openLoopResult) {
 	b.Helper()
-	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Routing: routing.DefaultConfig(), Timeout: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer svc.Close()
 	var hits atomic.Int64
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		hits.Add(1)
 		http.Error(w, "engine failing", http.StatusServiceUnavailable)
 	}))
 	defer bad.Close()
-	for i := range 16 {
-		eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", BlockSize: 16, CapacityBlocks: 1 << 14})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer eng.Close()
-		serving := strings.TrimPrefix(bad.URL, "http://")
-		if i > 0 { // worker 1 is the sick one: it also wins the cost's ties
-			hs, err := eng.ServeHTTP("127.0.0.1:0", simengine.HTTPOptions{CompletionTokens: 8, TokenInterval: 10 * time.Millisecond})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer hs.Close()
-			serving = hs.ServingEndpoint()
-		}
-		if err := svc.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: eng.Endpoint(),
-			ModelName: "m", TenantID: api.DefaultTenant, ServingEndpoint: serving}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	g, err := requestpath.NewGuard(requestpath.GuardConfig{BreakerOff: !breakers})
 	if err != nil {
 		b.Fatal(err)
 	}
-	px, err := proxy.New(requestpath.New(svc, requestpath.Config{MaxCandidates: 3, Guard: g}), proxy.Options{Attempts: attempts, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	kv := httptest.NewServer(px)
-	defer kv.Close()
+	url := guardFleet(b, 16, func(i int) string {
+		if i == 0 { // worker 1 is the sick one: it also wins the cost's ties
+			return strings.TrimPrefix(bad.URL, "http://")
+		}
+		return ""
+	}, requestpath.Config{MaxCandidates: 3, Guard: g}, attempts)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	seq := 0
-	r = openLoop(client, kv.URL, rate, 3*time.Second, &seq)
+	r = openLoop(client, url, rate, 3*time.Second, &seq)
 	return hits.Load(), int64(seq), r
 }

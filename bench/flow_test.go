@@ -4,23 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/kvrouter/kvrouter/actors/frontend/proxy"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
-	"github.com/kvrouter/kvrouter/actors/routing"
-	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/loadgen"
-	"github.com/kvrouter/kvrouter/bench/simengine"
-	"github.com/kvrouter/kvrouter/messages"
-	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // BenchmarkFlowControlOverload offers twice a small fleet's capacity
@@ -76,27 +67,6 @@ type flowResult struct {
 
 func flowRun(b *testing.B, rate int, flow, mix bool) flowResult {
 	b.Helper()
-	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Routing: routing.DefaultConfig(), Timeout: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer svc.Close()
-	for i := range 4 {
-		eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", BlockSize: 16, CapacityBlocks: 1 << 14})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer eng.Close()
-		hs, err := eng.ServeHTTP("127.0.0.1:0", simengine.HTTPOptions{CompletionTokens: 8, TokenInterval: 10 * time.Millisecond})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer hs.Close()
-		if err := svc.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: eng.Endpoint(),
-			ModelName: "m", TenantID: api.DefaultTenant, ServingEndpoint: hs.ServingEndpoint()}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	gc := requestpath.GuardConfig{}
 	if flow {
 		gc.Flow = &requestpath.FlowConfig{TTL: time.Second, Objectives: map[string]int{"critical": 10, "batch": 0}}
@@ -108,12 +78,7 @@ func flowRun(b *testing.B, rate int, flow, mix bool) flowResult {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go g.Run(ctx, 100*time.Millisecond)
-	px, err := proxy.New(requestpath.New(svc, requestpath.Config{ShedAboveBlocks: 10, Guard: g}), proxy.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	kv := httptest.NewServer(px)
-	defer kv.Close()
+	url := guardFleet(b, 4, func(int) string { return "" }, requestpath.Config{ShedAboveBlocks: 10, Guard: g}, 3)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	out := flowResult{sent: map[string][]int{}, ttft: map[string][]time.Duration{}, tenantSent: map[string]int{}, tenantServed: map[string]int{}}
 	var mu sync.Mutex
@@ -137,7 +102,7 @@ func flowRun(b *testing.B, rate int, flow, mix bool) flowResult {
 		}
 		body := fmt.Sprintf(`{"model":"m","stream":true,"prompt":%s}`, benchPrompt(100000+i))
 		wg.Go(func() {
-			ttft, ok := flowRequest(client, kv.URL, body, band, tenant, due)
+			ttft, ok := flowRequest(client, url, body, band, tenant, due)
 			mu.Lock()
 			defer mu.Unlock()
 			if !ok {
