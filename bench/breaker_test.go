@@ -19,17 +19,16 @@ import (
 // Fifteen simulated engines answer 8 streamed tokens 10 ms apart (a
 // request stays booked about 70 ms); worker 1 answers 503 at once to
 // everything, so it never holds a booking and its booked load stays 0 —
-// the most attractive rank to a load-aware cost (and it wins the ties,
-// the lowest worker id). Requests: distinct
-// 64-token prompts (no cache affinity), open loop for 3 s at 200/s (about
-// 14 requests in flight: most engines idle at any moment) and 600/s
-// (about 42: every healthy engine busy, the sick one the least loaded),
-// with retries (3 attempts, the default budget and backoff) and without
-// (1 attempt: the 503 goes to the client, as with a picker whose data
-// plane does not retry). Metrics: the
-// share of requests the sick engine received, and the share the clients
-// saw fail (a 503 passed through once no retry was left), and the
-// clients' time to first token (a retry costs a round trip and a backoff).
+// the most attractive rank to a load-aware cost (it also wins the ties:
+// the lowest worker id). Requests: distinct 64-token prompts (no cache
+// affinity), open loop for 3 s at 200/s (about 14 in flight: most engines
+// idle at any moment) and 600/s (about 42: every healthy engine busy, the
+// sick one the least loaded); with retries (3 attempts, the default
+// budget and backoff) and without (1 attempt: the 503 goes to the client,
+// as behind a picker whose data plane does not retry). Metrics: the share
+// of requests the sick engine received, the share the clients saw fail
+// (a 503 passed through once no retry was left), and the clients' time to
+// first token (a retry costs a round trip and a backoff).
 func BenchmarkBreakerFailFastShare(b *testing.B) {
 	for _, c := range []struct {
 		rate, attempts int
