@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/cluster/discovery/kube"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // flowFlags are kvrouter serve's flow-control options: the queue a
@@ -23,6 +25,8 @@ type flowFlags struct {
 	maxBytes       int64
 	objectives     objectiveFlags
 	objectivesFile string
+	watch          bool
+	resource       string
 	bands          int // objectives known, for the start-up log
 }
 
@@ -67,6 +71,8 @@ func (f *flowFlags) add(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxBytes, "flow-max-bytes", requestpath.DefaultFlowMaxBytes, "flow control: request body bytes queued at most, as --flow-max-requests")
 	fs.DurationVar(&f.interval, "flow-interval", 100*time.Millisecond, "flow control: how often the queue is looked at besides each freed request (an engine's signals recovering, TTLs)")
 	fs.Var(&f.objectives, "objective", "flow control: an inference objective's priority, NAME=PRIORITY (repeatable): requests whose x-gateway-inference-objective (or x-llm-d-inference-objective) names it go in that band, higher first; below 0 they are sheddable (429 at once, never queued); any other is band 0")
+	fs.BoolVar(&f.watch, "watch-inference-objectives", false, "flow control: also follow the InferencePool's InferenceObjectives in the cluster (with --discover kubernetes and --inference-pool; needs get/list/watch on them); --objective and --inference-objectives win for the names they give")
+	fs.StringVar(&f.resource, "inference-objectives-resource", kube.ObjectiveResource.Group+"/"+kube.ObjectiveResource.Version+"/"+kube.ObjectiveResource.Resource, "with --watch-inference-objectives: GROUP/VERSION/RESOURCE of the objectives (the API is alpha; llm-d serves llm-d.ai/v1alpha2/inferenceobjectives)")
 	fs.StringVar(&f.objectivesFile, "inference-objectives", "", "flow control: InferenceObjectives as `kubectl get inferenceobjectives -o json` prints them (metadata.name, spec.priority; with --inference-pool, other pools' are left out); --objective adds to them")
 }
 
@@ -83,6 +89,9 @@ func (f *flowFlags) config(pool string) (*requestpath.FlowConfig, error) {
 		return nil, fmt.Errorf("--no-endpoint-ttl %v: want 0 (503 at once) or more", f.noEPTTL)
 	case f.maxRequests < 1 || f.maxBytes < 1:
 		return nil, fmt.Errorf("--flow-max-requests and --flow-max-bytes must be positive")
+	}
+	if _, err := f.gvr(); err != nil {
+		return nil, err
 	}
 	bands := map[string]int{}
 	if f.objectivesFile != "" {
@@ -102,12 +111,44 @@ func (f *flowFlags) config(pool string) (*requestpath.FlowConfig, error) {
 		Objectives: bands}, nil
 }
 
+// gvr is --inference-objectives-resource.
+func (f *flowFlags) gvr() (schema.GroupVersionResource, error) {
+	parts := strings.Split(f.resource, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return schema.GroupVersionResource{}, fmt.Errorf("--inference-objectives-resource %q: want GROUP/VERSION/RESOURCE", f.resource)
+	}
+	return schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}, nil
+}
+
+// watchObjectives follows the cluster's objectives of dc's pool into
+// grd (with --watch-inference-objectives).
+func (f *flowFlags) watchObjectives(ctx context.Context, grd *requestpath.Guard, dc *kube.Config, logger *slog.Logger) {
+	if f.off || !f.watch || dc == nil || dc.Dynamic == nil {
+		return
+	}
+	gvr, _ := f.gvr()
+	err := kube.WatchObjectives(ctx, kube.ObjectivesConfig{Dynamic: dc.Dynamic, Namespace: dc.Namespace, Resource: gvr, Logger: logger,
+		Set: func(raw []byte) {
+			bands, skipped, err := requestpath.ParseObjectives(raw, dc.Pool)
+			if err != nil {
+				logger.Warn("inference objectives: the cluster's are refused, the last good ones kept", "err", err)
+				return
+			}
+			grd.SetObjectives(bands)
+			logger.Info("inference objectives", "pool", dc.Pool, "objectives", len(bands), "other_pools", skipped)
+		}})
+	if err != nil {
+		logger.Error("inference objectives: not watched", "err", err)
+	}
+}
+
 // run looks at grd's queue every --flow-interval until ctx ends (nothing
-// with flow control off).
-func (f *flowFlags) run(ctx context.Context, grd *requestpath.Guard, logger *slog.Logger) {
+// with flow control off), and follows the cluster's objectives.
+func (f *flowFlags) run(ctx context.Context, grd *requestpath.Guard, dc *kube.Config, logger *slog.Logger) {
 	if f.off {
 		return
 	}
+	f.watchObjectives(ctx, grd, dc, logger)
 	logger.Info("flow control on", "ttl", f.ttl, "no_endpoint_ttl", f.noEPTTL, "max_requests", f.maxRequests,
 		"max_bytes", f.maxBytes, "objectives", f.bands)
 	grd.Run(ctx, f.interval)

@@ -16,8 +16,14 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/cluster/discovery/kube"
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/eventually"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
 func parseGuardFlags(t *testing.T, args ...string) (*guardFlags, error) {
@@ -61,7 +67,7 @@ func TestFlowFlags(t *testing.T) {
 	if cfg.TTL != 5*time.Second || cfg.NoEndpointTTL != 20*time.Second || cfg.MaxRequests != 7 || cfg.MaxBytes != 4096 {
 		t.Fatalf("config %+v", cfg)
 	}
-	if g, err := f.build("ns/pool"); err != nil || g == nil {
+	if g, err := f.build("ns/pool", ""); err != nil || g == nil {
 		t.Fatalf("build: %v", err)
 	}
 	f, _ = parseGuardFlags(t, "--no-flow-control")
@@ -79,7 +85,7 @@ func TestFlowFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.build("ns/pool"); err == nil {
+		if _, err := f.build("ns/pool", ""); err == nil {
 			t.Errorf("%v: built", args)
 		}
 	}
@@ -104,7 +110,7 @@ func TestGuardFlagsRunHealthChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := f.build("")
+	g, err := f.build("", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +118,7 @@ func TestGuardFlagsRunHealthChecks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		f.run(ctx, g, ws, slog.New(slog.DiscardHandler))
+		f.run(ctx, g, ws, nil, slog.New(slog.DiscardHandler))
 		close(done)
 	}()
 	eventually.True(t, "the endpoint answering 503 out", func() (bool, string) {
@@ -124,7 +130,7 @@ func TestGuardFlagsRunHealthChecks(t *testing.T) {
 	for _, args := range [][]string{{"--health-checks", "--health-check-timeout", "10s", "--health-check-interval", "5s"},
 		{"--health-checks", "--health-failures", "0"}, {"--health-checks", "--health-check-path", "health"}} {
 		f, _ := parseGuardFlags(t, args...)
-		if _, err := f.build(""); err == nil {
+		if _, err := f.build("", ""); err == nil {
 			t.Errorf("%v: built", args)
 		}
 	}
@@ -147,5 +153,43 @@ func TestServeGuardFlagErrors(t *testing.T) {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("serve --help does not name %s", name)
 		}
+	}
+}
+
+// --watch-inference-objectives: the pool's objectives in the cluster give
+// their bands as they change; other pools' are left out; --objective wins.
+func TestWatchInferenceObjectivesFlag(t *testing.T) {
+	f, err := parseGuardFlags(t, "--watch-inference-objectives", "--objective", "fixed=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.build("ns/pool", ""); err == nil {
+		t.Fatal("built without --discover kubernetes")
+	}
+	g, err := f.build("ns/pool", "kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := func(name, pool string, priority int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "inference.networking.x-k8s.io/v1alpha2", "kind": "InferenceObjective",
+			"metadata": map[string]any{"namespace": "ns", "name": name},
+			"spec":     map[string]any{"priority": priority, "poolRef": map[string]any{"name": pool}}}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{kube.ObjectiveResource: "InferenceObjectiveList"},
+		obj("chat", "pool", 10), obj("theirs", "other", 50), obj("fixed", "pool", 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.flow.watchObjectives(ctx, g, &kube.Config{Dynamic: dyn, Namespace: "ns", Pool: "pool"}, slog.New(slog.DiscardHandler))
+	eventually.True(t, "the cluster's objectives in force", func() (bool, string) {
+		return g.Band("chat") == 10 && g.Band("fixed") == 7 && g.Band("theirs") == 0, fmt.Sprint(g.Band("chat"), g.Band("fixed"), g.Band("theirs"))
+	})
+	if _, err := dyn.Resource(kube.ObjectiveResource).Namespace("ns").Update(ctx, obj("chat", "pool", -1), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, "the update in force", func() (bool, string) { return g.Band("chat") == -1, fmt.Sprint(g.Band("chat")) })
+	bad, _ := parseGuardFlags(t, "--inference-objectives-resource", "inferenceobjectives")
+	if _, err := bad.build("", ""); err == nil {
+		t.Fatal("a resource without group and version built")
 	}
 }

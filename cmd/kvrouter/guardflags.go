@@ -54,8 +54,8 @@ func addGuardFlags(fs *flag.FlagSet) *guardFlags {
 
 // build checks the flags and returns the Guard both front ends share;
 // pool is --inference-pool (NAMESPACE/NAME: the objectives of other
-// pools are left out).
-func (f *guardFlags) build(pool string) (*requestpath.Guard, error) {
+// pools are left out), discover --discover.
+func (f *guardFlags) build(pool, discover string) (*requestpath.Guard, error) {
 	switch {
 	case f.failures < 1:
 		return nil, fmt.Errorf("--breaker-failures %d: want 1 or more", f.failures)
@@ -75,6 +75,9 @@ func (f *guardFlags) build(pool string) (*requestpath.Guard, error) {
 		}
 	}
 	_, poolName, _ := strings.Cut(pool, "/")
+	if f.flow.watch && (pool == "" || discover != "kubernetes") {
+		return nil, fmt.Errorf("--watch-inference-objectives needs --discover kubernetes and --inference-pool (the objectives of that pool are read)")
+	}
 	flow, err := f.flow.config(poolName)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath/guard"
+	"github.com/kvrouter/kvrouter/cluster/discovery/kube"
 	"github.com/kvrouter/kvrouter/messages/serving"
 )
 
@@ -68,11 +69,12 @@ func servingEndpoints(ctx context.Context, svc workerLister, logger *slog.Logger
 }
 
 // run starts the Guard's loops until ctx ends: flow control's queue
-// (--flow-interval) and the health checks.
-func (f *guardFlags) run(ctx context.Context, grd *requestpath.Guard, svc workerLister, logger *slog.Logger) {
+// (--flow-interval) and objectives (dc: the discovery's, nil without),
+// and the health checks.
+func (f *guardFlags) run(ctx context.Context, grd *requestpath.Guard, svc workerLister, dc *kube.Config, logger *slog.Logger) {
 	if f.health.on {
 		logger.Info("health checks on", "path", f.health.path, "interval", f.health.interval, "failures", f.health.failures, "successes", f.health.successes)
 		go grd.RunHealth(ctx, func(ctx context.Context) []serving.Endpoint { return servingEndpoints(ctx, svc, logger) })
 	}
-	f.flow.run(ctx, grd, logger)
+	f.flow.run(ctx, grd, dc, logger)
 }

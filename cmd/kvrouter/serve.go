@@ -198,7 +198,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	gate := admission.New(*maxRoutes, logger)
-	grd, err := gf.build(df.pool)
+	grd, err := gf.build(df.pool, df.mode)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
@@ -308,7 +308,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		logger.Info("pprof listening", "pprof", ln.Addr().String())
 	}
 	go pr.run(ctx, host.Service, 2*time.Second, *parityEvery)
-	go gf.run(ctx, grd, host.Service, logger)
+	go gf.run(ctx, grd, host.Service, dc, logger)
 	var eppErr <-chan error
 	if epps != nil {
 		at, errs, err := epp.start(ctx, epps)

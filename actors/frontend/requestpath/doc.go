@@ -46,7 +46,9 @@
 // rate limits per key (fairness id, else tenant: 429 with Retry-After),
 // flow control (flow.go): a request that finds no room (ErrNoRoom: the
 // booked-blocks cap or saturation above) waits in a queue by priority band
-// and fairness flow instead of its 429, and is routed again when room
+// and fairness flow instead of its 429 (the band from FlowConfig's
+// objectives, else those SetObjectives found in the cluster), and is
+// routed again when room
 // frees or on Run's tick — and active health checks (health.go): an
 // endpoint failing GET /health leaves the candidates (skipped, unhealthy)
 // and its breaker trips open; passing again, it comes back through the
