@@ -1,13 +1,16 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
 
 	"github.com/kvrouter/kvrouter/actors/telemetry/metricstest"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // /metrics shows the load a route booked on its worker, every other rank
@@ -52,5 +55,33 @@ func TestBookedLoadOnMetrics(t *testing.T) {
 	}
 	if r, p := booked(chosen); r != 0 || p != 0 {
 		t.Errorf("after free, worker %d: %v requests, %v prefill tokens booked; want 0", chosen, r, p)
+	}
+}
+
+// /metrics splits the index's blocks by namespace and by stream, equal to
+// what /workers shows; a stream without blocks is there at 0.
+func TestIndexBlocksOnMetrics(t *testing.T) {
+	h := newServed(t, 2)
+	h.engines[1].Serve(prompt(7, 6), "")
+	eventually.True(t, "worker 2's six blocks on /metrics", func() (bool, string) {
+		_ = h.engines[1].Publish()
+		fams := h.scrape()
+		w1, ok1 := metricstest.Sample(fams, "kvrouter_worker_index_blocks", map[string]string{"worker": "1", "dp_rank": "0"})
+		w2, ok2 := metricstest.Sample(fams, "kvrouter_worker_index_blocks", map[string]string{"worker": "2", "dp_rank": "0"})
+		ns, ok3 := metricstest.Sample(fams, "kvrouter_namespace_index_blocks", map[string]string{"model": "llama", "tenant": "default"})
+		return ok1 && ok2 && ok3 && w1 == 0 && w2 == 6 && ns == 6, fmt.Sprintf("worker 1 %v (%v), worker 2 %v (%v), namespace %v (%v)", w1, ok1, w2, ok2, ns, ok3)
+	})
+	ws, err := h.svc.Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := h.scrape()
+	for _, w := range ws {
+		for _, r := range w.Ranks {
+			got, _ := metricstest.Sample(fams, "kvrouter_worker_index_blocks", map[string]string{"worker": strconv.FormatUint(uint64(w.InstanceID), 10), "dp_rank": "0"})
+			if uint64(got) != r.Blocks {
+				t.Errorf("worker %d: %v blocks on /metrics, %d on /workers", w.InstanceID, got, r.Blocks)
+			}
+		}
 	}
 }
