@@ -106,9 +106,11 @@ ui-screenshot:
 
 # The Helm chart (deploy/helm/kvrouter): helm lint and helm template with
 # the default values and ci/clustered-values.yaml, a rendering that must
-# fail (several hosts without a cluster), then the rendered manifests
+# fail (several hosts without a cluster), ci/monitoring-values.yaml (the
+# dashboards' ConfigMaps, the PrometheusRule), then the rendered manifests
 # checked by a Go test (deploy/charttest, a module of its own: ports,
-# probes, RBAC verbs, security context). Helm is built from the Go module
+# probes, RBAC verbs, security context, the monitoring objects equal to
+# the files). Helm is built from the Go module
 # proxy into bin/tools once (about 5.5 CPU-minutes: ~3 min on an idle
 # 2-core machine); nothing is installed outside the repository.
 HELM_VERSION ?= v3.22.0
@@ -132,6 +134,9 @@ test-chart: $(HELM)
 	$(HELM) template kv $(CHART) --namespace kv --set picker.tls.enabled=false,picker.grpcHealth=false,picker.istioDestinationRule.enabled=true > $(CHART_OUT)/picker-plaintext.yaml
 	@if $(HELM) template kv $(CHART) --set replicaCount=2 >/dev/null 2>&1; then \
 		echo "test-chart: replicaCount=2 without cluster.enabled rendered; it must fail"; exit 1; fi
+	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/monitoring-values.yaml
+	$(HELM) template kv $(CHART) --namespace kv -f $(CHART)/ci/monitoring-values.yaml > $(CHART_OUT)/monitoring.yaml
+	$(HELM) template kv $(CHART) --namespace kv --set dashboards.enabled=true,dashboards.label=kvrouter_dashboard,dashboards.labelValue=yes,dashboards.namespace=monitoring > $(CHART_OUT)/monitoring-custom.yaml
 	cd deploy/charttest && KVROUTER_CHART_RENDERED=$(CHART_OUT) $(GO) test -count=1 ./...
 
 # The container image's binary (deploy/Dockerfile builds it the same way):

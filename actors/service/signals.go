@@ -188,8 +188,8 @@ func (s *Service) signalsInfo(k messages.WorkerKey, obs map[messages.WorkerKey]e
 
 // WriteSignalMetrics writes the engine signals' metrics in the Prometheus
 // text format (nothing when signals are off): per (worker, dp_rank), the
-// scrapes by result, the stale episodes, the reported gauges, saturation
-// and the outside load the cost adds.
+// scrapes by result, the stale episodes, the reported gauges and
+// prefix-cache counters, saturation and the outside load the cost adds.
 func (s *Service) WriteSignalMetrics(w io.Writer) error {
 	if s.scraper == nil {
 		return nil
@@ -235,6 +235,13 @@ func (s *Service) WriteSignalMetrics(w io.Writer) error {
 		func(_ messages.WorkerKey, o *enginesignals.Observation, l string) {
 			if o.Signals.HasKV {
 				fmt.Fprintf(&sb, "kvrouter_engine_reported_kv_usage_ratio{%s} %g\n", l, o.Signals.KVUsage)
+			}
+		})
+	family("kvrouter_engine_reported_prefix_cache_tokens_total", "counter", "The engine's own prefix-cache counters, in tokens, by kind (queries: prompt tokens looked up; hits: found cached), relayed as it reports them (they restart with the engine).",
+		func(_ messages.WorkerKey, o *enginesignals.Observation, l string) {
+			if o.Signals.HasPrefix {
+				fmt.Fprintf(&sb, "kvrouter_engine_reported_prefix_cache_tokens_total{%s,kind=\"queries\"} %g\n", l, o.Signals.PrefixQueries)
+				fmt.Fprintf(&sb, "kvrouter_engine_reported_prefix_cache_tokens_total{%s,kind=\"hits\"} %g\n", l, o.Signals.PrefixHits)
 			}
 		})
 	family("kvrouter_engine_outside_requests", "gauge", "Requests the engine reported beyond what the router had booked on it (traffic from elsewhere), as the cost adds them.",

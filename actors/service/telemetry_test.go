@@ -48,7 +48,7 @@ func newServed(t *testing.T, engines int) *harness {
 	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
 	srv := httptest.NewServer(svc.Handler(m, httpapi.Options{}))
 	t.Cleanup(srv.Close)
-	h := &harness{t: t, url: srv.URL}
+	h := &harness{t: t, url: srv.URL, svc: svc}
 	for i := range engines {
 		h.engines = append(h.engines, h.register(i+1, "llama", 4))
 	}

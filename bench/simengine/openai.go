@@ -97,6 +97,7 @@ func (e *Engine) ServeHTTP(addr string, opts HTTPOptions) (*HTTPServer, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", s.complete)
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
+	mux.HandleFunc("GET /health", func(http.ResponseWriter, *http.Request) {}) // 200, empty: vLLM's liveness
 	if opts.Tokens != nil {
 		for _, p := range []string{"POST /tokenize", "POST /v1/completions/render", "POST /v1/chat/completions/render"} {
 			mux.Handle(p, opts.Tokens)

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
@@ -10,7 +11,8 @@ import (
 )
 
 // guardFlags are kvrouter serve's request-path protections, shared by the
-// proxy and the picker: circuit breakers, retries, rate limits.
+// proxy and the picker: circuit breakers, retries, rate limits, flow
+// control, health checks.
 type guardFlags struct {
 	breakerOff                   bool
 	failures, minSamples         int
@@ -22,6 +24,8 @@ type guardFlags struct {
 	backoff, backoffMax          time.Duration
 	rps, rpsBurst, tps, tpsBurst float64
 	limitsFile                   string
+	flow                         flowFlags
+	health                       healthFlags
 }
 
 func addGuardFlags(fs *flag.FlagSet) *guardFlags {
@@ -43,11 +47,15 @@ func addGuardFlags(fs *flag.FlagSet) *guardFlags {
 	fs.Float64Var(&f.tps, "rate-limit-prompt-tps", 0, "prompt tokens a second per key, as --rate-limit-rps (0: no limit)")
 	fs.Float64Var(&f.tpsBurst, "rate-limit-prompt-tokens-burst", 0, "burst of --rate-limit-prompt-tps (0: one second's worth)")
 	fs.StringVar(&f.limitsFile, "rate-limits", "", `JSON file of rate limits per key: {"default": LIMIT, "keys": {"KEY": LIMIT}}, LIMIT {"requests_per_second", "request_burst", "prompt_tokens_per_second", "prompt_token_burst"}; its default replaces the --rate-limit-* flags`)
+	f.flow.add(fs)
+	f.health.add(fs)
 	return f
 }
 
-// build checks the flags and returns the Guard both front ends share.
-func (f *guardFlags) build() (*requestpath.Guard, error) {
+// build checks the flags and returns the Guard both front ends share;
+// pool is --inference-pool (NAMESPACE/NAME: the objectives of other
+// pools are left out), discover --discover.
+func (f *guardFlags) build(pool, discover string) (*requestpath.Guard, error) {
 	switch {
 	case f.failures < 1:
 		return nil, fmt.Errorf("--breaker-failures %d: want 1 or more", f.failures)
@@ -66,7 +74,19 @@ func (f *guardFlags) build() (*requestpath.Guard, error) {
 			return nil, fmt.Errorf("--rate-limits: %w", err)
 		}
 	}
-	return requestpath.NewGuard(requestpath.GuardConfig{BreakerOff: f.breakerOff,
+	_, poolName, _ := strings.Cut(pool, "/")
+	if f.flow.watch && (pool == "" || discover != "kubernetes") {
+		return nil, fmt.Errorf("--watch-inference-objectives needs --discover kubernetes and --inference-pool (the objectives of that pool are read)")
+	}
+	flow, err := f.flow.config(poolName)
+	if err != nil {
+		return nil, err
+	}
+	health, err := f.health.config()
+	if err != nil {
+		return nil, err
+	}
+	return requestpath.NewGuard(requestpath.GuardConfig{BreakerOff: f.breakerOff, Flow: flow, Health: health,
 		Breaker: guard.BreakerConfig{Failures: f.failures, ErrorRate: f.errorRate, MinSamples: f.minSamples, Window: f.window,
 			CoolDown: f.coolDown, Probes: f.probes, Successes: f.successes},
 		RetryRatio: f.retryRatio, RetryMin: f.retryMin, Backoff: guard.Backoff{Initial: f.backoff, Max: f.backoffMax},

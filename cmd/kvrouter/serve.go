@@ -225,7 +225,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	gate := admission.New(*maxRoutes, logger)
-	grd, err := gf.build()
+	grd, err := gf.build(df.pool, df.mode)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
@@ -328,7 +328,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
 	}
-	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, MaxTokens: *maxPrompt,
+	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, RankHealth: grd.RankHealth, MaxTokens: *maxPrompt,
 		Admission: gate}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
@@ -366,6 +366,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		logger.Info("pprof listening", "pprof", ln.Addr().String())
 	}
 	go pr.run(ctx, host.Service, 2*time.Second, *parityEvery)
+	go gf.run(ctx, grd, host.Service, dc, logger)
 	var eppErr <-chan error
 	if epps != nil {
 		at, err := epp.start(ctx, epps)

@@ -17,9 +17,9 @@ import (
 )
 
 // liveMetrics builds kvrouter from this repository, runs `kvrouter serve`
-// (HTTP API, OpenAI proxy, endpoint picker) over two `kvrouter sim`
-// engines with their OpenAI surface and a third one whose serving
-// endpoint refuses connections, sends traffic that touches every path the
+// (HTTP API, OpenAI proxy, endpoint picker, engine signals) over two
+// `kvrouter sim` engines with their OpenAI and metrics surface and a third
+// one whose serving endpoint refuses connections, sends traffic that touches every path the
 // dashboards show (POST /route, streamed completions through the proxy, a
 // malformed request, a connection the proxy must retry elsewhere), and
 // returns every metric name of its /metrics — each sample's name, and each
@@ -44,6 +44,10 @@ func liveMetrics(t *testing.T) map[string]map[string]bool {
 		run(t, bin, args...)
 		workers = append(workers, "--worker", fmt.Sprintf("%d=tcp://127.0.0.1:%s,replay=tcp://127.0.0.1:%s,serving=127.0.0.1:%s", i, pub, replay, serving))
 	}
+	// Engine signals scrape the simulated engines' vLLM metrics (worker 3's
+	// serving endpoint refuses, so its scrapes fail: never stale within the
+	// test, so it stays routable for the proxy's retry).
+	workers = append(workers, "--engine-signals", "--signals-interval", "100ms", "--signals-stale-after", "1h")
 	api, proxy := "127.0.0.1:"+freePort(t), "http://127.0.0.1:"+freePort(t)
 	run(t, bin, append([]string{"serve", "--http", api, "--block-size", "16", "--proxy-listen", strings.TrimPrefix(proxy, "http://"),
 		"--epp-listen", "127.0.0.1:" + freePort(t), "--epp-health-listen", "127.0.0.1:" + freePort(t), "--proxy-attempts", "3"}, workers...)...)
@@ -72,10 +76,17 @@ func liveMetrics(t *testing.T) map[string]map[string]bool {
 	for i := range 6 {
 		mustPost(t, proxy+"/v1/completions", fmt.Sprintf(`{"model":"default","prompt":%s,"max_tokens":3,"stream":true}`, prompt(i)), http.StatusOK)
 	}
-	text, err := get(api + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	var text string
+	waitFor(t, "the engines' prefix-cache counters relayed", func() error {
+		var err error
+		if text, err = get(api + "/metrics"); err != nil {
+			return err
+		}
+		if !strings.Contains(text, "kvrouter_engine_reported_prefix_cache_tokens_total{") {
+			return fmt.Errorf("no engine prefix-cache counters yet")
+		}
+		return nil
+	})
 	return exposition(text)
 }
 

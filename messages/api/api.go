@@ -264,6 +264,22 @@ type RankInfo struct {
 	// this router host (absent when breakers are off or it has no
 	// serving endpoint).
 	Breaker *BreakerInfo `json:"breaker,omitempty"`
+	// Health is the active health check of the rank's serving endpoint
+	// on this router host (absent when health checks are off, before the
+	// first check, or without a serving endpoint).
+	Health *HealthInfo `json:"health,omitempty"`
+}
+
+// HealthInfo is a serving endpoint's active health check in GET
+// /workers: whether it gets requests, the consecutive failed and passed
+// checks, the checks made and failed, and the last failure's reason.
+type HealthInfo struct {
+	Healthy             bool   `json:"healthy"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+	ConsecutivePasses   int    `json:"consecutive_passes"`
+	Checks              uint64 `json:"checks"`
+	Failed              uint64 `json:"failed"`
+	LastError           string `json:"last_error,omitempty"`
 }
 
 // BreakerInfo is a serving endpoint's circuit breaker in GET /workers:

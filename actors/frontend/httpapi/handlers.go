@@ -99,6 +99,9 @@ func (h *Handler) workerList(ctx context.Context) ([]api.WorkerInfo, error) {
 			if h.opts.RankBreaker != nil {
 				ranks[j].Breaker = h.opts.RankBreaker(ranks[j])
 			}
+			if h.opts.RankHealth != nil {
+				ranks[j].Health = h.opts.RankHealth(ranks[j])
+			}
 			if ranks[j].Warnings == nil {
 				ranks[j].Warnings = []string{}
 			}

@@ -63,6 +63,9 @@ type Options struct {
 	// RankBreaker, when set, gives the circuit breaker of a rank's
 	// serving endpoint (the request path's), shown in GET /workers.
 	RankBreaker func(api.RankInfo) *api.BreakerInfo
+	// RankHealth, when set, gives the active health check of a rank's
+	// serving endpoint (the request path's), shown in GET /workers.
+	RankHealth func(api.RankInfo) *api.HealthInfo
 	// NewRequestID makes the request id of a /route request that names
 	// none (default: 26 random base32 characters from crypto/rand).
 	NewRequestID func() string

@@ -43,6 +43,13 @@ func newE2E(t *testing.T, cfg Config, withHTTP bool) *e2e {
 // newGuardedE2E is newE2E with the request path's Guard g (nil: none).
 func newGuardedE2E(t *testing.T, cfg Config, withHTTP bool, g *requestpath.Guard) *e2e {
 	t.Helper()
+	return newPathE2E(t, cfg, withHTTP, requestpath.Config{Guard: g})
+}
+
+// newPathE2E is newE2E with the request path's configuration pc (its
+// candidates and metrics set here).
+func newPathE2E(t *testing.T, cfg Config, withHTTP bool, pc requestpath.Config) *e2e {
+	t.Helper()
 	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: 16, Timeout: 2 * time.Second, Routing: routing.DefaultConfig()})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +78,8 @@ func newGuardedE2E(t *testing.T, cfg Config, withHTTP bool, g *requestpath.Guard
 			t.Fatal(err)
 		}
 	}
-	f.path = requestpath.New(svc, requestpath.Config{MaxCandidates: 3, Metrics: &requestpath.Metrics{Front: "epp"}, Guard: g})
+	pc.MaxCandidates, pc.Metrics = 3, &requestpath.Metrics{Front: "epp"}
+	f.path = requestpath.New(svc, pc)
 	cfg.Ready = svc.Ready
 	_, f.envoy = startPicker(t, FromPath(f.path), cfg)
 	return f

@@ -22,13 +22,25 @@
 //     (counted with its reason, no_token_ids when no resolver is set).
 //  2. The request path (actors/frontend/requestpath) routes and books it
 //     under the request id — the client's x-request-id, or a new one — and
-//     lists the candidate workers with serving endpoints, best first.
+//     lists the candidate workers with serving endpoints, best first. A
+//     key (x-gateway-inference-fairness-id, else the tenant) over its rate
+//     limit is answered 429 with Retry-After; when no worker has room the
+//     request waits in the flow-control queue by its objective's priority
+//     (x-gateway-inference-objective) while the proxy holds the client's
+//     connection, and a wait past its TTL is answered 429 overloaded with
+//     Retry-After.
 //  3. The body goes to the first candidate's serving endpoint, same path.
-//     A connection that fails (refused, ConnectTimeout, no response
-//     headers) moves on to the next candidate, up to Options.Attempts; the
-//     booking follows the worker that answered. An engine's own error
-//     status is passed through, not retried (the engine received the
-//     request).
+//     Before any byte reached the client, a connection that fails
+//     (refused, ConnectTimeout, no response headers) or an answer 502, 503
+//     or 504 (the engine, not the request, is the trouble) moves on to the
+//     next candidate: up to Options.Attempts tried, each retry within the
+//     request path's fleet-wide retry budget and after its backoff with
+//     jitter, counted with its reason; the booking follows the worker that
+//     answered. Other statuses, 500 included, are passed through, not
+//     retried (the engine may have worked on the request); when no retry
+//     is left the last 502/503/504 is passed through. Every answer feeds
+//     the endpoint's circuit breaker (requestpath.Guard): 5xx, connect
+//     failures and resets before the first byte are failures.
 //  4. The answer is copied chunk by chunk with a flush after each, so
 //     server-sent events reach the client as the engine writes them. The
 //     first byte marks prefill done; the end of the answer frees the
@@ -52,9 +64,11 @@
 //
 // # Not done here
 //
-// No request is retried once any byte of the answer reached the client; a
-// 5xx from an engine is not retried either. Responses are passed through
-// byte for byte (no re-chunking, no usage rewriting).
+// No request is retried once any byte of the answer reached the client,
+// nor on a 500 or another status than 502/503/504. Responses are passed
+// through byte for byte (no re-chunking, no usage rewriting). Breakers,
+// retry budget, rate limits and the flow-control queue are per router
+// host: nothing of them crosses hosts.
 //
 // Tested end to end (e2e_test.go) against simulated engines speaking the
 // same OpenAI shapes (bench/simengine's HTTP surface) over real HTTP and

@@ -57,7 +57,7 @@ func flowFleet(t *testing.T, clk *frontendtest.Clock) (*fleet, *recorder, *reque
 	release := make(chan struct{})
 	var n atomic.Int64
 	g := newTestGuard(t, clk, requestpath.GuardConfig{BreakerOff: true, Flow: &requestpath.FlowConfig{TTL: 10 * time.Second,
-		Objectives: map[string]int{"critical": 10, "batch": 0}}})
+		Objectives: map[string]int{"critical": 10, "batch": 0, "scavenger": -1}}})
 	f := newGuardedFleet(t, 1, func(ctx context.Context) {
 		if n.Add(1) == 1 {
 			select {
@@ -114,7 +114,8 @@ func (f *fleet) queue(ctx context.Context, g *requestpath.Guard, id, objective, 
 // Through the proxy: while the only engine has no room the requests wait
 // (the proxy holds their connections); when its answer ends they go in
 // order — the critical band first, then the default band's fairness ids
-// in turn — each scored when it leaves the queue.
+// in turn — each scored when it leaves the queue. A sheddable objective
+// (a band below 0) is refused at once.
 func TestProxyFlowControlOrder(t *testing.T) {
 	f, rec, g, release := flowFleet(t, frontendtest.NewClock())
 	first := f.holdFirst()
@@ -122,6 +123,15 @@ func TestProxyFlowControlOrder(t *testing.T) {
 	var as []<-chan answer
 	for i, r := range [][3]string{{"x1", "batch", "x"}, {"x2", "batch", "x"}, {"y1", "", "y"}, {"crit", "critical", "z"}} {
 		as = append(as, f.queue(ctx, g, r[0], r[1], r[2], i+1))
+	}
+	shed, err := f.post(ctx, "/v1/completions", fmt.Sprintf(`{"model":"m","prompt":%s}`, tokens(90, 8)),
+		RequestIDHeader, "shed", "x-gateway-inference-objective", "scavenger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shed.Body.Close()
+	if shed.StatusCode != http.StatusTooManyRequests || g.Queued() != len(as) {
+		t.Fatalf("sheddable request: %d with %d queued, want 429 at once", shed.StatusCode, g.Queued())
 	}
 	close(release)
 	_, _ = io.Copy(io.Discard, first.Body)

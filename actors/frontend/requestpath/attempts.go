@@ -7,13 +7,18 @@ import (
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath/guard"
 )
 
-// admitted keeps the candidates whose circuit breaker admits a request
-// (the others counted skipped, breaker_open), at most MaxCandidates.
+// admitted keeps the candidates whose endpoint passes its health checks
+// and whose circuit breaker admits a request (the others counted
+// skipped, unhealthy or breaker_open), at most MaxCandidates.
 func (p *Path) admitted(all []Candidate, skipped Skipped) []Candidate {
 	out := make([]Candidate, 0, min(len(all), p.cfg.MaxCandidates))
 	for _, c := range all {
 		if len(out) == p.cfg.MaxCandidates {
 			break
+		}
+		if !p.cfg.Guard.Healthy(c.Endpoint.HostPort) {
+			skipped[SkipUnhealthy]++
+			continue
 		}
 		if !p.cfg.Guard.Admits(c.Endpoint.HostPort) {
 			skipped[SkipBreakerOpen]++

@@ -30,6 +30,7 @@ const (
 	SkipBadServingEndpoint = "bad_serving_endpoint" // one that does not parse (a peer's registry entry)
 	SkipNotInSubset        = "not_in_subset"        // the data plane's subset hint leaves it out
 	SkipBreakerOpen        = "breaker_open"         // its serving endpoint's circuit breaker is open
+	SkipUnhealthy          = "unhealthy"            // its serving endpoint fails its active health checks
 )
 
 // Skipped counts the ranks left out of a candidate list, by reason.

@@ -44,10 +44,19 @@
 // the fleet-wide retry budget and backoff the proxy's retries use (only
 // before the first byte, on connect failure and 502/503/504), token-bucket
 // rate limits per key (fairness id, else tenant: 429 with Retry-After),
-// and flow control (flow.go): a request that finds no room waits in a
-// queue by priority band and fairness flow, and is routed again when room
-// frees. The decisions are package guard's pure values. Everything is per
-// router host: no state crosses hosts (each host's limits are its share).
+// flow control (flow.go): a request that finds no room (ErrNoRoom: the
+// booked-blocks cap or saturation above) waits in a queue by priority band
+// and fairness flow instead of its 429 (the band from FlowConfig's
+// objectives, else those SetObjectives found in the cluster), and is
+// routed again when room
+// frees or on Run's tick — and active health checks (health.go): an
+// endpoint failing GET /health leaves the candidates (skipped, unhealthy)
+// and its breaker trips open; passing again, it comes back through the
+// breaker's half-open probes. The decisions are package guard's pure
+// values. Everything is per router host: no state crosses hosts (each
+// host's limits are its share). Breakers are not shared across hosts as
+// the booked load is: each host opens its own from what it saw, so a host
+// sending a sick engine little traffic learns of it later.
 //
 // # Bookkeeping from the response
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -51,8 +52,9 @@ type flowState struct {
 	q        guard.Queue
 	waiters  map[uint64]*waiter
 	nextID   uint64
-	busy     bool // a dispatcher runs
-	again    bool // kicked while it ran
+	found    map[string]int // SetObjectives' bands, under cfg.Objectives
+	busy     bool           // a dispatcher runs
+	again    bool           // kicked while it ran
 	outcomes map[[2]string]int64
 }
 
@@ -115,6 +117,39 @@ func newFlowState(cfg *FlowConfig) *flowState {
 	return &flowState{cfg: c, q: guard.NewQueue(c.MaxRequests, c.MaxBytes), waiters: map[uint64]*waiter{}, outcomes: map[[2]string]int64{}}
 }
 
+// band is objective's priority band: the configured one, else the one
+// SetObjectives gave, else 0.
+func (f *flowState) band(objective string) int {
+	if b, ok := f.cfg.Objectives[objective]; ok {
+		return b
+	}
+	return f.found[objective]
+}
+
+// SetObjectives replaces the bands found at run time (the cluster's
+// InferenceObjectives); FlowConfig.Objectives still wins for the names it
+// gives. A request already queued keeps its band. No-op with flow
+// control off.
+func (g *Guard) SetObjectives(bands map[string]int) {
+	if g == nil || g.flowing == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.flowing.found = maps.Clone(bands)
+}
+
+// Band is the priority band a request naming objective gets now (0 with
+// flow control off).
+func (g *Guard) Band(objective string) int {
+	if g == nil || g.flowing == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.flowing.band(objective)
+}
+
 func (f *flowState) count(band int, outcome string) {
 	f.outcomes[[2]string{strconv.Itoa(band), outcome}]++
 }
@@ -139,8 +174,8 @@ func (g *Guard) flow(ctx context.Context, r Request, key string, try func() (*Bo
 		return try()
 	}
 	f := g.flowing
-	band := f.cfg.Objectives[r.Objective]
 	g.mu.Lock()
+	band := f.band(r.Objective)
 	behind := f.q.Len() > 0
 	g.mu.Unlock()
 	last := fmt.Errorf("%w: %w: requests are queued ahead of it", ErrOverloaded, ErrNoRoom)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,6 +119,16 @@ func TestFlowDispatchOrder(t *testing.T) {
 	if x.g.FlowCount(10, FlowDispatched) != 1 || x.g.FlowCount(0, FlowDispatched) != 4 || x.g.FlowCount(-1, FlowSheddable) != 1 {
 		t.Errorf("counts: critical %d, default %d dispatched, %d shed", x.g.FlowCount(10, FlowDispatched), x.g.FlowCount(0, FlowDispatched), x.g.FlowCount(-1, FlowSheddable))
 	}
+	var sb strings.Builder
+	if err := x.g.WriteMetrics(&sb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`kvrouter_flow_requests_total{band="10",outcome="dispatched"} 1`, `kvrouter_flow_requests_total{band="0",outcome="queued"} 4`,
+		`kvrouter_flow_requests_total{band="-1",outcome="sheddable"} 1`, "kvrouter_flow_queue_requests 0\n", "kvrouter_flow_queue_bytes 0\n"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, sb.String())
+		}
+	}
 }
 
 // A booking freed is room: it kicks the dispatcher, no tick needed.
@@ -196,4 +207,42 @@ func TestFlowEviction(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	r.b.Done(ctx)
+}
+
+// Objectives found at run time give bands to the names the configuration
+// does not give; the configured ones win; replacing them forgets the old.
+func TestFlowSetObjectives(t *testing.T) {
+	x := newFlowFixture(t, FlowConfig{Objectives: map[string]int{"critical": 10}})
+	x.g.SetObjectives(map[string]int{"gold": 5, "critical": -3, "scavenger": -1})
+	x.be.setSaturated(true)
+	ctx := context.Background()
+	if _, err := x.p.Route(ctx, Request{ID: "shed", Model: "m", Tokens: []uint32{1}, Objective: "scavenger"}); !errors.Is(err, ErrOverloaded) || x.g.Queued() != 0 {
+		t.Fatalf("a found sheddable objective: %v, %d queued", err, x.g.Queued())
+	}
+	plain := x.start(ctx, "plain", "", "a", 1)
+	gold := x.start(ctx, "gold", "gold", "a", 2)
+	crit := x.start(ctx, "crit", "critical", "a", 3)
+	x.be.setSaturated(false)
+	n := len(x.be.routedIDs(0))
+	x.g.Dispatch()
+	if got, want := fmt.Sprint(x.be.routedIDs(n)), "[crit gold plain]"; got != want {
+		t.Fatalf("dispatch order %s, want %s (critical stays 10 as configured)", got, want)
+	}
+	for _, c := range []<-chan result{plain, gold, crit} {
+		if r := x.get(c); r.err != nil {
+			t.Fatal(r.err)
+		} else {
+			r.b.Done(ctx)
+		}
+	}
+	x.g.SetObjectives(nil)
+	x.be.setSaturated(true)
+	waiting := x.start(ctx, "was-shed", "scavenger", "a", 1) // band 0 now: it waits
+	x.be.setSaturated(false)
+	x.g.Dispatch()
+	if r := x.get(waiting); r.err != nil {
+		t.Fatalf("a forgotten objective, band 0: %v", r.err)
+	} else {
+		r.b.Done(ctx)
+	}
 }

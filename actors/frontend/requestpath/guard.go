@@ -32,6 +32,8 @@ type GuardConfig struct {
 	Limits Limits
 	// Flow, when set, turns flow control on (flow.go).
 	Flow *FlowConfig
+	// Health, when set, turns active health checks on (health.go).
+	Health *HealthConfig
 
 	// Now, Rand and Sleep are the clock, the jitter's uniform draw in
 	// [0, 1) and the backoff's wait (tests inject them; defaults:
@@ -56,7 +58,8 @@ type Guard struct {
 	budget   guard.Budget
 	limiter  limiter
 	counts   guardCounts
-	flowing  *flowState // nil: flow control off
+	flowing  *flowState   // nil: flow control off
+	health   *healthState // nil: health checks off
 }
 
 // NewGuard returns a Guard; it checks the configuration.
@@ -82,7 +85,7 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 	cfg.Breaker = cfg.Breaker.WithDefaults()
 	return &Guard{cfg: cfg, backoff: cfg.Backoff.WithDefaults(), breakers: map[string]*guard.Breaker{},
 		budget: guard.NewBudget(cfg.RetryRatio, cfg.RetryMin, cfg.RetryWindow), limiter: newLimiter(cfg.Limits),
-		flowing: newFlowState(cfg.Flow)}, nil
+		flowing: newFlowState(cfg.Flow), health: newHealthState(cfg.Health)}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

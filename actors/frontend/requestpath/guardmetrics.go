@@ -65,6 +65,11 @@ func (g *Guard) BreakerTransitions(to guard.BreakerState) int64 {
 //	kvrouter_endpoint_results_total{result}          what endpoints did with requests (ok, connect_failed, status_5xx, reset)
 //	kvrouter_rate_limited_total{kind}                requests refused by a rate limit (requests, prompt_tokens)
 //	kvrouter_rate_limit_overflow_total               new keys past the key cap, sharing the overflow buckets
+//	kvrouter_flow_requests_total{band,outcome}       flow control: queued, dispatched, expired, evicted, gone, full, sheddable
+//	kvrouter_flow_queue_requests / _bytes            flow control: requests and body bytes waiting now (Gauges)
+//	kvrouter_health_checks_total{result}             active health checks: passed, failed
+//	kvrouter_health_transitions_total{to}            endpoints turning healthy, unhealthy
+//	kvrouter_health_unhealthy_endpoints              endpoints out of the candidates now (Gauge)
 func (g *Guard) WriteMetrics(w io.Writer) error {
 	if g == nil {
 		return nil
@@ -77,6 +82,22 @@ func (g *Guard) WriteMetrics(w io.Writer) error {
 	}
 	c := g.counts
 	c.transitions, c.results, c.limited = maps.Clone(c.transitions), maps.Clone(c.results), maps.Clone(c.limited)
+	var flow map[[2]string]int64
+	var queued int
+	var queuedBytes int64
+	if g.flowing != nil {
+		flow, queued, queuedBytes = maps.Clone(g.flowing.outcomes), g.flowing.q.Len(), g.flowing.q.Bytes()
+	}
+	var checks, turned map[bool]int64
+	unhealthy := 0
+	if g.health != nil {
+		checks, turned = maps.Clone(g.health.checks), maps.Clone(g.health.turned)
+		for _, e := range g.health.endpoints {
+			if !e.h.Healthy() {
+				unhealthy++
+			}
+		}
+	}
 	g.mu.Unlock()
 	var sb strings.Builder
 	sb.WriteString("# HELP kvrouter_breaker_state Circuit breaker state per serving endpoint (0 closed, 1 open, 2 half-open).\n# TYPE kvrouter_breaker_state gauge\n")
@@ -98,6 +119,24 @@ func (g *Guard) WriteMetrics(w io.Writer) error {
 		fmt.Fprintf(&sb, "kvrouter_rate_limited_total{kind=%q} %d\n", k, c.limited[k])
 	}
 	fmt.Fprintf(&sb, "# HELP kvrouter_rate_limit_overflow_total New rate-limit keys past the key cap, sharing one pair of buckets.\n# TYPE kvrouter_rate_limit_overflow_total counter\nkvrouter_rate_limit_overflow_total %d\n", c.limitOverflow)
+	if g.flowing != nil {
+		writeFlowMetrics(&sb, flow, queued, queuedBytes)
+	}
+	if g.health != nil {
+		writeHealthMetrics(&sb, checks, turned, unhealthy)
+	}
 	_, err := io.WriteString(w, sb.String())
 	return err
+}
+
+func writeFlowMetrics(sb *strings.Builder, outcomes map[[2]string]int64, queued int, bytes int64) {
+	sb.WriteString("# HELP kvrouter_flow_requests_total Flow control: requests by priority band and outcome (queued, dispatched, expired, evicted, gone, full, sheddable).\n# TYPE kvrouter_flow_requests_total counter\n")
+	if len(outcomes) == 0 {
+		outcomes = map[[2]string]int64{{"0", FlowQueued}: 0}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(outcomes), func(a, b [2]string) int { return strings.Compare(a[0]+" "+a[1], b[0]+" "+b[1]) }) {
+		fmt.Fprintf(sb, "kvrouter_flow_requests_total{band=%q,outcome=%q} %d\n", k[0], k[1], outcomes[k])
+	}
+	fmt.Fprintf(sb, "# HELP kvrouter_flow_queue_requests Flow control: requests waiting for room now.\n# TYPE kvrouter_flow_queue_requests gauge\nkvrouter_flow_queue_requests %d\n", queued)
+	fmt.Fprintf(sb, "# HELP kvrouter_flow_queue_bytes Flow control: request body bytes waiting for room now.\n# TYPE kvrouter_flow_queue_bytes gauge\nkvrouter_flow_queue_bytes %d\n", bytes)
 }

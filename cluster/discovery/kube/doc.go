@@ -15,6 +15,13 @@
 // inferencepools when a pool is named) in the watched namespace — nothing
 // else, nothing cluster-wide (deploy/helm/kvrouter's Role).
 //
+// WatchObjectives (objectives.go) follows the namespace's
+// InferenceObjectives the same way, for flow control's priority bands:
+// it hands each new state on as a JSON List, which the request path
+// parses and filters by pool (requestpath.ParseObjectives, the parser of
+// the objectives file), so one parser reads both. It needs get, list and
+// watch on that resource too (not in the chart's Role).
+//
 // Metrics (WriteMetrics, Prometheus text): kvrouter_discovery_passes_total,
 // kvrouter_discovery_actions_total{op,result}, kvrouter_discovery_skipped_pods_total{reason}
 // (counted when a pod starts being skipped, with a log line saying why),

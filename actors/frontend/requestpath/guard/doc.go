@@ -1,7 +1,8 @@
 // Package guard holds the request path's protections as pure,
 // deterministic values: a circuit breaker per serving endpoint (Breaker),
 // a fleet-wide retry budget (Budget), exponential backoff with jitter
-// (Backoff) and a token bucket (Bucket) for rate limits. None of them
+// (Backoff), a token bucket (Bucket) for rate limits, the flow-control
+// queue (Queue) and an endpoint's active health state (Health). None of them
 // reads a clock, sleeps, locks or draws random numbers: the time is an
 // argument, the random draw too, and the caller (requestpath.Guard, the
 // shell the proxy and the picker share) owns the lock. Every transition
