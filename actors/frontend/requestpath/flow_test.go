@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/frontend/frontendtest"
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/eventually"
 )
@@ -40,14 +41,14 @@ type result struct {
 
 type flowFixture struct {
 	t   *testing.T
-	clk *testClock
+	clk *frontendtest.Clock
 	g   *Guard
 	be  *fakeBackend
 	p   *Path
 }
 
 func newFlowFixture(t *testing.T, fc FlowConfig) *flowFixture {
-	clk := &testClock{now: time.Unix(1_000_000, 0)}
+	clk := frontendtest.NewClock()
 	g := newGuard(t, clk, GuardConfig{BreakerOff: true, Flow: &fc})
 	be := &fakeBackend{answer: threeWorkers()}
 	return &flowFixture{t: t, clk: clk, g: g, be: be, p: New(be, Config{Guard: g})}

@@ -6,33 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/frontend/frontendtest"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath/guard"
 	"github.com/kvrouter/kvrouter/messages/api"
 )
 
-// testClock is a hand-moved clock.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func newGuard(t *testing.T, clk *testClock, cfg GuardConfig) *Guard {
+func newGuard(t *testing.T, clk *frontendtest.Clock, cfg GuardConfig) *Guard {
 	t.Helper()
 	cfg.Now = clk.Now
 	cfg.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
@@ -59,7 +41,7 @@ func route(t *testing.T, p *Path, id string, r EndpointResult) *Booking {
 // candidate's open the answer is ErrBreakersOpen, a 503 ErrNoEndpoint; a
 // half-open breaker's single probe slot goes to one request at a time.
 func TestRouteSkipsOpenBreakers(t *testing.T) {
-	clk := &testClock{now: time.Unix(1_000_000, 0)}
+	clk := frontendtest.NewClock()
 	g := newGuard(t, clk, GuardConfig{Breaker: guard.BreakerConfig{Failures: 2, ErrorRate: -1, CoolDown: time.Minute, Successes: 1}})
 	be := &fakeBackend{answer: threeWorkers()}
 	p := New(be, Config{Guard: g})
@@ -113,7 +95,7 @@ func TestRouteSkipsOpenBreakers(t *testing.T) {
 // until its bucket holds the request, taking nothing; a named key has its
 // own limit; the request-per-second bucket is untouched by a refusal.
 func TestRouteRateLimits(t *testing.T) {
-	clk := &testClock{now: time.Unix(1_000_000, 0)}
+	clk := frontendtest.NewClock()
 	g := newGuard(t, clk, GuardConfig{Limits: Limits{Default: Limit{PromptTokensPerSecond: 10, PromptTokenBurst: 10, RequestsPerSecond: 1, RequestBurst: 2},
 		Keys: map[string]Limit{"vip": {}}}})
 	p := New(&fakeBackend{answer: threeWorkers()}, Config{Guard: g})

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/kvrouter/kvrouter/actors/frontend/frontendtest"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath/guard"
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/serving"
@@ -55,7 +55,7 @@ func endpoints(hps ...string) []serving.Endpoint {
 func TestHealthChecksTakeEndpointsOut(t *testing.T) {
 	ctx := context.Background()
 	net := &engineHealth{status: map[string]int{"h1:1": 503, "h2:1": 200}}
-	g := newGuard(t, &testClock{now: time.Unix(1_000_000, 0)}, GuardConfig{Health: &HealthConfig{Client: &http.Client{Transport: net}}})
+	g := newGuard(t, frontendtest.NewClock(), GuardConfig{Health: &HealthConfig{Client: &http.Client{Transport: net}}})
 	p := New(&fakeBackend{answer: threeWorkers()}, Config{Guard: g})
 	first := func() (string, int) {
 		t.Helper()
