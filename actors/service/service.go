@@ -284,9 +284,14 @@ func (s *Service) space(model, tenant string, blockSize int, create bool) (*name
 		return nil, err
 	}
 	// The route actor follows the index: applied events confirm and kill
-	// its predictions.
+	// its predictions. With predictions off for event-publishing workers
+	// there is nothing for an event to confirm (event-less workers publish
+	// none), so it does not follow: the batches would only queue in front
+	// of route requests.
 	route := s.system.Root.Spawn(props)
-	pc.Followers = append(slices.Clone(pc.Followers), route)
+	if s.cfg.Predictions.TTL != predicted.Off {
+		pc.Followers = append(slices.Clone(pc.Followers), route)
+	}
 	pipe, err := pipeline.Start(s.system, pc)
 	if err != nil {
 		_ = s.system.Root.StopFuture(route).Wait()
