@@ -157,6 +157,14 @@ type Registration struct {
 	Events          string `json:"events,omitempty"`
 	CacheBlocks     uint32 `json:"cache_blocks,omitempty"`
 	MetricsEndpoint string `json:"metrics_endpoint,omitempty"`
+	// Role is the endpoint's role in a disaggregated fleet (RolePrefill,
+	// RoleDecode, RoleBoth; "" is RoleBoth). BootstrapHost and
+	// BootstrapPort are where an SGLang prefill engine's KV transfer
+	// bootstrap server listens (BootstrapHost "" : the serving
+	// endpoint's host).
+	Role          string `json:"role,omitempty"`
+	BootstrapHost string `json:"bootstrap_host,omitempty"`
+	BootstrapPort uint16 `json:"bootstrap_port,omitempty"`
 }
 
 // Registration.Events values.
@@ -415,6 +423,12 @@ type RouteResult struct {
 	// never too high. Partial is set when there are any.
 	Recovering []messages.WorkerID `json:"recovering_workers,omitempty"`
 	Partial    bool                `json:"partial,omitempty"`
+	// PrefillWorker is the prefill leg when the router split the request
+	// (WorkerID above is then the decode leg); nil when the chosen worker
+	// prefills locally. Disaggregation says why it split or not; nil when
+	// the namespace has no prefill or decode roles at all.
+	PrefillWorker  *PrefillLeg     `json:"prefill_worker,omitempty"`
+	Disaggregation *Disaggregation `json:"disaggregation,omitempty"`
 }
 
 // RouteScore is one candidate's side of the cost function (actors/routing), present when
