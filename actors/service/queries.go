@@ -138,6 +138,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 	}
 	out := answer(ns, req.RequestID, isl, d.overlaps, d.res.Scores, d.rep)
 	s.fillServing(&out)
+	s.fillPrefill(&out, d.rep.Disagg)
 	if d.cov.Partial() {
 		out.Recovering, out.Partial = s.recovering(ns, d.cov), true
 	}
@@ -222,6 +223,9 @@ func (s *Service) decide(tc messages.TraceContext, ns *namespace, in decideInput
 	if c := s.cfg.Cluster; c != nil && !in.advisory {
 		d := rep.Decision
 		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
+		if o := rep.Disagg; o != nil && o.Split { // the prefill leg's booking
+			c.PushLoad(registry.RankLoad{Key: o.Prefill, PrefillTokens: o.PrefillTokens, Requests: 1})
+		}
 	}
 	return decided{res: res, cov: cov, overlaps: overlaps, rep: rep}, nil
 }
@@ -363,6 +367,9 @@ func (s *Service) localBookkeeping(bk routing.Bookkeeping) (found bool, err erro
 			if c, rel := s.cfg.Cluster, r.Released; c != nil && moved(rel) {
 				c.PushLoad(released(rel, sign))
 			}
+			if c, rel := s.cfg.Cluster, r.ReleasedPrefill; c != nil && moved(rel) {
+				c.PushLoad(released(rel, -1))
+			}
 			return true, nil
 		}
 		if !errors.Is(r.Err, routing.ErrUnknownRequest) {
@@ -415,6 +422,7 @@ func (s *Service) rankInfo(k messages.WorkerKey, w *worker) api.RankInfo {
 	ri := api.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
 		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
 		Engine: w.reg.Engine, BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Mode: api.ModeEvents, Warnings: []string{}}
+	withRole(&ri, w.reg)
 	if w.reg.EventLess() {
 		return s.eventLessInfo(k, w, ri)
 	}

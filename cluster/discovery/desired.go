@@ -92,6 +92,11 @@ type Registration struct {
 	// MetricsEndpoint is the engine's metrics URL when the pod names a
 	// metrics port or path ("" otherwise: the serving endpoint's).
 	MetricsEndpoint string
+	// Role is the pod's prefill/decode role (api.ParseRole's stored form:
+	// "" for both); BootstrapPort its SGLang bootstrap port (0: none),
+	// on the pod's IP.
+	Role          string
+	BootstrapPort uint16
 	// Pod is namespace/name (for logs; not part of what is registered).
 	Pod string
 }
