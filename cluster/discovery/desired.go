@@ -17,16 +17,16 @@ import (
 // first, then a label (label values cannot hold a '/', model names often
 // do).
 const (
-	KeyModel         = "kvrouter.io/model"
-	KeyTenant        = "kvrouter.io/tenant"
-	KeyBlockSize     = "kvrouter.io/block-size"
-	KeyDpSize        = "kvrouter.io/dp-size"
-	KeyEngine        = "kvrouter.io/engine"
-	KeyKVEventsPort  = "kvrouter.io/kv-events-port"
-	KeyReplayPort    = "kvrouter.io/replay-port"
-	KeyServingPort   = "kvrouter.io/serving-port"
-	KeyMetricsPort   = "kvrouter.io/metrics-port"
-	KeyMetricsPath   = "kvrouter.io/metrics-path"
+	KeyModel        = "kvrouter.io/model"
+	KeyTenant       = "kvrouter.io/tenant"
+	KeyBlockSize    = "kvrouter.io/block-size"
+	KeyDpSize       = "kvrouter.io/dp-size"
+	KeyEngine       = "kvrouter.io/engine"
+	KeyKVEventsPort = "kvrouter.io/kv-events-port"
+	KeyReplayPort   = "kvrouter.io/replay-port"
+	KeyServingPort  = "kvrouter.io/serving-port"
+	KeyMetricsPort  = "kvrouter.io/metrics-port"
+	KeyMetricsPath  = "kvrouter.io/metrics-path"
 	// LabelRole is llm-d's role label (prefill, decode, prefill-decode);
 	// KeyRole, annotation or label, is read when it is absent.
 	LabelRole = "llm-d.ai/role"
