@@ -64,6 +64,10 @@ type Request struct {
 // one), the request booked on the first.
 type Choice struct {
 	Endpoints []string
+	// Prefill is the prefill endpoint (host:port) when the router split
+	// the request ("" when the destination prefills it): the
+	// x-prefiller-host-port header. Its booking ends at FirstByte.
+	Prefill string
 	// CachedTokens is the chosen worker's cached prefix (for the trace).
 	CachedTokens uint64
 }

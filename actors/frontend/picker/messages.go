@@ -25,6 +25,11 @@ const (
 	// list the endpoints the picker may choose from.
 	SubsetNamespace = "envoy.lb.subset_hint"
 	SubsetKey       = "x-gateway-destination-endpoint-subset"
+	// PrefillerHeader names the prefill endpoint (host:port) of a request
+	// the router split into a remote prefill and a decode leg, for llm-d's
+	// routing sidecar on the decode pod (the destination); absent when
+	// the request is not split.
+	PrefillerHeader = "x-prefiller-host-port"
 )
 
 // bodyChunk bounds one streamed body message the picker sends (some data
@@ -43,6 +48,16 @@ func HeaderValue(m *corev3.HeaderMap, key string) string {
 		}
 	}
 	return ""
+}
+
+// hasHeader reports whether m carries key (any value, any case).
+func hasHeader(m *corev3.HeaderMap, key string) bool {
+	for _, h := range m.GetHeaders() {
+		if strings.EqualFold(h.GetKey(), key) {
+			return true
+		}
+	}
+	return false
 }
 
 // Subset reads the endpoint subset hint of a request message's metadata:
@@ -82,13 +97,20 @@ func ServedEndpoint(md *corev3.Metadata) string {
 }
 
 // destinationHeaders sets the destination header (replacing any the client
-// sent: a client must not steer the data plane) and, when the picker gives
-// the body back, its length.
-func destinationHeaders(dest string, bodyLen int) []*corev3.HeaderValueOption {
+// sent: a client must not steer the data plane), the prefill endpoint of
+// a split request ("" none) and, when the picker gives the body back,
+// its length.
+func destinationHeaders(dest, prefill string, bodyLen int) []*corev3.HeaderValueOption {
 	hs := []*corev3.HeaderValueOption{{
 		Header:       &corev3.HeaderValue{Key: DestinationHeader, RawValue: []byte(dest)},
 		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
 	}}
+	if prefill != "" {
+		hs = append(hs, &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: PrefillerHeader, RawValue: []byte(prefill)},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+		})
+	}
 	if bodyLen > 0 {
 		hs = append(hs, &corev3.HeaderValueOption{
 			Header:       &corev3.HeaderValue{Key: "content-length", RawValue: []byte(strconv.Itoa(bodyLen))},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/serving"
 )
 
 // FromPath is the Core over the request path's shared core (what kvrouter
@@ -47,7 +48,21 @@ func (c pathCore) Pick(ctx context.Context, r Request) (Choice, error) {
 	for i, cd := range b.Candidates[:n] {
 		eps[i] = cd.Endpoint.HostPort
 	}
-	return Choice{Endpoints: eps, CachedTokens: b.CachedTokens}, nil
+	return Choice{Endpoints: eps, CachedTokens: b.CachedTokens, Prefill: prefillHostPort(b.Prefill)}, nil
+}
+
+// prefillHostPort is a split request's prefill endpoint as host:port (""
+// unsplit, or when the prefill worker registered no usable serving
+// endpoint: its sidecar could not reach it, the decode pod prefills).
+func prefillHostPort(leg *api.PrefillLeg) string {
+	if leg == nil {
+		return ""
+	}
+	ep, err := serving.Parse(leg.ServingEndpoint)
+	if err != nil {
+		return ""
+	}
+	return ep.HostPort
 }
 
 // booking is the request's booking in flight.

@@ -122,6 +122,9 @@ type Stream struct {
 	body      []byte
 	trailers  bool // the request body ended with trailers
 	onHeaders bool // routed on the headers: the body is not held
+	// clientPrefiller: the request came with x-prefiller-host-port, which
+	// only the picker may set (removed unless the request is split).
+	clientPrefiller bool
 
 	booked, served, firstByte, done bool
 }
@@ -183,6 +186,7 @@ func (s *Stream) requestHeaders(h *extprocv3.HttpHeaders, md *corev3.Metadata) [
 		return fail("request headers twice")
 	}
 	s.path = HeaderValue(h.GetHeaders(), ":path")
+	s.clientPrefiller = hasHeader(h.GetHeaders(), PrefillerHeader)
 	s.model = HeaderValue(h.GetHeaders(), "x-gateway-model-name")
 	if s.fairness = HeaderValue(h.GetHeaders(), "x-gateway-inference-fairness-id"); s.fairness == "" {
 		s.fairness = HeaderValue(h.GetHeaders(), "x-llm-d-inference-fairness-id")
@@ -292,19 +296,20 @@ func (s *Stream) Decide(d Decision) []Action {
 	var out []Action
 	switch {
 	case s.onHeaders:
-		r := headersResponse(true, destinationHeaders(dest, 0))
+		r := headersResponse(true, nil)
+		r.GetRequestHeaders().Response = s.routed(dest, c.Prefill, 0)
 		r.DynamicMetadata = md
 		out = append(out, send(r))
 	case s.modes.Request == filterv3.ProcessingMode_BUFFERED:
 		r := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
-			Response: &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: destinationHeaders(dest, 0)}, ClearRouteCache: true}}},
-			DynamicMetadata: md}
+			Response: s.routed(dest, c.Prefill, 0)}}, DynamicMetadata: md}
 		out = append(out, send(r))
 		if s.trailers {
 			out = append(out, send(trailersResponse(true)))
 		}
 	default: // FULL_DUPLEX_STREAMED: headers, then the body given back, then trailers
-		r := headersResponse(true, destinationHeaders(dest, len(s.body)))
+		r := headersResponse(true, nil)
+		r.GetRequestHeaders().Response = s.routed(dest, c.Prefill, len(s.body))
 		r.DynamicMetadata = md
 		out = append(out, send(r))
 		for _, b := range streamedBodies(s.body, !s.trailers, true) {
@@ -320,6 +325,17 @@ func (s *Stream) Decide(d Decision) []Action {
 		outcome = OutcomeLoadOnly
 	}
 	return append(out, Action{Kind: Decided, Outcome: outcome, Reason: d.Reason, Endpoint: dest})
+}
+
+// routed is the answer carrying the destination: its headers (the
+// prefill endpoint's when split; a client's x-prefiller-host-port
+// removed when not), the route cache cleared.
+func (s *Stream) routed(dest, prefill string, bodyLen int) *extprocv3.CommonResponse {
+	m := &extprocv3.HeaderMutation{SetHeaders: destinationHeaders(dest, prefill, bodyLen)}
+	if prefill == "" && s.clientPrefiller {
+		m.RemoveHeaders = []string{PrefillerHeader}
+	}
+	return &extprocv3.CommonResponse{HeaderMutation: m, ClearRouteCache: true}
 }
 
 // retryAfter is the retry-after header of a refusal that says when to

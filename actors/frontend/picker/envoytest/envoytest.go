@@ -25,6 +25,9 @@ const (
 	servedKey            = "x-gateway-destination-endpoint-served"
 	subsetNamespace      = "envoy.lb.subset_hint"
 	subsetKey            = "x-gateway-destination-endpoint-subset"
+	// prefillerHeader is llm-d's: the prefill endpoint of a split request,
+	// for the routing sidecar on the decode pod.
+	prefillerHeader = "x-prefiller-host-port"
 )
 
 // Modes are the filter's body send modes (the picker's Modes converts).
@@ -118,7 +121,8 @@ var shortNames = map[string]string{"request_headers": "req_headers", "request_bo
 	"response_headers": "resp_headers", "response_body": "resp_body", "response_trailers": "resp_trailers"}
 
 // Describe writes a response compactly, for tables of expected answers:
-// "req_headers dest=a:1,b:1 len=57 clear meta=a:1,b:1", "req_body streamed=57 eos",
+// "req_headers dest=a:1,b:1 prefiller=p:1 len=57 clear meta=a:1,b:1" (a
+// removed header as -name), "req_body streamed=57 eos",
 // "resp_body", "immediate 503".
 func Describe(r *extprocv3.ProcessingResponse) string {
 	var b strings.Builder
@@ -132,9 +136,17 @@ func Describe(r *extprocv3.ProcessingResponse) string {
 				}
 			case "content-length":
 				fmt.Fprintf(&b, " len=%s", h.GetHeader().GetRawValue())
+			case prefillerHeader:
+				fmt.Fprintf(&b, " prefiller=%s", h.GetHeader().GetRawValue())
+				if h.GetAppendAction() != corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD {
+					b.WriteString("(appended!)")
+				}
 			default:
 				fmt.Fprintf(&b, " %s=%s", h.GetHeader().GetKey(), h.GetHeader().GetRawValue())
 			}
+		}
+		for _, k := range c.GetHeaderMutation().GetRemoveHeaders() {
+			fmt.Fprintf(&b, " -%s", k)
 		}
 		if sr := c.GetBodyMutation().GetStreamedResponse(); sr != nil {
 			fmt.Fprintf(&b, " streamed=%d", len(sr.GetBody()))
