@@ -187,8 +187,15 @@ func (w *worker) ratio(minPredicted uint64) (float64, bool) {
 	return float64(w.winRep) / float64(w.winPred), true
 }
 
-// Forget drops a worker (unregistered): a new registration starts clean.
-func (t *Tracker) Forget(k messages.WorkerKey) { delete(t.workers, k) }
+// ForgetWorker drops every rank of a worker (unregistered): a new
+// registration starts clean.
+func (t *Tracker) ForgetWorker(w messages.WorkerID) {
+	for k := range t.workers {
+		if k.Worker == w {
+			delete(t.workers, k)
+		}
+	}
+}
 
 // Credit is k's current credit (1 when not tracked or not flagged).
 func (t *Tracker) Credit(k messages.WorkerKey) float64 {

@@ -116,13 +116,13 @@ func TestUnjudgedBelowMinPredicted(t *testing.T) {
 	}
 }
 
-func TestBoundedWorkersAndForget(t *testing.T) {
+func TestBoundedWorkersAndForgetWorker(t *testing.T) {
 	tr := New(Config{MaxWorkers: 1})
 	tr.Observe(Report{Key: w1, Predicted: 1})
 	if v := tr.Observe(Report{Key: w2, Predicted: 1}); v.Flagged || v.Credit != 1 || tr.Dropped != 1 {
 		t.Fatalf("second worker past the cap: %+v, dropped %d", v, tr.Dropped)
 	}
-	tr.Forget(w1)
+	tr.ForgetWorker(w1.Worker)
 	tr.Observe(Report{Key: w2, Predicted: 1})
 	if st := tr.Stats(); len(st) != 1 || st[0].Key != w2 {
 		t.Fatalf("after Forget: %+v", st)
