@@ -388,6 +388,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 	}
 	out := []api.WorkerInfo{}
 	obs, outside := s.signalsNow()
+	hits, _ := s.hitStats()
 	now := time.Now()
 	for _, k := range keys {
 		if len(out) == 0 || out[len(out)-1].InstanceID != k.Worker {
@@ -398,6 +399,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 			st, known := remote[k]
 			ri := s.remoteRankInfo(k, w, st, known)
 			ri.Signals = s.signalsInfo(k, obs, outside, now)
+			ri.HitCheck = hitCheckInfo(hits, k)
 			last.Ranks = append(last.Ranks, ri)
 		} else {
 			ri := s.rankInfo(k, w)
@@ -405,6 +407,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 				ri.Owner = s.cfg.Cluster.Owner(k)
 			}
 			ri.Signals = s.signalsInfo(k, obs, outside, now)
+			ri.HitCheck = hitCheckInfo(hits, k)
 			last.Ranks = append(last.Ranks, ri)
 		}
 	}

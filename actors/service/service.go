@@ -110,6 +110,8 @@ type Service struct {
 	deltas chan registry.RankLoad
 	// loadDeltas counts the load deltas pushed and received.
 	loadDeltas loadDeltaCounts
+	// hitsUnknown counts engine hit reports for ranks no longer registered.
+	hitsUnknown atomic.Int64
 	// peers are the registered peer routers (peers.go), under mu; peerToken
 	// is the bearer token sent to them.
 	peers     map[string]bool

@@ -209,8 +209,9 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 	all, skipped := Candidates(res, r.Subset, 0)
 	cands := p.admitted(all, skipped)
 	p.metrics.skip(skipped)
+	chosen := messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank}
 	b := &Booking{ID: r.ID, Model: req.ModelName, Tenant: req.TenantID, Candidates: cands, CachedTokens: res.CachedTokens,
-		path: p, st: NewState(messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank})}
+		path: p, st: NewState(chosen), hits: hitCheck{predictedOn: chosen, promptTokens: uint64(len(r.Tokens)), byLoad: r.Tokens == nil}}
 	var refuse error
 	switch why := Overloaded(cands, p.cfg.ShedAboveBlocks); {
 	case len(cands) == 0 && skipped[SkipBreakerOpen] > 0:
@@ -279,6 +280,7 @@ type Booking struct {
 	mu   sync.Mutex
 	st   State
 	tk   tickets
+	hits hitCheck
 }
 
 // Served says the request went to (and was accepted by) rank k; after a
