@@ -51,6 +51,9 @@ type Config struct {
 	// routing.DefaultConfig() for the reference's defaults (a zero OverlapWeight means
 	// load only).
 	Routing routing.Config
+	// TierWeights credits a cached block by the storage tier holding it
+	// (tiers.go); the zero value is DefaultTierWeights.
+	TierWeights *TierWeights
 	// Timeout bounds one actor request on the route path (default 50 ms):
 	// a request never waits forever on a busy or missing actor. An index
 	// query gets 1 µs more per block of its prompt (indexDeadline).
