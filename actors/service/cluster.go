@@ -464,3 +464,17 @@ func askOthers[T any](c *registry.Replica, ask func(member string) T) []T {
 	wg.Wait()
 	return out
 }
+
+// ShareBreakerTrips connects the request path's circuit breakers to the
+// cluster (actors/frontend/requestpath, sharedbreakers.go): remote is
+// called with each endpoint another member's breaker opened on, and the
+// answer pushes this member's trips to the others (nil on one host: there
+// is nothing to share).
+func (s *Service) ShareBreakerTrips(remote func(endpoint string)) (push func(endpoint string)) {
+	c := s.cfg.Cluster
+	if c == nil {
+		return nil
+	}
+	c.ServeBreakerTrips(func(_, endpoint string) { remote(endpoint) })
+	return c.PushBreakerTrip
+}

@@ -4,7 +4,9 @@ package service
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/asynkron/protoactor-go/actor"
 	"strings"
 	"testing"
 
@@ -72,5 +74,34 @@ func TestClusterSharesRequestCounts(t *testing.T) {
 		return strings.Contains(sent, "kvrouter_cluster_load_deltas_sent_total 5\n") &&
 			strings.Contains(got, `kvrouter_cluster_load_deltas_received_total{result="applied"} 5`+"\n") &&
 			strings.Contains(got, `kvrouter_cluster_load_deltas_received_total{result="dropped"} 0`+"\n"), sent + got
+	})
+}
+
+// A breaker trip one member pushes reaches the other's request path (as
+// kvrouter serve wires ShareBreakerTrips), and one host pushes nothing.
+func TestClusterSharesBreakerTrips(t *testing.T) {
+	hs := startMembers(t, [2]string{"127.0.0.1:0", ""}, [2]string{"127.0.0.1:0", ""})
+	got := make(chan string, 64)
+	hs[1].Service.ShareBreakerTrips(func(ep string) { got <- ep })
+	push := hs[0].Service.ShareBreakerTrips(func(string) {})
+	if push == nil {
+		t.Fatal("a cluster member has nothing to push trips with")
+	}
+	alone, err := New(actor.NewActorSystem(), Config{BlockSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	if alone.ShareBreakerTrips(func(string) {}) != nil {
+		t.Fatal("one host has trips to push")
+	}
+	eventually.True(t, "member 1 hears member 0's trip", func() (bool, string) {
+		push("10.0.0.7:8000") // again until the members know each other
+		select {
+		case ep := <-got:
+			return ep == "10.0.0.7:8000", ep
+		default:
+			return false, "nothing yet"
+		}
 	})
 }

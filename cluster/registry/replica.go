@@ -51,6 +51,7 @@ type Replica struct {
 	loads  atomic.Pointer[func() []RankLoad]
 	keep   atomic.Pointer[func(id string, free bool) (bool, error)]
 	delta  atomic.Pointer[func(member string, l RankLoad)]
+	trip   atomic.Pointer[func(member, endpoint string)]
 
 	mu       sync.Mutex
 	table    *Table
@@ -222,6 +223,21 @@ func (r *Replica) PushLoad(l RankLoad) {
 // (PushLoad). f runs on the replica's actor: it must not block.
 func (r *Replica) ServeLoadDeltas(f func(member string, l RankLoad)) { r.delta.Store(&f) }
 
+// PushBreakerTrip tells every other member that this member's circuit
+// breaker for endpoint opened (fire and forget: a member that misses it
+// opens its own breaker when it sees the failures itself).
+func (r *Replica) PushBreakerTrip(endpoint string) {
+	msg := &clusterpb.BreakerTrip{Member: r.Self(), Endpoint: endpoint}
+	for _, m := range r.Others() {
+		r.system.Root.Send(actor.NewPID(m, ActorName), msg)
+	}
+}
+
+// ServeBreakerTrips sets what this member does with a breaker trip
+// another pushed (PushBreakerTrip). f runs on the replica's actor: it must
+// not block.
+func (r *Replica) ServeBreakerTrips(f func(member, endpoint string)) { r.trip.Store(&f) }
+
 // ServeBookkeeping sets how this member applies a bookkeeping call
 // (prefill_done, free) another member forwards: found false for a request
 // none of its route actors tracks.
@@ -368,6 +384,10 @@ func (a *replicaActor) Receive(ctx actor.Context) {
 		// released.
 		if f, l := a.r.delta.Load(), m.GetLoad(); f != nil && l.GetKey() != nil {
 			(*f)(m.Member, RankLoad{Key: clusterpb.ToKey(l.Key), PrefillTokens: l.PrefillTokens, Blocks: l.Blocks, Requests: l.Requests})
+		}
+	case *clusterpb.BreakerTrip:
+		if f := a.r.trip.Load(); f != nil && m.Endpoint != "" {
+			(*f)(m.Member, m.Endpoint)
 		}
 	case *clusterpb.LoadsRequest:
 		self := a.r.Self()

@@ -299,6 +299,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
+	grd.ShareTrips(host.Service.ShareBreakerTrips(grd.RemoteTrip)) // a breaker opened on one host opens on all
 	more := append(pr.metrics(), gate.WriteMetrics, grd.WriteMetrics, host.Service.WritePredictionMetrics)
 	if dc != nil {
 		disc, err := startDiscovery(*dc, host.Service, logger)
