@@ -225,6 +225,7 @@ func (s *Service) decide(tc messages.TraceContext, ns *namespace, in decideInput
 	}
 	if !in.advisory {
 		d := rep.Decision
+		s.pushPrediction(ns, in.hashes, scored, d)
 		s.pushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
 	}
 	return decided{res: res, cov: cov, overlaps: overlaps, rep: rep}, nil

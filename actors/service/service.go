@@ -111,6 +111,9 @@ type Service struct {
 	// deltas carries load other members pushed, from the registry's actor
 	// to applyDeltas.
 	deltas chan registry.RankLoad
+	// preds carries predictions other members pushed, from the registry's
+	// actor to applyPredictions.
+	preds chan registry.Prediction
 	// loadDeltas counts the load deltas pushed and received.
 	loadDeltas loadDeltaCounts
 	// hitsUnknown counts engine hit reports for ranks no longer registered.
@@ -200,7 +203,7 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	if !(cfg.SessionCredit >= 0) || math.IsInf(cfg.SessionCredit, 1) {
 		return nil, fmt.Errorf("service: session credit %v must be finite and ≥ 0", cfg.SessionCredit)
 	}
-	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}), deltas: make(chan registry.RankLoad, deltaQueue),
+	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}), deltas: make(chan registry.RankLoad, deltaQueue), preds: make(chan registry.Prediction, predictionQueue),
 		spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{},
 		decisions: decisionlog.New(cfg.DecisionLog)}
 	if cfg.Signals != nil {
@@ -217,6 +220,8 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 		})
 		cfg.Cluster.ServeLoadDeltas(s.queueDelta)
 		go s.applyDeltas()
+		cfg.Cluster.ServePredictions(s.queuePrediction)
+		go s.applyPredictions()
 		s.mu.Lock()
 		s.reconcile()
 		s.mu.Unlock()
