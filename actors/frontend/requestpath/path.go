@@ -210,7 +210,7 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 	cands := p.admitted(all, skipped)
 	p.metrics.skip(skipped)
 	b := &Booking{ID: r.ID, Model: req.ModelName, Tenant: req.TenantID, Candidates: cands, CachedTokens: res.CachedTokens,
-		path: p, st: NewState(messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank})}
+		Prefill: res.PrefillWorker, path: p, st: NewState(messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank})}
 	var refuse error
 	switch why := Overloaded(cands, p.cfg.ShedAboveBlocks); {
 	case len(cands) == 0 && skipped[SkipBreakerOpen] > 0:
@@ -274,6 +274,10 @@ type Booking struct {
 	Candidates []Candidate
 	// CachedTokens is the router's choice's cached prefix, in tokens.
 	CachedTokens uint64
+	// Prefill is the prefill leg when the router split the request (the
+	// Candidates are then decode workers; the router booked the prefill
+	// load under ID until FirstByte); nil: the decode worker prefills.
+	Prefill *api.PrefillLeg
 
 	path *Path
 	mu   sync.Mutex
