@@ -14,13 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
-	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
-	"github.com/kvrouter/kvrouter/actors/telemetry"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
@@ -143,24 +139,10 @@ const onesID = "36170086419038336" // 0x0101010101010101 >> 1
 
 func newSplitFleet(t *testing.T, proto string, hold func(context.Context), opts Options) *splitFleet {
 	t.Helper()
-	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
+	svc := newService(t)
 	tr := simengine.NewTransfer()
 	sim := func(d *simengine.DisaggOptions, hold func(context.Context)) (*simengine.Engine, *simengine.HTTPServer) {
-		eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0", BlockSize: blockSize, CapacityBlocks: 256})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { eng.Close() })
-		hs, err := eng.ServeHTTP("127.0.0.1:0", simengine.HTTPOptions{CompletionTokens: 3, Hold: hold, Disagg: d})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { hs.Close() })
-		return eng, hs
+		return simEngine(t, simengine.HTTPOptions{CompletionTokens: 3, Hold: hold, Disagg: d})
 	}
 	_, preHTTP := sim(&simengine.DisaggOptions{Role: simengine.RolePrefill, Protocol: proto, Transfer: tr, BootstrapHost: "127.0.0.1",
 		BootstrapPort: 8998, EngineID: "e-pre"}, nil)
@@ -172,8 +154,6 @@ func newSplitFleet(t *testing.T, proto string, hold func(context.Context), opts 
 	}
 	sf.be = &splitBackend{Service: svc, leg: api.PrefillLeg{WorkerID: 9, ServingEndpoint: sf.pre.addr(), BootstrapPort: 8998}}
 	sf.fleet = &fleet{t: t, svc: svc, engines: []*simengine.Engine{dec}, https: []*simengine.HTTPServer{decHTTP}}
-	sf.settle()
-	sf.path = requestpath.New(sf.be, requestpath.Config{})
 	opts.Disagg.Engines = func(id messages.WorkerID) string {
 		if id == 9 {
 			return proto
@@ -181,13 +161,7 @@ func newSplitFleet(t *testing.T, proto string, hold func(context.Context), opts 
 		return ""
 	}
 	opts.Disagg.Rand = ones{}
-	p, err := New(sf.path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-	sf.url = srv.URL
+	sf.serve(sf.be, requestpath.Config{}, opts)
 	return sf
 }
 
@@ -263,12 +237,8 @@ func TestSplitRunsTheEngineProtocol(t *testing.T) {
 // zero. Configured to fail instead, the client gets 502 prefill_failed
 // and the decode engine nothing.
 func TestSplitPrefillFailure(t *testing.T) {
-	m, err := telemetry.NewMetrics(telemetry.Pipelines(nil), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-	f := newSplitFleet(t, "vllm", nil, Options{Meter: m.Meter("github.com/kvrouter/kvrouter/actors/frontend/proxy")})
+	m := testMetrics(t)
+	f := newSplitFleet(t, "vllm", nil, Options{Meter: proxyMeter(m)})
 	f.pre.fail.Store(http.StatusServiceUnavailable)
 	resp, err := f.post(context.Background(), "/v1/completions", splitClient, RequestIDHeader, "r1")
 	if err != nil {
