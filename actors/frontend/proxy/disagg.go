@@ -98,6 +98,9 @@ const (
 	SpanDecode  = "kvrouter.proxy.decode_leg"
 )
 
+// spanProtocol is the legs' span attribute naming the transfer protocol.
+var spanProtocol = attribute.Key("kvrouter.protocol")
+
 // tracer is the tracer of the request's span (the process's provider).
 func tracer(ctx context.Context) trace.Tracer {
 	return trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/kvrouter/kvrouter/actors/frontend/proxy")
@@ -181,7 +184,7 @@ func (p *Proxy) local(w http.ResponseWriter, r *http.Request, b *requestpath.Boo
 
 // decodeLeg forwards body to the decode candidates under a span of its own.
 func (p *Proxy) decodeLeg(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, proto pdtransfer.Protocol, body []byte) {
-	ctx, span := tracer(r.Context()).Start(r.Context(), SpanDecode, trace.WithAttributes(protocolKey.String(string(proto))))
+	ctx, span := tracer(r.Context()).Start(r.Context(), SpanDecode, trace.WithAttributes(spanProtocol.String(string(proto))))
 	defer span.End()
 	p.forward(w, r.WithContext(ctx), b, body)
 }
@@ -192,7 +195,7 @@ func (p *Proxy) decodeLeg(w http.ResponseWriter, r *http.Request, b *requestpath
 func (p *Proxy) prefillLeg(ctx context.Context, r *http.Request, b *requestpath.Booking, ep serving.Endpoint, proto pdtransfer.Protocol,
 	body []byte, use func([]byte) error) string {
 	start := time.Now()
-	ctx, span := tracer(ctx).Start(ctx, SpanPrefill, trace.WithAttributes(protocolKey.String(string(proto)),
+	ctx, span := tracer(ctx).Start(ctx, SpanPrefill, trace.WithAttributes(spanProtocol.String(string(proto)),
 		tracectx.Worker.Int64(int64(b.Prefill.WorkerID)), tracectx.DpRank.Int64(int64(b.Prefill.DpRank)),
 		attribute.String("kvrouter.prefill_endpoint", ep.String())))
 	defer span.End()

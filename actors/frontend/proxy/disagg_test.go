@@ -20,6 +20,8 @@ import (
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // splitBackend routes with the real service and splits every answer: the
@@ -389,4 +391,59 @@ func readLine(r io.Reader) (string, error) {
 			return sb.String(), nil
 		}
 	}
+}
+
+// Each leg of a split request is a span under the request's: the prefill
+// leg's with its worker and outcome, the decode leg's around the forward.
+func TestSplitLegSpans(t *testing.T) {
+	exp := spantest.Install(t, nil)
+	f := newSplitFleet(t, "vllm", nil, Options{})
+	resp, err := f.post(context.Background(), "/v1/completions", splitClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	var req, pre, dec tracetest.SpanStubs
+	waitFor(t, "the request's and its legs' spans", func() (bool, any) {
+		req, pre, dec = spantest.ByName(exp, "POST /v1/completions"), spantest.ByName(exp, SpanPrefill), spantest.ByName(exp, SpanDecode)
+		return len(req) == 1 && len(pre) == 1 && len(dec) == 1, fmt.Sprint(len(req), len(pre), len(dec))
+	})
+	for _, leg := range []tracetest.SpanStub{pre[0], dec[0]} {
+		if leg.Parent.SpanID() != req[0].SpanContext.SpanID() {
+			t.Errorf("span %s is not under the request's", leg.Name)
+		}
+	}
+	attrs := map[string]string{}
+	for _, kv := range pre[0].Attributes {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	if attrs["kvrouter.prefill_outcome"] != "ok" || attrs["kvrouter.protocol"] != "vllm" || attrs["kvrouter.worker_id"] != "9" {
+		t.Errorf("prefill span attributes %v", attrs)
+	}
+	f.idle()
+}
+
+// A split request whose prefill worker's engine has no known protocol
+// (registered engine auto) is served by its decode worker alone, with the
+// client's body; the prefill engine is not called.
+func TestSplitUnknownProtocolServesLocally(t *testing.T) {
+	f := newSplitFleet(t, "vllm", nil, Options{})
+	f.be.leg.WorkerID = 5 // the fleet's Engines knows worker 9 only
+	resp, err := f.post(context.Background(), "/v1/completions", splitClient, RequestIDHeader, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, _ := sseEvents(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(events) != 5 || len(f.pre.seen()) != 0 {
+		t.Fatalf("answer %d %q, prefill engine got %q", resp.StatusCode, events, f.pre.seen())
+	}
+	if got := f.dec.seen(); len(got) != 1 || got[0] != splitPlain || f.tr.Stats().LocalDecodes != 1 {
+		t.Fatalf("decode engine got %q (transfer %+v)", got, f.tr.Stats())
+	}
+	if got := fmt.Sprint(f.be.seen()); got != booked("r1") {
+		t.Fatalf("bookkeeping %s", got)
+	}
+	f.idle()
 }
