@@ -86,6 +86,7 @@ const (
 	PrefillTooLarge    = "answer_too_large" // its answer is over pdtransfer.MaxAnswerBytes
 	PrefillDied        = "engine_died"      // its answer broke off
 	PrefillCanceled    = "canceled"         // the client went away, or the decode leg ended first
+	PrefillFinished    = "finished"         // the prefill engine finished the request itself (TensorRT-LLM)
 	NoProtocol         = "unknown_protocol" // the prefill worker's engine has no known protocol
 	PrefillNotBuilt    = "not_built"        // the leg could not be built (SGLang without a bootstrap host)
 	BadPrefillEndpoint = "bad_prefill_endpoint"
@@ -150,6 +151,8 @@ func (p *Proxy) split(w http.ResponseWriter, r *http.Request, b *requestpath.Boo
 	switch {
 	case outcome == PrefillCanceled:
 		return // the client went away; the booking is freed by the caller
+	case outcome == PrefillFinished: // not a failure: the decode worker answers in the client's shape
+		p.local(w, r, b, body, proto, PrefillFinished)
 	case outcome != PrefillOK && p.opts.Disagg.OnPrefillFailure == PrefillFail:
 		p.metrics.fallback(ctx, proto, outcome, false)
 		w.Header().Set(RequestIDHeader, b.ID)
@@ -201,7 +204,10 @@ func (p *Proxy) prefillLeg(ctx context.Context, r *http.Request, b *requestpath.
 	defer span.End()
 	answer, outcome, err := p.readPrefill(ctx, r, b.ID, ep, body)
 	if outcome == PrefillOK && use != nil {
-		if err = use(answer); err != nil {
+		switch err = use(answer); {
+		case errors.Is(err, pdtransfer.ErrFinished):
+			outcome = PrefillFinished
+		case err != nil:
 			outcome = PrefillBadAnswer
 		}
 	}

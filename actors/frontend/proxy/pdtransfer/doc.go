@@ -57,7 +57,10 @@
 //     prompt replaced by the answer's prompt_token_ids ("prompt" for
 //     completions, "prompt_token_ids" for chat). An answer with other
 //     than one choice, without params, without ctx_request_id or with
-//     another disagg_request_id is refused.
+//     another disagg_request_id is refused; one whose choice finished
+//     (finish_reason other than "length" or "not_finished": the context
+//     server stopped at its first token) is ErrFinished — there is nothing
+//     for a generation leg to continue.
 //
 // # Where the field names come from
 //
@@ -78,10 +81,10 @@
 //
 // # Not done here
 //
-// TensorRT-LLM's context server may finish a request at its first token
-// (finish_reason other than "length"); its disaggregated server then
-// answers with the context response and sends no generation leg. kvrouter
-// sends the generation leg anyway. SGLang's batch bodies (arrays of
+// TensorRT-LLM's disaggregated server answers a request its context
+// server finished with the context response itself; kvrouter's proxy
+// serves it on the decode worker alone instead (ErrFinished), which costs a
+// second prefill but gives the client its own answer shape. SGLang's batch bodies (arrays of
 // prompts, one room per prompt) and its /generate endpoint are not split.
 // None of this was run against a real engine: the tests use the simulated
 // engines of bench/simengine, which check these same fields.

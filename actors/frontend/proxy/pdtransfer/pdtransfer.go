@@ -54,6 +54,10 @@ var (
 	ErrBadAnswer    = errors.New("the prefill answer is not what the protocol returns")
 	ErrNoBootstrap  = errors.New("the prefill worker has no bootstrap address")
 	ErrUnknownProto = errors.New("unknown transfer protocol")
+	// ErrFinished: the prefill engine finished the request itself
+	// (TensorRT-LLM's context server stopped at its first token): there is
+	// nothing left for a decode leg to generate from its params.
+	ErrFinished = errors.New("the prefill engine finished the request")
 )
 
 // Body is an OpenAI request body as its top-level fields, each kept as
@@ -225,7 +229,8 @@ func Decode(legs Legs, b Body, answer []byte) ([]byte, error) {
 func trtDecode(legs Legs, b Body, answer []byte) ([]byte, error) {
 	var a struct {
 		Choices []struct {
-			Params map[string]json.RawMessage `json:"disaggregated_params"`
+			Params       map[string]json.RawMessage `json:"disaggregated_params"`
+			FinishReason *string                    `json:"finish_reason"`
 		} `json:"choices"`
 		PromptTokenIDs json.RawMessage `json:"prompt_token_ids"`
 	}
@@ -234,6 +239,9 @@ func trtDecode(legs Legs, b Body, answer []byte) ([]byte, error) {
 	}
 	if len(a.Choices) != 1 {
 		return nil, fmt.Errorf("%w: %d choices, want 1", ErrBadAnswer, len(a.Choices))
+	}
+	if fr := a.Choices[0].FinishReason; fr != nil && *fr != "length" && *fr != "not_finished" {
+		return nil, fmt.Errorf("%w (finish_reason %q)", ErrFinished, *fr)
 	}
 	params := a.Choices[0].Params
 	if params == nil || isNull(params["ctx_request_id"]) {

@@ -131,6 +131,8 @@ func TestDecodeLegs(t *testing.T) {
 			"first_gen_tokens":[7],"ctx_request_id":42,"disagg_request_id":1099511627776,"encoded_opaque_state":"b3BhcXVl"}}`},
 		{name: "trtllm no params", legs: trtLegs, body: client, answer: `{"choices":[{"text":"a"}]}`, err: ErrNoParams},
 		{name: "trtllm no ctx id", legs: trtLegs, body: client, answer: `{"choices":[{"disaggregated_params":{"ctx_request_id":null}}]}`, err: ErrNoParams},
+		{name: "trtllm finished in context", legs: trtLegs, body: client,
+			answer: `{"choices":[{"finish_reason":"stop","disaggregated_params":{"ctx_request_id":1}}]}`, err: ErrFinished},
 		{name: "trtllm two choices", legs: trtLegs, body: client, answer: `{"choices":[{},{}]}`, err: ErrBadAnswer},
 		{name: "trtllm other request", legs: trtLegs, body: client,
 			answer: `{"choices":[{"disaggregated_params":{"ctx_request_id":1,"disagg_request_id":5}}]}`, err: ErrBadAnswer},
