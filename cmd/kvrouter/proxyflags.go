@@ -33,7 +33,7 @@ func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
 		attempts:  fs.Int("proxy-attempts", 3, "proxy: workers tried per request when connections fail (the chosen one and the next best)"),
 		shedAbove: fs.Uint64("proxy-shed-above-blocks", 0, "proxy: answer 429 when every worker already has more than this many KV blocks booked (0: never shed)"),
 		disaggProtocol: fs.String("proxy-disagg-protocol", proxy.ProtocolAuto, "proxy: KV transfer protocol of requests the router splits into prefill and decode legs: "+
-			"auto (the prefill worker's registered engine; a worker registered with engine auto is then served without a remote prefill), vllm, sglang or trtllm"),
+			"auto (the prefill worker's engine: registered, or detected from its KV events; until one is known the decode worker prefills), vllm, sglang or trtllm"),
 		onPrefillFailure: fs.String("proxy-on-prefill-failure", proxy.PrefillFallbackLocal, "proxy: when a split request's prefill leg fails before the client got a byte: "+
 			"fallback-local (the decode worker prefills itself; vLLM, TensorRT-LLM) or fail (502); SGLang always fails"),
 	}

@@ -28,10 +28,11 @@ import (
 type DisaggOptions struct {
 	// Protocol is the transfer protocol of every split request: one of
 	// pdtransfer.Protocols, or "" / "auto" (the default) for the prefill
-	// worker's registered engine (Engines). A split request whose
+	// worker's engine (Engines). A split request whose
 	// protocol is not known is served by its decode worker alone.
 	Protocol string
-	// Engines gives a worker's registered engine choice (nil: none known).
+	// Engines gives the engine a worker runs, registered or detected
+	// (service.EngineOf; nil: none known).
 	Engines func(messages.WorkerID) string
 	// OnPrefillFailure is what a sequential protocol (vLLM, TensorRT-LLM)
 	// does when its prefill leg fails: PrefillFallbackLocal (the default)
@@ -51,7 +52,7 @@ const (
 )
 
 // ProtocolAuto is DisaggOptions.Protocol's default: the prefill worker's
-// registered engine.
+// engine, registered or detected.
 const ProtocolAuto = "auto"
 
 func (o *DisaggOptions) check() error {

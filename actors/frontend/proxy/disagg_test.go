@@ -425,7 +425,7 @@ func TestSplitLegSpans(t *testing.T) {
 }
 
 // A split request whose prefill worker's engine has no known protocol
-// (registered engine auto) is served by its decode worker alone, with the
+// (none registered, none detected) is served by its decode worker alone, with the
 // client's body; the prefill engine is not called.
 func TestSplitUnknownProtocolServesLocally(t *testing.T) {
 	f := newSplitFleet(t, "vllm", nil, Options{})

@@ -59,7 +59,8 @@
 // the request) is served in two legs (disagg.go), with the engines' own
 // transfer protocol (package pdtransfer: which fields each leg carries,
 // checked against the engines' source). The protocol follows the prefill
-// worker's registered engine, or DisaggOptions.Protocol for all.
+// worker's engine (registered, or detected from its KV events), or
+// DisaggOptions.Protocol for all.
 //   - vLLM and TensorRT-LLM: the prefill leg goes first to the prefill
 //     worker's registered serving endpoint and its whole answer (at most
 //     1 MiB) is read; the decode leg, built with the params it returned,
