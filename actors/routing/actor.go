@@ -190,6 +190,9 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		a.pred.follow(m)
 	case *PredictionsRequest:
 		ctx.Respond(a.pred.report())
+	case *RemotePrediction:
+		_, known := a.index[m.Key]
+		a.pred.remote(m, known, time.Now())
 	case *HitReport:
 		a.hits.observe(m.Report, a.cands, a.index)
 	case *HitStatsRequest:

@@ -16,12 +16,13 @@ type HitReport struct{ Report hitcheck.Report }
 type HitStatsRequest struct{}
 
 // HitStatsReply is the route actor's prediction check: one entry per
-// worker with reports, the distribution of the errors, and the reports
+// worker with reports, the distribution of the errors and their sum, and the reports
 // dropped past the worker cap.
 type HitStatsReply struct {
-	Workers []hitcheck.WorkerStats
-	Errors  [len(hitcheck.ErrorBounds) + 1]uint64
-	Dropped uint64
+	Workers  []hitcheck.WorkerStats
+	Errors   [len(hitcheck.ErrorBounds) + 1]uint64
+	ErrorSum float64
+	Dropped  uint64
 }
 
 // hitCheck is the route actor's prediction check and the credits it
@@ -47,5 +48,5 @@ func (h *hitCheck) apply(cands []Candidate) {
 }
 
 func (h *hitCheck) stats() *HitStatsReply {
-	return &HitStatsReply{Workers: h.t.Stats(), Errors: h.t.Errors, Dropped: h.t.Dropped}
+	return &HitStatsReply{Workers: h.t.Stats(), Errors: h.t.Errors, ErrorSum: h.t.ErrorSum, Dropped: h.t.Dropped}
 }

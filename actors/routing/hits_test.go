@@ -3,7 +3,6 @@ package routing
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/kvrouter/kvrouter/actors/routing/hitcheck"
 )
@@ -17,14 +16,7 @@ import (
 func TestActorDiscountsAWorkerWhoseEngineDisagrees(t *testing.T) {
 	system, pid := spawnRouteActor(t)
 	A, B := wk(1, 0), wk(2, 0)
-	ask := func(msg any) any {
-		t.Helper()
-		res, err := system.Root.RequestFuture(pid, msg, time.Second).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	ask := asker(t, system, pid)
 	n := 0
 	route := func() Decision { // routed and freed at once: load never decides
 		t.Helper()

@@ -51,7 +51,7 @@ var _ telemetry.Source = (*Service)(nil)
 func (s *Service) Handler(m *telemetry.Metrics, opts httpapi.Options, more ...func(io.Writer) error) *httpapi.Handler {
 	var h *httpapi.Handler
 	opts.MetricsHandler = m.Handler(append([]func(io.Writer) error{func(w io.Writer) error { return h.WriteMetrics(w) },
-		s.UnreachableMembers, s.LoadDeltaMetrics, s.WriteSignalMetrics, s.WorkerInfo, s.BookedLoads, s.IndexBlocks}, more...)...)
+		s.UnreachableMembers, s.LoadDeltaMetrics, s.WriteSignalMetrics, s.WriteHitMetrics, s.WorkerInfo, s.BookedLoads, s.IndexBlocks}, more...)...)
 	h = httpapi.New(metered{s, m}, opts)
 	return h
 }

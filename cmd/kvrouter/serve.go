@@ -144,6 +144,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	model := fs.String("model", "default", "model name of --worker workers")
 	tenant := fs.String("tenant", api.DefaultTenant, "tenant of --worker workers")
 	costName := fs.String("cost", routing.CostKVRouter.String(), "routing cost: kvrouter (weight × the request's uncached blocks + queued prefill blocks + decode blocks) or dynamo (the reference's: weight × (queued + uncached) prefill blocks + decode blocks)")
+	tiers := fs.String("tier-weights", service.DefaultTierWeights.String(), "share of a cached block's worth the routing cost credits by the storage tier holding it (TIER=WEIGHT in [0, 1], comma-separated; tiers not named keep these defaults); /route reports the physical overlap")
 	weight := fs.Float64("overlap-weight", routing.DefaultOverlapWeight, "weight of the request's uncached prefill blocks in the routing cost (0: load only; default 16 with --cost kvrouter, 1 with --cost dynamo)")
 	falloff := fs.Float64("cache-falloff", routing.DefaultCacheFalloff, "with --cost kvrouter: how fast a busy worker's cache credit falls (a worker tracking r× the mean requests keeps 1/(1 + falloff × (r − 1)²) of it; 0: off)")
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: deterministic argmin)")
@@ -215,6 +216,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rc.CacheFalloff = *falloff
 	}
 	rc.Temperature = *temperature
+	tw, err := service.ParseTierWeights(*tiers)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: --tier-weights: %v\n", err)
+		return 2
+	}
 	if *maxSessions <= 0 || *sessionIdle <= 0 {
 		fmt.Fprintf(stderr, "kvrouter serve: --max-sessions and --session-idle must be positive\n")
 		return 2
@@ -280,7 +286,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	host, err := service.StartHost(system, service.HostConfig{Cluster: cc, Startup: st, Logger: logger,
-		Service: service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
+		Service: service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, TierWeights: &tw, Timeout: *timeout,
 			Pipeline: pc, SessionCredit: *sessionCredit, Predictions: predictions, Signals: signals}})
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
@@ -293,6 +299,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
+	grd.ShareTrips(host.Service.ShareBreakerTrips(grd.RemoteTrip)) // a breaker opened on one host opens on all
 	more := append(pr.metrics(), gate.WriteMetrics, grd.WriteMetrics, host.Service.WritePredictionMetrics)
 	if dc != nil {
 		disc, err := startDiscovery(*dc, host.Service, logger)

@@ -64,3 +64,14 @@ func TestServeProtectReads(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRefusesBadTierWeights: a weight outside [0, 1] or an unknown
+// tier stops serve at flag parsing, naming the flag.
+func TestServeRefusesBadTierWeights(t *testing.T) {
+	for _, bad := range []string{"host=1.5", "gpu=1"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{"serve", "--tier-weights", bad}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--tier-weights") {
+			t.Errorf("--tier-weights %s: exit %d, stderr:\n%s", bad, code, errb.String())
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/actors/frontend/usage"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -160,6 +161,7 @@ func (p *Proxy) stream(w http.ResponseWriter, ctx context.Context, cancel contex
 	defer bufPool.Put(bp)
 	buf := *bp
 	var last time.Time
+	var tail usage.Tail // the answer's end, for the engine's reported cached tokens
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
@@ -178,9 +180,11 @@ func (p *Proxy) stream(w http.ResponseWriter, ctx context.Context, cancel contex
 				return
 			}
 			_ = rc.Flush()
+			_, _ = tail.Write(buf[:n])
 		}
 		if err == io.EOF {
 			b.Report(served, requestpath.EndpointOK) // an empty answer
+			b.EngineUsage(tail.Bytes())
 			p.metrics.done(ctx, cand.Key, resp.StatusCode, time.Since(start))
 			return
 		}

@@ -25,7 +25,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultWindow       = 32
-	DefaultMinPredicted = 4096
+	DefaultMinPredicted = 1024
 	DefaultFlagBelow    = 0.5
 	DefaultClearAbove   = 0.8
 	DefaultMinCredit    = 0.25
@@ -111,6 +111,8 @@ type Tracker struct {
 	// tokens over every report with a prompt: counts per ErrorBounds
 	// bucket (the last one: above the last bound).
 	Errors [len(ErrorBounds) + 1]uint64
+	// ErrorSum sums those errors (the histogram's sum).
+	ErrorSum float64
 }
 
 // ErrorBounds are the upper bounds of the prediction error buckets, as a
@@ -129,6 +131,7 @@ func (t *Tracker) Observe(r Report) Verdict {
 		e := (float64(r.Reported) - float64(r.Predicted)) / float64(r.PromptTokens)
 		i, _ := slices.BinarySearch(ErrorBounds[:], e)
 		t.Errors[i]++
+		t.ErrorSum += e
 	}
 	w := t.workers[r.Key]
 	if w == nil {
