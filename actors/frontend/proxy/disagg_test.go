@@ -228,6 +228,11 @@ func TestSplitRunsTheEngineProtocol(t *testing.T) {
 			if got := fmt.Sprint(f.be.seen()); got != booked("r1") {
 				t.Errorf("bookkeeping %s, want %s", got, booked("r1"))
 			}
+			var m strings.Builder
+			_ = f.path.WriteMetrics(&m)
+			if !strings.Contains(m.String(), `kvrouter_request_path_hit_reports_total{front="",result="split"} 1`) {
+				t.Errorf("the decode engine's usage went to the prediction check:\n%s", m.String())
+			}
 			f.idle()
 		})
 	}
