@@ -121,13 +121,19 @@ func retryable(status int) bool {
 // send posts the body to candidate c: the response headers, or the
 // connection's failure.
 func (p *Proxy) send(ctx context.Context, r *http.Request, b *requestpath.Booking, c requestpath.Candidate, body []byte) (*http.Response, error) {
-	up, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Endpoint.BaseURL()+r.URL.Path, bytes.NewReader(body))
+	return p.post(ctx, r, b.ID, c.Endpoint.BaseURL(), body)
+}
+
+// post sends the client's request r with body to the engine at base
+// (its path, its headers but Authorization, the request id).
+func (p *Proxy) post(ctx context.Context, r *http.Request, id, base string, body []byte) (*http.Response, error) {
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, base+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	copyHeaders(up.Header, r.Header)
 	up.Header.Del("Authorization") // the proxy's token is not the engine's
-	up.Header.Set(RequestIDHeader, b.ID)
+	up.Header.Set(RequestIDHeader, id)
 	propagator.Inject(ctx, propagation.HeaderCarrier(up.Header))
 	return p.client.Do(up)
 }

@@ -25,6 +25,10 @@ const (
 	// HitByLoad: routed without token ids (by load): nothing was
 	// predicted.
 	HitByLoad = "by_load"
+	// HitSplit: the router split the request: the decode engine's cached
+	// tokens may count the prompt it received from the prefill engine,
+	// which is not its own cache, so nothing is checked.
+	HitSplit = "split"
 )
 
 // hitCheck is what a Booking needs to check its prediction: the rank it
@@ -50,6 +54,8 @@ func (b *Booking) EngineUsage(tail []byte) {
 	switch {
 	case b.hits.byLoad:
 		result = HitByLoad
+	case b.Prefill != nil:
+		result = HitSplit
 	case !found:
 		result = HitNoUsage
 	case served != b.hits.predictedOn:

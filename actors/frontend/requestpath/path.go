@@ -211,7 +211,8 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 	p.metrics.skip(skipped)
 	chosen := messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank}
 	b := &Booking{ID: r.ID, Model: req.ModelName, Tenant: req.TenantID, Candidates: cands, CachedTokens: res.CachedTokens,
-		path: p, st: NewState(chosen), hits: hitCheck{predictedOn: chosen, promptTokens: uint64(len(r.Tokens)), byLoad: r.Tokens == nil}}
+		Prefill: res.PrefillWorker, path: p, st: NewState(chosen),
+		hits: hitCheck{predictedOn: chosen, promptTokens: uint64(len(r.Tokens)), byLoad: r.Tokens == nil}}
 	var refuse error
 	limit := p.cfg.Guard.shedAbove(r.Objective, p.cfg.ShedAboveBlocks) // less the headroom kept for higher bands
 	switch why := Overloaded(cands, limit); {
@@ -276,6 +277,10 @@ type Booking struct {
 	Candidates []Candidate
 	// CachedTokens is the router's choice's cached prefix, in tokens.
 	CachedTokens uint64
+	// Prefill is the prefill leg when the router split the request (the
+	// Candidates are then decode workers; the router booked the prefill
+	// load under ID until FirstByte); nil: the decode worker prefills.
+	Prefill *api.PrefillLeg
 
 	path *Path
 	mu   sync.Mutex
