@@ -31,7 +31,9 @@ func heard(t *topicStreams, msgs ...string) string {
 }
 
 func newTestTopics(max int) *topicStreams {
-	t := newTopicStreams(max, func(id messages.StreamID) *stream { return &stream{id: id, tracker: NewTracker(TrackerConfig{SeqStartsAtZero: true})} })
+	t := newTopicStreams(max, func(id messages.StreamID) *stream {
+		return &stream{id: id, tracker: NewTracker(TrackerConfig{SeqStartsAtZero: true})}
+	})
 	return &t
 }
 
