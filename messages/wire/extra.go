@@ -191,6 +191,7 @@ func (x *Decoder) perBlock(st *eventState, name string, item func(block int) err
 	if err != nil || !ok {
 		return err
 	}
+	st.entries = blocks
 	var bad fieldErrs
 	keep := bad.keep
 	for b := 0; b < blocks; b++ {
