@@ -53,14 +53,9 @@ type Adapter interface {
 type StreamTraits struct {
 	// SeqStartsAtZero: a fresh publisher's first seq is 0, so a listener
 	// that first sees seq N > 0 knows N batches came before it. When false
-	// (TensorRT-LLM starts at a nanosecond timestamp) the first seq seen is
-	// only a baseline.
+	// (Dynamo's TensorRT-LLM publisher starts at a nanosecond timestamp)
+	// the first seq seen is only a baseline.
 	SeqStartsAtZero bool
-	// Heartbeats: the publisher sends empty batches periodically, so
-	// silence longer than HeartbeatEvery means the peer is gone.
-	Heartbeats bool
-	// HeartbeatEverySeconds is the publisher's heartbeat period.
-	HeartbeatEverySeconds int
 	// SeqStartDetected (Auto): each publisher's first seq says how it
 	// counts — a nanosecond timestamp (IsTimestampSeq) is a baseline, as
 	// without SeqStartsAtZero; a smaller seq counts from 0, as with it.
