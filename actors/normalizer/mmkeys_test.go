@@ -46,3 +46,20 @@ func TestTRTLLMMMKeysAreBlockIdentity(t *testing.T) {
 		t.Errorf("vLLM's identifier aa11 hashes %x, TensorRT-LLM's mm_key aa11 %x: want equal", v, a)
 	}
 }
+
+// No publisher sends tokens_hashes in place of token_ids
+// (messages/wire/README.md): such a BlockStored is skipped like any
+// unknown key, so the event has no tokens and is rejected no_tokens,
+// never indexed under hashes kvrouter did not compute.
+func TestTokensHashesAreNotTrusted(t *testing.T) {
+	b := wirefix.New().Batch(1, 1).Map(5).Str("type").Str("BlockStored").Str("block_hashes").Array(1).Uint(9, 0).
+		Str("parent_block_hash").Nil().Str("tokens_hashes").Uints(12345).Str("block_size").Uint(4, 0)
+	wb, err := wire.NewDecoder(wire.Limits{}, nil).Decode(b.Nil().Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := New(Config{Worker: 1}).Batch(wb, nil)
+	if len(out) != 1 || out[0].Accepted() || out[0].Reason != messages.ReasonNoTokens {
+		t.Fatalf("outcome %+v, want one event rejected no_tokens", out)
+	}
+}
