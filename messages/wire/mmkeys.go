@@ -21,60 +21,27 @@ func (x *Decoder) mmKeys(st *eventState) error {
 	return err
 }
 
-// mmKey reads one key of block's mm_keys entry.
+// mmKey reads one key of block's mm_keys entry: a map whose "hash" is
+// a string of at most MaxStringBytes.
 func (x *Decoder) mmKey(st *eventState, block int) error {
 	cl, err := x.peek()
 	if err != nil {
 		return err
 	}
-	if cl != classMap {
+	if cl != classMap { // a positional key would put its tag where the hash is
 		return firstErr(x.skip(), malformed("mm_keys[%d] holds a msgpack %s, want a map", block, cl))
 	}
-	n, err := x.mapLen()
-	if err != nil {
+	var hash string
+	if err := x.firstOrKey("hash", func() (err error) { hash, err = x.optString("mm_keys hash"); return err }); err != nil {
 		return err
 	}
-	var hash []byte
-	var bad error
-	for i := 0; i < n; i++ {
-		key, err := x.mapKeyRaw()
-		if err != nil {
-			return err
-		}
-		if key != "hash" {
-			if err := x.skip(); err != nil {
-				return err
-			}
-			continue
-		}
-		cl, err := x.peek()
-		if err != nil {
-			return err
-		}
-		if cl != classStr {
-			if err := x.skip(); err != nil {
-				return err
-			}
-			bad = malformed("mm_keys[%d] hash is a msgpack %s, want a string", block, cl)
-			continue
-		}
-		b, err := x.rawBytes()
-		if err != nil {
-			return err
-		}
-		if len(b) > x.lim.MaxStringBytes {
-			bad = overLimit("mm_keys[%d] hash of %d bytes exceeds the cap of %d", block, len(b), x.lim.MaxStringBytes)
-			continue
-		}
-		hash = append(hash[:0], b...)
-	}
 	switch {
-	case bad != nil:
-		return bad
-	case len(hash) == 0:
+	case hash == "":
 		return malformed("mm_keys[%d] key without a hash", block)
+	case len(hash) > x.lim.MaxStringBytes:
+		return overLimit("mm_keys[%d] hash of %d bytes exceeds the cap of %d", block, len(hash), x.lim.MaxStringBytes)
 	}
-	st.ev.addMM(block, hashIdentifier(string(hash)))
+	st.ev.addMM(block, hashIdentifier(hash))
 	return nil
 }
 

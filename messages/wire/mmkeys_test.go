@@ -105,6 +105,12 @@ func mmKeysCases() []conformanceCase {
 				b.Str("mm_keys").Array(1).Array(1).Map(2).Str("type").Str("mm_key").Str("hash").Uint(7, 0)
 			})
 		}, "BlockStored", TypeStored, mal),
+		malformedCase("trtllm/mm_keys key with a hash of the wrong type before its other keys", func(b *wirefix.B) {
+			trtllmStored(b, []int64{3}, nil, []uint32{1, 2, 3, 4}, 1, func(b *wirefix.B) {
+				b.Str("mm_keys").Array(1).Array(1).Map(3).Str("hash").Array(2).Uint(1, 0).Uint(2, 0).
+					Str("type").Str("mm_key").Str("start_offset").Uint(0, 0)
+			})
+		}, "BlockStored", TypeStored, mal),
 		malformedCase("trtllm/mm_keys key without a hash", func(b *wirefix.B) {
 			trtllmStored(b, []int64{3}, nil, []uint32{1, 2, 3, 4}, 1, func(b *wirefix.B) {
 				b.Str("mm_keys").Array(1).Array(1).Map(2).Str("type").Str("mm_key").Str("start_offset").Uint(0, 0)
@@ -121,6 +127,12 @@ func mmKeysCases() []conformanceCase {
 		malformedCase("trtllm/token_ids holding a multimodal digest string", func(b *wirefix.B) {
 			b.Map(5).Str("type").Str("BlockStored").Str("block_hashes").Uints(3).Str("parent_block_hash").Nil().
 				Str("token_ids").Array(4).Uint(1, 0).Uint(2, 0).Str("9f86d081884c7d65").Uint(4, 0).Str("block_size").Uint(4, 0)
+		}, "BlockStored", TypeStored, mal),
+		malformedCase("stored/map block_mm_infos object with an mm_hash of the wrong type before its other keys", func(b *wirefix.B) {
+			b.Map(4).Str("type").Str("BlockStored").
+				Str("block_mm_infos").Array(1).Map(1).Str("mm_objects").Array(1).
+				Map(2).Str("mm_hash").Str("not-an-int").Str("offsets").Array(1).Array(2).Uint(0, 0).Uint(1, 0).
+				Str("block_hashes").Uints(1).Str("token_ids").Tokens(1, 2)
 		}, "BlockStored", TypeStored, mal),
 		{
 			name: "trtllm/mm_keys past the items cap",
