@@ -160,7 +160,9 @@ func props(cfg Config, t *predicted.Table) (*actor.Props, error) {
 	if t != nil {
 		p = &predictor{table: t}
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r, pred: p, pending: NewPending(0, 0)} }, mailbox.Counted(mailbox.Route),
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &routeActor{router: r, pred: p, pending: NewPending(0, 0), hits: newHitCheck()}
+	}, mailbox.Counted(mailbox.Route),
 		actor.WithDispatcher(actor.NewSynchronizedDispatcher(routeThroughput))), nil
 }
 
@@ -170,6 +172,7 @@ type routeActor struct {
 	cands   []Candidate
 	index   map[messages.WorkerKey]int // cands by key
 	pred    *predictor                 // nil: no predictions
+	hits    *hitCheck
 }
 
 func (a *routeActor) Receive(ctx actor.Context) {
@@ -180,12 +183,17 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		for i, c := range a.cands {
 			a.index[c.Key] = i
 		}
+		a.hits.apply(a.cands)
 		a.router.Observe(a.cands)
 		a.pred.setModes(a.cands, m.EventLess)
 	case *messages.RouterEventBatch: // as an index follower
 		a.pred.follow(m)
 	case *PredictionsRequest:
 		ctx.Respond(a.pred.report())
+	case *HitReport:
+		a.hits.observe(m.Report, a.cands, a.index)
+	case *HitStatsRequest:
+		ctx.Respond(a.hits.stats())
 	case *RemoteUpdate:
 		if i, ok := a.index[m.Key]; ok {
 			a.cands[i].Remote = m.Load
@@ -193,6 +201,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 	case *DropWorker:
 		a.router.Load().DropWorker(m.Worker)
 		a.pred.dropWorker(m.Worker)
+		a.hits.t.ForgetWorker(m.Worker)
 	case *RouteRequest:
 		now := time.Now()
 		if expiry.Passed(m.Deadline, now) { // nobody waits for the decision any more

@@ -2,9 +2,12 @@ package service
 
 import (
 	"cmp"
+	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -382,12 +385,43 @@ func (s *Service) forwardBookkeeping(id string, free bool) error {
 const deltaQueue = 4096
 
 // queueDelta hands load another member pushed to applyDeltas without
-// blocking the registry's actor.
+// blocking the registry's actor; a full queue drops it, counted.
 func (s *Service) queueDelta(_ string, l registry.RankLoad) {
 	select {
 	case s.deltas <- l:
 	default:
+		s.loadDeltas.dropped.Add(1)
 	}
+}
+
+// pushLoad sends load this host booked or released to the other members
+// (a no-op on one host).
+func (s *Service) pushLoad(l registry.RankLoad) {
+	if c := s.cfg.Cluster; c != nil {
+		c.PushLoad(l)
+		s.loadDeltas.sent.Add(1)
+	}
+}
+
+// loadDeltaCounts counts the booked-load deltas exchanged with the other
+// members; all only grow.
+type loadDeltaCounts struct {
+	sent, applied, dropped atomic.Uint64
+}
+
+// LoadDeltaMetrics writes the load-sharing counters (Prometheus text):
+// the deltas this member pushed, and those it received, applied or
+// dropped (its queue full: the next snapshot counts that load anyway);
+// zeros on one host.
+func (s *Service) LoadDeltaMetrics(w io.Writer) error {
+	d := &s.loadDeltas
+	_, err := fmt.Fprintf(w, "# HELP kvrouter_cluster_load_deltas_sent_total Booked-load changes this member pushed to the other members as it booked or released requests.\n"+
+		"# TYPE kvrouter_cluster_load_deltas_sent_total counter\nkvrouter_cluster_load_deltas_sent_total %d\n"+
+		"# HELP kvrouter_cluster_load_deltas_received_total Booked-load changes other members pushed here, by result: applied, or dropped with the queue full (the member's next load snapshot counts them).\n"+
+		"# TYPE kvrouter_cluster_load_deltas_received_total counter\n"+
+		"kvrouter_cluster_load_deltas_received_total{result=\"applied\"} %d\nkvrouter_cluster_load_deltas_received_total{result=\"dropped\"} %d\n",
+		d.sent.Load(), d.applied.Load(), d.dropped.Load())
+	return err
 }
 
 // applyDeltas adds the load other members push as they book it to their
@@ -413,6 +447,7 @@ func (s *Service) applyDeltas() {
 				s.system.Root.Send(w.ns.route, &routing.RemoteUpdate{Key: l.Key, Load: r})
 			}
 			s.mu.Unlock()
+			s.loadDeltas.applied.Add(1)
 		}
 	}
 }

@@ -5,6 +5,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/kvrouter/kvrouter/bench/simengine"
@@ -57,4 +58,19 @@ func TestClusterSharesRequestCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote(2)
+	// Every delta member 0 pushed (three bookings, the prefill_done's and
+	// the free's releases) was applied on member 1, and the counters say so.
+	counts := func(h *Host) string {
+		var b strings.Builder
+		if err := h.Service.LoadDeltaMetrics(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	eventually.True(t, "member 1 applied every delta member 0 sent", func() (bool, string) {
+		sent, got := counts(hs[0]), counts(hs[1])
+		return strings.Contains(sent, "kvrouter_cluster_load_deltas_sent_total 5\n") &&
+			strings.Contains(got, `kvrouter_cluster_load_deltas_received_total{result="applied"} 5`+"\n") &&
+			strings.Contains(got, `kvrouter_cluster_load_deltas_received_total{result="dropped"} 0`+"\n"), sent + got
+	})
 }

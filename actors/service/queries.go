@@ -219,9 +219,9 @@ func (s *Service) decide(tc messages.TraceContext, ns *namespace, in decideInput
 	if rep.Err != nil {
 		return decided{}, decisionError(rep.Err, req.ID)
 	}
-	if c := s.cfg.Cluster; c != nil && !in.advisory {
+	if !in.advisory {
 		d := rep.Decision
-		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
+		s.pushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
 	}
 	return decided{res: res, cov: cov, overlaps: overlaps, rep: rep}, nil
 }
@@ -360,8 +360,8 @@ func (s *Service) localBookkeeping(bk routing.Bookkeeping) (found bool, err erro
 			return false, err
 		}
 		if r.Err == nil {
-			if c, rel := s.cfg.Cluster, r.Released; c != nil && moved(rel) {
-				c.PushLoad(released(rel, sign))
+			if rel := r.Released; moved(rel) {
+				s.pushLoad(released(rel, sign))
 			}
 			return true, nil
 		}

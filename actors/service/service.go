@@ -108,6 +108,8 @@ type Service struct {
 	// deltas carries load other members pushed, from the registry's actor
 	// to applyDeltas.
 	deltas chan registry.RankLoad
+	// loadDeltas counts the load deltas pushed and received.
+	loadDeltas loadDeltaCounts
 	// peers are the registered peer routers (peers.go), under mu; peerToken
 	// is the bearer token sent to them.
 	peers     map[string]bool

@@ -115,6 +115,8 @@ after its --timeout has passed is answered 503 timeout without the work
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
+The read endpoints (and /metrics and the fleet page) stay open unless
+--protect-reads; /healthz and /readyz are always open.
 
 TLS: the HTTP API and the proxy are plaintext unless --http-cert-dir or
 --proxy-cert-dir names a directory with tls.crt and tls.key (a mounted
@@ -152,6 +154,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sessionIdle := fs.Duration("session-idle", sessions.DefaultIdleTTL, "drop a session's lineage after this long without a store")
 	tokenFlag := fs.String("api-token", "", "bearer token for mutating endpoints (prefer KVROUTER_API_TOKEN or --api-token-file)")
 	tokenFile := fs.String("api-token-file", "", "file holding the bearer token")
+	protectReads := fs.Bool("protect-reads", false, "require the API token on the read endpoints too (/workers, /query, /dump, /sessions, /loads, /decisions, /metrics, the fleet page /ui); /healthz and /readyz stay open for probes")
 	shards := fs.Int("shards", 1, "index shard actors per (model, tenant), 1-64: more parallel ingest for a little more route latency")
 	var st service.Startup
 	cf := addClusterFlags(fs)
@@ -177,6 +180,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	token, err := apiToken(*tokenFlag, *tokenFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	if *protectReads && token == "" {
+		fmt.Fprintln(stderr, "kvrouter serve: --protect-reads needs an API token (KVROUTER_API_TOKEN, --api-token-file or --api-token)")
 		return 2
 	}
 	policy, err := tlsf.policy()
@@ -328,7 +335,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
 	}
-	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, RankHealth: grd.RankHealth, MaxTokens: *maxPrompt,
+	h, err := host.Handler(httpapi.Options{APIToken: token, ProtectReads: *protectReads, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, RankHealth: grd.RankHealth, MaxTokens: *maxPrompt,
 		Admission: gate}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
