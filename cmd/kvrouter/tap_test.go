@@ -17,12 +17,17 @@ func TestParseWorker(t *testing.T) {
 		cfg.ReplayEndpoint != "tcp://10.0.0.5:5558" || cfg.Engine != "sglang" || cfg.Topic != "kv@" || !cfg.Bind || !cfg.TopicIdentity {
 		t.Errorf("parsed %+v", cfg)
 	}
+	shared, err := parseWorker("999=tcp://*:5556,bind,by-topic,pod=10.0.0.5:8000=11,pod=10.0.0.6:8000=12")
+	if err != nil || len(shared.Pods) != 2 || shared.Pods["10.0.0.5:8000"] != 11 || shared.Pods["10.0.0.6:8000"] != 12 {
+		t.Errorf("pod=: %+v, %v", shared, err)
+	}
 	spec, err := parseWorker("3=tcp://10.0.0.5:5557,serving=http://10.0.0.5:8000")
 	if err != nil || spec.ServingEndpoint != "http://10.0.0.5:8000" {
 		t.Errorf("serving=: %+v, %v", spec, err)
 	}
 	for _, bad := range []string{"tcp://x:1", "x=tcp://a:1", "1:y=tcp://a:1", "1=a:1", "1=tcp://a:1,color=red", "-1=tcp://a:1",
-		"1=tcp://a:1,serving=a", "1=tcp://a:1,serving=tcp://a:1"} {
+		"1=tcp://a:1,serving=a", "1=tcp://a:1,serving=tcp://a:1",
+		"1=tcp://a:1,bind,pod=a:1=2", "1=tcp://a:1,bind,by-topic,pod=a:1", "1=tcp://a:1,bind,by-topic,pod==2", "1=tcp://a:1,bind,by-topic,pod=a=x"} {
 		if _, err := parseWorker(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
