@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
 )
 
@@ -65,5 +67,19 @@ func TestTapUsageListsTheEngines(t *testing.T) {
 	want := "engine=" + strings.Join(engine.Choices(), "|") + "]"
 	if len(engine.Names()) < 3 || !strings.Contains(out.String(), want) {
 		t.Errorf("tap --help does not list the engines %v as %q:\n%s", engine.Choices(), want, out.String())
+	}
+}
+
+// A socket shared by topic is shown pod by pod, with its refusals.
+func TestSharedSocketStatus(t *testing.T) {
+	ls := &listener.Stats{BadFrames: map[string]uint64{"too_many_streams": 3},
+		Topics: []listener.TopicStream{{Pod: "10.0.0.5:8000", Stream: messages.StreamID{Worker: 11}, NextSeq: 9, Received: 9, Resyncs: 1}}}
+	var out bytes.Buffer
+	writeSharedStatus(&out, "tcp://*:5556", ls, func(s messages.StreamID) any { return "exact" },
+		func(id messages.WorkerID) int { return int(id) * 2 })
+	want := "shared socket tcp://*:5556: 1 pods, refused: topic_identity 0, too_many_streams 3, topic_worker_collision 0\n" +
+		"  pod 10.0.0.5:8000: worker 11 rank 0: exact    seq 9       batches 9       blocks 22     gaps 0 resyncs 1\n"
+	if out.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
 	}
 }
