@@ -53,7 +53,7 @@ type Adapter interface {
 type StreamTraits struct {
 	// SeqStartsAtZero: a fresh publisher's first seq is 0, so a listener
 	// that first sees seq N > 0 knows N batches came before it. When false
-	// (Dynamo's TensorRT-LLM publisher starts at a nanosecond timestamp)
+	// (older TensorRT-LLM publishers start at a nanosecond timestamp)
 	// the first seq seen is only a baseline.
 	SeqStartsAtZero bool
 	// SeqStartDetected (Auto): each publisher's first seq says how it
