@@ -63,8 +63,8 @@ type StreamTraits struct {
 }
 
 // TimestampSeqFloor is the smallest seq read as a nanosecond timestamp
-// (2001-09-09 in Unix nanoseconds): older TensorRT-LLM publishers start their seqs at their
-// start time, while a count from 0 never gets near it.
+// (2001-09-09 in Unix nanoseconds): older TensorRT-LLM publishers start
+// their seqs at their start time, while a count from 0 never gets near it.
 const TimestampSeqFloor = 1_000_000_000_000_000_000
 
 // IsTimestampSeq reports whether seq is a nanosecond timestamp rather than
