@@ -238,6 +238,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err, PredictedBlocks: predictedBlocks})
 	case *OutsideRequest:
 		ctx.Respond(&OutsideReply{Ranks: a.router.OutsideLoads(nil)})
+	case *PendingStatsRequest:
+		ctx.Respond(&PendingStatsReply{Stats: a.pending.Stats(), Held: a.pending.Len()})
 	case *LoadRequest:
 		if m.Candidates {
 			ctx.Respond(&LoadReply{Ranks: a.candidateLoads()})
