@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -9,8 +10,10 @@ import (
 	"github.com/kvrouter/kvrouter/actors/expiry"
 	"github.com/kvrouter/kvrouter/actors/mailbox"
 	"github.com/kvrouter/kvrouter/actors/reply"
+	"github.com/kvrouter/kvrouter/actors/routing/disagg"
 	"github.com/kvrouter/kvrouter/actors/routing/predicted"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -84,6 +87,11 @@ var (
 	chosenDegKey  = attribute.Key("kvrouter.chosen_degraded")
 	tiedKey       = attribute.Key("kvrouter.tied")
 	predictedKey  = attribute.Key("kvrouter.predicted_blocks") // of the chosen worker's overlap (predict.go)
+	// Disaggregated namespaces only (split.go): the decision's reason
+	// (api.Disagg*) and, when split, the prefill worker.
+	disaggKey        = attribute.Key("kvrouter.disagg.reason")
+	prefillWorkerKey = attribute.Key("kvrouter.disagg.prefill_worker")
+	prefillRankKey   = attribute.Key("kvrouter.disagg.prefill_dp_rank")
 )
 
 // RouteReply is a decision, or why there is none.
@@ -93,6 +101,10 @@ type RouteReply struct {
 	// PredictedBlocks is how many of Decision.OverlapBlocks the
 	// predictions added beyond the request's Overlaps (predict.go).
 	PredictedBlocks uint32
+	// Disagg is the prefill/decode decision in a namespace with roles
+	// (split.go); nil in one without, and for advisory decisions (which
+	// never split).
+	Disagg *disagg.Outcome
 }
 
 // Bookkeeping marks a routed request's prefill done (Free false) or frees it
@@ -113,6 +125,9 @@ type Bookkeeping struct {
 type BookkeepingReply struct {
 	Err      error
 	Released RankLoad
+	// ReleasedPrefill is the load a split request's prefill leg released
+	// (prefill_done and free both end it; zero when none).
+	ReleasedPrefill RankLoad
 }
 
 // Move books a routed request against another rank (Load.Move; answered
@@ -173,6 +188,28 @@ type routeActor struct {
 	index   map[messages.WorkerKey]int // cands by key
 	pred    *predictor                 // nil: no predictions
 	hits    *hitCheck
+	// roles: some candidate has a role (split.go); decode and prefill
+	// are then cands' pools, rebuilt whenever cands change.
+	roles           bool
+	decode, prefill []Candidate
+}
+
+// setPools rebuilds the pools from cands.
+func (a *routeActor) setPools() {
+	a.roles = Roles(a.cands)
+	a.decode, a.prefill = a.decode[:0], a.prefill[:0]
+	if a.roles {
+		a.decode, a.prefill = Pools(a.cands, a.decode, a.prefill)
+	}
+}
+
+// decodePool is the candidates a request's decode leg is chosen among:
+// every candidate, or the decode pool of a namespace with roles.
+func (a *routeActor) decodePool() []Candidate {
+	if a.roles {
+		return a.decode
+	}
+	return a.cands
 }
 
 func (a *routeActor) Receive(ctx actor.Context) {
@@ -186,6 +223,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		a.hits.apply(a.cands)
 		a.router.Observe(a.cands)
 		a.pred.setModes(a.cands, m.EventLess)
+		a.setPools()
 	case *messages.RouterEventBatch: // as an index follower
 		a.pred.follow(m)
 	case *PredictionsRequest:
@@ -200,9 +238,13 @@ func (a *routeActor) Receive(ctx actor.Context) {
 	case *RemoteUpdate:
 		if i, ok := a.index[m.Key]; ok {
 			a.cands[i].Remote = m.Load
+			if a.roles {
+				a.setPools()
+			}
 		}
 	case *DropWorker:
 		a.router.Load().DropWorker(m.Worker)
+		a.router.PrefillLoad().DropWorker(m.Worker)
 		a.pred.dropWorker(m.Worker)
 		a.hits.t.ForgetWorker(m.Worker)
 	case *RouteRequest:
@@ -216,12 +258,21 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		var d Decision
 		var err error
 		var predictedBlocks uint32
-		if m.Advisory { // a selection without booking predicts nothing
-			d, err = a.router.Decide(m.Request, a.pred.scored(m, now), a.cands)
+		var split *disagg.Outcome
+		switch {
+		case m.Advisory: // a selection without booking predicts nothing, never splits
+			d, err = a.router.Decide(m.Request, a.pred.scored(m, now), a.decodePool())
 			if err == nil && m.Request.ID != "" {
 				a.pending.Remember(m.Request.ID, Booking{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks}, now)
 			}
-		} else {
+		case a.roles:
+			var o disagg.Outcome
+			d, o, err = a.router.RouteSplit(m.Request, a.pred.scored(m, now), a.decode, a.prefill, now)
+			predictedBlocks = a.pred.record(m, d, err, now)
+			if err == nil || errors.Is(err, ErrFull) {
+				split = &o
+			}
+		default:
 			d, err = a.router.Route(m.Request, a.pred.scored(m, now), a.cands, now)
 			predictedBlocks = a.pred.record(m, d, err, now)
 		}
@@ -232,10 +283,16 @@ func (a *routeActor) Receive(ctx actor.Context) {
 				sp.SetAttributes(tracectx.Worker.Int64(int64(d.Worker.Worker)), tracectx.DpRank.Int64(int64(d.Worker.DpRank)),
 					overlapKey.Int64(int64(d.OverlapBlocks)), degradedKey.Int(d.DegradedCandidates),
 					chosenDegKey.Bool(d.Degraded), tiedKey.Int(d.Tied), predictedKey.Int64(int64(predictedBlocks)))
+				if split != nil {
+					sp.SetAttributes(disaggKey.String(split.Reason))
+				}
+				if split != nil && split.Split {
+					sp.SetAttributes(prefillWorkerKey.Int64(int64(split.Prefill.Worker)), prefillRankKey.Int64(int64(split.Prefill.DpRank)))
+				}
 			}
 		}
 		sp.End()
-		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err, PredictedBlocks: predictedBlocks})
+		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err, PredictedBlocks: predictedBlocks, Disagg: split})
 	case *OutsideRequest:
 		ctx.Respond(&OutsideReply{Ranks: a.router.OutsideLoads(nil)})
 	case *PendingStatsRequest:
@@ -245,7 +302,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 			ctx.Respond(&LoadReply{Ranks: a.candidateLoads()})
 			return
 		}
-		ctx.Respond(&LoadReply{Ranks: a.router.Load().AppendRanks(nil)})
+		ctx.Respond(&LoadReply{Ranks: a.router.PrefillLoad().AppendRanks(a.router.Load().AppendRanks(nil))})
 	case *Bookkeeping:
 		load := a.router.Load()
 		if m.Output {
@@ -266,7 +323,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		if err != nil {
 			held = RankLoad{}
 		}
-		reply.Respond(ctx, m.Reply, &BookkeepingReply{Err: err, Released: held})
+		reply.Respond(ctx, m.Reply, &BookkeepingReply{Err: err, Released: held, ReleasedPrefill: a.router.FreePrefill(m.ID)})
 	case *Reserve:
 		reply.Respond(ctx, m.Reply, a.reserve(m))
 	case *Move:
@@ -285,7 +342,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 func (a *routeActor) candidateLoads() []RankLoad {
 	out := make([]RankLoad, len(a.cands))
 	for i, c := range a.cands {
-		l := a.router.Load().Of(c.Key)
+		l := a.router.held(c.Key)
 		l.PrefillTokens += c.Remote.PrefillTokens
 		l.Blocks += c.Remote.Blocks
 		l.DecodeRequests += int(c.Remote.Requests) // the remote phase split is not known
@@ -306,7 +363,7 @@ func (a *routeActor) reserve(m *Reserve) *ReserveReply {
 	} else if b, err = a.pending.Peek(m.ID, now); err != nil {
 		return &ReserveReply{Err: err}
 	}
-	if _, ok := a.index[b.Key]; !ok {
+	if i, ok := a.index[b.Key]; !ok || a.cands[i].Role == api.RolePrefill { // a prefill worker is never a decode leg
 		return &ReserveReply{Err: fmt.Errorf("routing: reserve %q on worker %d rank %d: %w", m.ID, b.Key.Worker, b.Key.DpRank, ErrNotCandidate)}
 	}
 	if err := a.router.Load().Add(m.ID, b.Key, b.PrefillTokens, b.Blocks, now); err != nil {

@@ -154,7 +154,7 @@ func (r *Router) Observe(cands []Candidate) {
 // other hosts'.
 func (r *Router) booked(c *Candidate) RemoteLoad {
 	b := c.Remote
-	l := r.load.Of(c.Key)
+	l := r.held(c.Key)
 	b.PrefillTokens += l.PrefillTokens
 	b.Blocks += l.Blocks
 	b.Requests += int64(l.PrefillRequests + l.DecodeRequests)

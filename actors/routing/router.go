@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/routing/disagg"
 	"github.com/kvrouter/kvrouter/messages"
 )
 
@@ -56,8 +57,13 @@ type Config struct {
 	// Rand drives sampling at Temperature > 0 (one Uint64 per decision).
 	// nil: a PCG seeded with DefaultSeed1, DefaultSeed2.
 	Rand rand.Source
-	// Load bounds the request bookkeeping.
+	// Load bounds the request bookkeeping (both tables: requests, and
+	// split requests' prefill legs).
 	Load LoadConfig
+	// Disagg is the prefill/decode decision of namespaces with roles
+	// (RouteSplit; package disagg). The zero value is
+	// disagg.DefaultConfig().
+	Disagg disagg.Config
 }
 
 // kvrouter's cost at its defaults (doc.go, "Why this default").
@@ -142,7 +148,10 @@ type Candidate struct {
 	// hitcheck: below 1 while the engine's reported hits stay far below
 	// the router's predictions there); 0 means 1, full credit.
 	HitCredit float64
-	outside   RemoteLoad
+	// Role is the candidate's registered role (api.RolePrefill,
+	// RoleDecode, RoleBoth or ""): split.go.
+	Role    string
+	outside RemoteLoad
 }
 
 // RemoteLoad is load booked elsewhere: the cost's active prefill tokens and
@@ -218,6 +227,7 @@ type Decision struct {
 type Router struct {
 	cfg  Config
 	load *Load
+	pre  *Load // split requests' prefill legs (split.go)
 	rng  rand.Source
 
 	// scratch, reused across decisions
@@ -265,11 +275,17 @@ func New(cfg Config) (*Router, error) {
 	if !finiteNonNeg(cfg.Temperature) {
 		return nil, fmt.Errorf("routing: temperature %v: %w", cfg.Temperature, ErrInvalidConfig)
 	}
+	if cfg.Disagg == (disagg.Config{}) {
+		cfg.Disagg = disagg.DefaultConfig()
+	}
+	if err := cfg.Disagg.Validate(); err != nil {
+		return nil, fmt.Errorf("routing: %w: %w", ErrInvalidConfig, err)
+	}
 	rng := cfg.Rand
 	if rng == nil {
 		rng = rand.NewPCG(DefaultSeed1, DefaultSeed2)
 	}
-	return &Router{cfg: cfg, load: NewLoad(cfg.Load), rng: rng}, nil
+	return &Router{cfg: cfg, load: NewLoad(cfg.Load), pre: NewLoad(cfg.Load), rng: rng}, nil
 }
 
 func finiteNonNeg(f float64) bool { return f >= 0 && !math.IsInf(f, 1) }
@@ -291,11 +307,7 @@ func (r *Router) Load() *Load { return r.load }
 func (r *Router) Route(req Request, overlaps []Overlap, cands []Candidate, now time.Time) (Decision, error) {
 	r.load.Expire(now)
 	if err := r.load.CheckID(req.ID); err != nil {
-		if errors.Is(err, ErrDuplicateRequest) {
-			r.load.stats.Duplicate++
-		} else {
-			r.load.stats.InvalidID++
-		}
+		r.countBadID(err)
 		return Decision{}, err
 	}
 	d, err := r.Decide(req, overlaps, cands)

@@ -71,6 +71,9 @@ func (s *Service) registerClustered(reg api.Registration) error {
 	if err := s.withEngine(&reg); err != nil {
 		return err
 	}
+	if err := withRoleChecked(&reg); err != nil {
+		return err
+	}
 	bs := uint32(reg.BlockSize)
 	if bs == 0 {
 		bs = uint32(s.cfg.BlockSize)
@@ -97,7 +100,7 @@ func (s *Service) registerClustered(reg api.Registration) error {
 	}
 	c.Put(registry.Entry{Key: key, Worker: registry.Worker{Model: reg.ModelName, Tenant: tenant, BlockSize: bs,
 		Endpoint: reg.Endpoint, ReplayEndpoint: reg.ReplayEndpoint, Lora: reg.LoraName, ServingEndpoint: reg.ServingEndpoint,
-		Engine: reg.Engine, MetricsEndpoint: reg.MetricsEndpoint}})
+		Engine: reg.Engine, MetricsEndpoint: reg.MetricsEndpoint, Role: reg.Role, BootstrapHost: reg.BootstrapHost, BootstrapPort: reg.BootstrapPort}})
 	s.mu.Lock()
 	s.reconcile()
 	s.mu.Unlock()
@@ -187,7 +190,8 @@ func (s *Service) adopt(e registry.Entry) *worker {
 	reg := api.Registration{InstanceID: e.Key.Worker, DpRank: e.Key.DpRank, Endpoint: e.Worker.Endpoint,
 		ReplayEndpoint: e.Worker.ReplayEndpoint, ModelName: e.Worker.Model, TenantID: e.Worker.Tenant,
 		BlockSize: e.Worker.BlockSize, LoraName: e.Worker.Lora, ServingEndpoint: e.Worker.ServingEndpoint,
-		Engine: cmp.Or(e.Worker.Engine, s.cfg.Engine), MetricsEndpoint: e.Worker.MetricsEndpoint}
+		Engine: cmp.Or(e.Worker.Engine, s.cfg.Engine), MetricsEndpoint: e.Worker.MetricsEndpoint,
+		Role: e.Worker.Role, BootstrapHost: e.Worker.BootstrapHost, BootstrapPort: e.Worker.BootstrapPort}
 	w := &worker{reg: reg, ns: ns, at: time.Now(), version: e.Version}
 	s.workers[e.Key] = w
 	ns.members[e.Key] = true
@@ -266,6 +270,7 @@ func (s *Service) remoteRankInfo(k messages.WorkerKey, w *worker, st registry.St
 	ri := api.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
 		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
 		Engine: w.reg.Engine, BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Warnings: []string{}}
+	withRole(&ri, w.reg)
 	owner := s.cfg.Cluster.Owner(k)
 	ri.Owner = owner
 	if !known {

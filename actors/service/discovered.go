@@ -30,8 +30,8 @@ func (d Discovery) Registered() []discovery.Registration {
 		for i, e := range live {
 			out[i] = discovery.Registration{Key: e.Key, Model: e.Worker.Model, Tenant: e.Worker.Tenant, BlockSize: e.Worker.BlockSize,
 				Endpoint: e.Worker.Endpoint, ReplayEndpoint: e.Worker.ReplayEndpoint, ServingEndpoint: e.Worker.ServingEndpoint,
-				MetricsEndpoint: e.Worker.MetricsEndpoint,
-				Engine:          cmp.Or(e.Worker.Engine, s.cfg.Engine)}
+				MetricsEndpoint: e.Worker.MetricsEndpoint, Role: e.Worker.Role, BootstrapPort: e.Worker.BootstrapPort,
+				Engine: cmp.Or(e.Worker.Engine, s.cfg.Engine)}
 		}
 		return out
 	}
@@ -41,7 +41,7 @@ func (d Discovery) Registered() []discovery.Registration {
 	for k, w := range s.workers {
 		out = append(out, discovery.Registration{Key: k, Model: w.ns.key.model, Tenant: w.ns.key.tenant, BlockSize: uint32(w.ns.blockSize),
 			Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, ServingEndpoint: w.reg.ServingEndpoint, Engine: w.reg.Engine,
-			MetricsEndpoint: w.reg.MetricsEndpoint})
+			MetricsEndpoint: w.reg.MetricsEndpoint, Role: w.reg.Role, BootstrapPort: w.reg.BootstrapPort})
 	}
 	return out
 }
@@ -50,8 +50,8 @@ func (d Discovery) Registered() []discovery.Registration {
 func (d Discovery) Register(r discovery.Registration) error {
 	return d.s.Register(context.Background(), api.Registration{InstanceID: r.Key.Worker, DpRank: r.Key.DpRank,
 		Endpoint: r.Endpoint, ReplayEndpoint: r.ReplayEndpoint, ServingEndpoint: r.ServingEndpoint, Engine: r.Engine,
-		MetricsEndpoint: r.MetricsEndpoint,
-		ModelName:       r.Model, TenantID: r.Tenant, BlockSize: r.BlockSize})
+		MetricsEndpoint: r.MetricsEndpoint, Role: r.Role, BootstrapPort: r.BootstrapPort,
+		ModelName: r.Model, TenantID: r.Tenant, BlockSize: r.BlockSize})
 }
 
 // Unregister removes one discovered stream (its blocks leave the index).

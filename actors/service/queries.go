@@ -138,6 +138,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 	}
 	out := answer(ns, req.RequestID, isl, d.overlaps, d.res.Scores, d.rep)
 	s.fillServing(&out)
+	s.fillPrefill(&out, d.rep.Disagg)
 	if d.cov.Partial() {
 		out.Recovering, out.Partial = s.recovering(ns, d.cov), true
 	}
@@ -227,6 +228,9 @@ func (s *Service) decide(tc messages.TraceContext, ns *namespace, in decideInput
 		d := rep.Decision
 		s.pushPrediction(ns, in.hashes, scored, d)
 		s.pushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
+		if o := rep.Disagg; o != nil && o.Split { // the prefill leg's booking
+			s.pushLoad(registry.RankLoad{Key: o.Prefill, PrefillTokens: o.PrefillTokens, Requests: 1})
+		}
 	}
 	return decided{res: res, cov: cov, overlaps: overlaps, rep: rep}, nil
 }
@@ -374,6 +378,9 @@ func (s *Service) localBookkeeping(bk routing.Bookkeeping) (found bool, err erro
 			if rel := r.Released; moved(rel) {
 				s.pushLoad(released(rel, sign))
 			}
+			if c, rel := s.cfg.Cluster, r.ReleasedPrefill; c != nil && moved(rel) {
+				c.PushLoad(released(rel, -1))
+			}
 			return true, nil
 		}
 		if !errors.Is(r.Err, routing.ErrUnknownRequest) {
@@ -429,6 +436,7 @@ func (s *Service) rankInfo(k messages.WorkerKey, w *worker) api.RankInfo {
 	ri := api.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
 		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
 		Engine: w.reg.Engine, BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Mode: api.ModeEvents, Warnings: []string{}}
+	withRole(&ri, w.reg)
 	if w.reg.EventLess() {
 		return s.eventLessInfo(k, w, ri)
 	}

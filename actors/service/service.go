@@ -96,6 +96,9 @@ type Service struct {
 	system *actor.ActorSystem
 	cfg    Config
 	stop   chan struct{}
+	// disaggCounts counts /route's disaggregation decisions by reason
+	// (roles.go).
+	disaggCounts disaggCounts
 
 	// writeMu serializes a cluster's registrations (cluster.go), which
 	// wait for the other members without holding mu.
@@ -329,6 +332,9 @@ func (s *Service) register(reg api.Registration, resume *messages.Position) erro
 	if err := s.withEngine(&reg); err != nil {
 		return err
 	}
+	if err := withRoleChecked(&reg); err != nil {
+		return err
+	}
 	bs := int(reg.BlockSize)
 	if bs == 0 {
 		bs = s.cfg.BlockSize
@@ -402,6 +408,9 @@ func (s *Service) syncCandidates(ns *namespace) {
 			eventLess[k] = int(w.reg.CacheBlocks)
 		}
 		cands[i] = routing.Candidate{Key: k}
+		if w := s.workers[k]; w != nil {
+			cands[i].Role = w.reg.Role
+		}
 		if status != nil {
 			st := status.Streams[messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}].State
 			cands[i].Degraded = st == coalescer.StateDegraded

@@ -1887,8 +1887,16 @@ type RegistryEntry struct {
 	// metrics_endpoint is the URL of the engine's Prometheus metrics
 	// (empty: the serving endpoint's /metrics).
 	MetricsEndpoint string `protobuf:"bytes,13,opt,name=metrics_endpoint,json=metricsEndpoint,proto3" json:"metrics_endpoint,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// role is the endpoint's prefill/decode role: prefill, decode, or
+	// empty for both (also from a member that predates roles).
+	Role string `protobuf:"bytes,14,opt,name=role,proto3" json:"role,omitempty"`
+	// bootstrap_host and bootstrap_port are an SGLang prefill engine's KV
+	// transfer bootstrap address (empty host: the serving endpoint's; port
+	// 0: none; a port above 65535 is read as none).
+	BootstrapHost string `protobuf:"bytes,15,opt,name=bootstrap_host,json=bootstrapHost,proto3" json:"bootstrap_host,omitempty"`
+	BootstrapPort uint32 `protobuf:"varint,16,opt,name=bootstrap_port,json=bootstrapPort,proto3" json:"bootstrap_port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegistryEntry) Reset() {
@@ -2010,6 +2018,27 @@ func (x *RegistryEntry) GetMetricsEndpoint() string {
 		return x.MetricsEndpoint
 	}
 	return ""
+}
+
+func (x *RegistryEntry) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetBootstrapHost() string {
+	if x != nil {
+		return x.BootstrapHost
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetBootstrapPort() uint32 {
+	if x != nil {
+		return x.BootstrapPort
+	}
+	return 0
 }
 
 // RegistryPut: a member sends its new entries to every member's registry
@@ -3357,7 +3386,7 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"activation\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x126\n" +
 	"\x06stream\x18\x03 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x06stream\x12\x14\n" +
-	"\x05exact\x18\x04 \x01(\bR\x05exact\"\x9d\x03\n" +
+	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xff\x03\n" +
 	"\rRegistryEntry\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -3373,7 +3402,10 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	" \x01(\bR\adeleted\x12)\n" +
 	"\x10serving_endpoint\x18\v \x01(\tR\x0fservingEndpoint\x12\x16\n" +
 	"\x06engine\x18\f \x01(\tR\x06engine\x12)\n" +
-	"\x10metrics_endpoint\x18\r \x01(\tR\x0fmetricsEndpoint\"K\n" +
+	"\x10metrics_endpoint\x18\r \x01(\tR\x0fmetricsEndpoint\x12\x12\n" +
+	"\x04role\x18\x0e \x01(\tR\x04role\x12%\n" +
+	"\x0ebootstrap_host\x18\x0f \x01(\tR\rbootstrapHost\x12%\n" +
+	"\x0ebootstrap_port\x18\x10 \x01(\rR\rbootstrapPort\"K\n" +
 	"\vRegistryPut\x12<\n" +
 	"\aentries\x18\x01 \x03(\v2\".kvrouter.cluster.v1.RegistryEntryR\aentries\"\r\n" +
 	"\vRegistryAck\"\x15\n" +

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // The labels and annotations discovery reads on a pod (see the package
@@ -16,16 +17,23 @@ import (
 // first, then a label (label values cannot hold a '/', model names often
 // do).
 const (
-	KeyModel         = "kvrouter.io/model"
-	KeyTenant        = "kvrouter.io/tenant"
-	KeyBlockSize     = "kvrouter.io/block-size"
-	KeyDpSize        = "kvrouter.io/dp-size"
-	KeyEngine        = "kvrouter.io/engine"
-	KeyKVEventsPort  = "kvrouter.io/kv-events-port"
-	KeyReplayPort    = "kvrouter.io/replay-port"
-	KeyServingPort   = "kvrouter.io/serving-port"
-	KeyMetricsPort   = "kvrouter.io/metrics-port"
-	KeyMetricsPath   = "kvrouter.io/metrics-path"
+	KeyModel        = "kvrouter.io/model"
+	KeyTenant       = "kvrouter.io/tenant"
+	KeyBlockSize    = "kvrouter.io/block-size"
+	KeyDpSize       = "kvrouter.io/dp-size"
+	KeyEngine       = "kvrouter.io/engine"
+	KeyKVEventsPort = "kvrouter.io/kv-events-port"
+	KeyReplayPort   = "kvrouter.io/replay-port"
+	KeyServingPort  = "kvrouter.io/serving-port"
+	KeyMetricsPort  = "kvrouter.io/metrics-port"
+	KeyMetricsPath  = "kvrouter.io/metrics-path"
+	// LabelRole is llm-d's role label (prefill, decode, prefill-decode);
+	// KeyRole, annotation or label, is read when it is absent.
+	LabelRole = "llm-d.ai/role"
+	KeyRole   = "kvrouter.io/role"
+	// KeyBootstrapPort is an SGLang prefill engine's KV transfer
+	// bootstrap port (number or container port name), on the pod's IP.
+	KeyBootstrapPort = "kvrouter.io/bootstrap-port"
 	PortKVEvents     = "kv-events" // container port name of the KV-event publisher
 	PortReplay       = "kv-replay" // container port name of the replay endpoint
 	PortServing      = "http"      // container port name of the OpenAI server
@@ -92,6 +100,11 @@ type Registration struct {
 	// MetricsEndpoint is the engine's metrics URL when the pod names a
 	// metrics port or path ("" otherwise: the serving endpoint's).
 	MetricsEndpoint string
+	// Role is the pod's prefill/decode role (api.ParseRole's stored form:
+	// "" for both); BootstrapPort its SGLang bootstrap port (0: none),
+	// on the pod's IP.
+	Role          string
+	BootstrapPort uint16
 	// Pod is namespace/name (for logs; not part of what is registered).
 	Pod string
 }
@@ -213,6 +226,10 @@ func podRegistrations(cfg Config, p Pod, pool *Pool, id messages.WorkerID) ([]Re
 	if err != nil {
 		return nil, err
 	}
+	role, boot, err := roleOf(p)
+	if err != nil {
+		return nil, err
+	}
 	if int(kv)+int(dp)-1 > 65535 || (replay > 0 && int(replay)+int(dp)-1 > 65535) {
 		return nil, bad(ReasonBadValue, "%d ranks from port %d run past 65535", dp, kv)
 	}
@@ -220,7 +237,8 @@ func podRegistrations(cfg Config, p Pod, pool *Pool, id messages.WorkerID) ([]Re
 	for r := range out {
 		out[r] = Registration{Key: messages.WorkerKey{Worker: id, DpRank: messages.DpRank(r)},
 			Model: model, Tenant: tenant, BlockSize: uint32(bs), Engine: engine, Pod: p.Namespace + "/" + p.Name,
-			Endpoint: zmq(p.IP, kv+int32(r)), ServingEndpoint: net.JoinHostPort(p.IP, strconv.Itoa(int(serve[r])))}
+			Endpoint: zmq(p.IP, kv+int32(r)), ServingEndpoint: net.JoinHostPort(p.IP, strconv.Itoa(int(serve[r]))),
+			Role: role, BootstrapPort: boot}
 		if mpath != "" {
 			out[r].MetricsEndpoint = "http://" + net.JoinHostPort(p.IP, strconv.Itoa(int(cmp.Or(mport, serve[r])))) + mpath
 		}
@@ -250,6 +268,25 @@ func metricsOf(p Pod) (int32, string, *skipErr) {
 	}
 	n, err := port(p, KeyMetricsPort, "", 0)
 	return n, path, err
+}
+
+// roleOf reads a pod's prefill/decode role (the llm-d.ai/role label, else
+// kvrouter.io/role; stored form, "" for both) and bootstrap port (0:
+// none).
+func roleOf(p Pod) (string, uint16, *skipErr) {
+	v, key := p.Labels[LabelRole], LabelRole
+	if v == "" {
+		v, key = value(p, KeyRole), KeyRole
+	}
+	role, perr := api.ParseRole(v)
+	if perr != nil {
+		return "", 0, bad(ReasonBadValue, "%s: %v", key, perr)
+	}
+	if p.Annotations[KeyBootstrapPort] == "" {
+		return role, 0, nil
+	}
+	n, err := port(p, KeyBootstrapPort, "", 0)
+	return role, uint16(n), err
 }
 
 func zmq(ip string, port int32) string {

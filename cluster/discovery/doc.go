@@ -39,6 +39,13 @@
 //	            endpoint's /metrics is scraped (with --engine-signals)
 //	engine      label kvrouter.io/engine (auto, vllm, sglang, trtllm), else
 //	            the default (auto: decided per stream from its batches)
+//	role        label llm-d.ai/role (prefill, decode, prefill-decode = both),
+//	            else annotation or label kvrouter.io/role (the same values,
+//	            or both), else both; a pod whose role changes is
+//	            re-registered with the new one, so it moves pools
+//	bootstrap   annotation kvrouter.io/bootstrap-port B (number or container
+//	            port name): an SGLang prefill engine's bootstrap server at
+//	            IP:B, named in split /route answers
 //
 // Consecutive ports per rank are how vLLM lays out data parallelism: rank r
 // publishes on the configured port + r (its replay endpoint likewise). A

@@ -55,7 +55,8 @@ func fromEntries(es []Entry) []*clusterpb.RegistryEntry {
 		w := e.Worker
 		out[i] = &clusterpb.RegistryEntry{Key: clusterpb.FromKey(e.Key), Model: w.Model, Tenant: w.Tenant, BlockSize: w.BlockSize,
 			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, Lora: w.Lora, ServingEndpoint: w.ServingEndpoint, Engine: w.Engine,
-			MetricsEndpoint: w.MetricsEndpoint, Clock: e.Version.Clock, Origin: e.Version.Origin, Deleted: e.Deleted}
+			MetricsEndpoint: w.MetricsEndpoint, Role: w.Role, BootstrapHost: w.BootstrapHost, BootstrapPort: uint32(w.BootstrapPort),
+			Clock: e.Version.Clock, Origin: e.Version.Origin, Deleted: e.Deleted}
 	}
 	return out
 }
@@ -71,7 +72,7 @@ func toEntries(ps []*clusterpb.RegistryEntry) (out []Entry, rejected int) {
 		out = append(out, Entry{Key: clusterpb.ToKey(p.Key),
 			Worker: Worker{Model: p.Model, Tenant: p.Tenant, BlockSize: p.BlockSize, Endpoint: p.Endpoint,
 				ReplayEndpoint: p.ReplayEndpoint, Lora: p.Lora, ServingEndpoint: p.ServingEndpoint, Engine: p.Engine,
-				MetricsEndpoint: p.MetricsEndpoint},
+				MetricsEndpoint: p.MetricsEndpoint, Role: p.Role, BootstrapHost: p.BootstrapHost, BootstrapPort: port16(p.BootstrapPort)},
 			Version: Version{Clock: p.Clock, Origin: p.Origin}, Deleted: p.Deleted})
 	}
 	return out, rejected
@@ -104,4 +105,12 @@ func toStates(ps []*clusterpb.StreamState) []StreamState {
 		out = append(out, s)
 	}
 	return out
+}
+
+// port16 is a peer's bootstrap port, 0 (none) when out of range.
+func port16(p uint32) uint16 {
+	if p > 65535 {
+		return 0
+	}
+	return uint16(p)
 }

@@ -38,12 +38,18 @@ func TestEntriesRoundTrip(t *testing.T) {
 	in := []Entry{
 		{Key: messages.WorkerKey{Worker: 1, DpRank: 2}, Worker: Worker{Model: "m", Tenant: "t", BlockSize: 16,
 			Endpoint: "tcp://e:1", ReplayEndpoint: "tcp://e:2", Lora: "l", ServingEndpoint: "http://e:8000",
-			Engine: "sglang"}, Version: Version{Clock: 7, Origin: "a:1"}},
+			Engine: "sglang", MetricsEndpoint: "http://e:8000/m", Role: "prefill", BootstrapHost: "e", BootstrapPort: 8998},
+			Version: Version{Clock: 7, Origin: "a:1"}},
 		{Key: messages.WorkerKey{Worker: 3}, Worker: Worker{Model: "m", Endpoint: "tcp://f:1"}, Deleted: true},
 	}
 	ps := append(fromEntries(in), &clusterpb.RegistryEntry{Model: "no key"})
 	got, rejected := toEntries(ps)
 	if !slices.Equal(got, in) || rejected != 1 {
 		t.Errorf("round trip: %+v (%d rejected), want %+v (1 rejected)", got, rejected, in)
+	}
+	// A bootstrap port no uint16 holds is read as none.
+	got, _ = toEntries([]*clusterpb.RegistryEntry{{Key: clusterpb.FromKey(messages.WorkerKey{Worker: 9}), BootstrapPort: 70000}})
+	if len(got) != 1 || got[0].Worker.BootstrapPort != 0 {
+		t.Errorf("port 70000: %+v", got)
 	}
 }

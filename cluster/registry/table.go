@@ -24,6 +24,12 @@ type Worker struct {
 	// MetricsEndpoint is the engine's metrics URL ("" when the
 	// registration named none: the serving endpoint's).
 	MetricsEndpoint string
+	// Role is the registration's prefill/decode role ("" both, also from
+	// a member that predates roles); BootstrapHost and BootstrapPort its
+	// SGLang bootstrap address (messages/api.Registration).
+	Role          string
+	BootstrapHost string
+	BootstrapPort uint16
 }
 
 // Version orders the writes of one key: the higher Clock wins, ties

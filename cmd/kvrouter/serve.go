@@ -60,6 +60,7 @@ dropped --eventless-ttl after its last request; /workers shows it in mode
 Workers are registered over HTTP (POST /register), in a file of /register
 bodies (--workers-file), or given as flags:
   --worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT]
+      [,role=prefill|decode|both][,bootstrap=[HOST:]PORT]
       (repeatable; model --model, tenant --tenant)
 
 OpenAI proxy: --proxy-listen HOST:PORT serves POST /v1/completions,
@@ -125,7 +126,7 @@ every --tls-check-every (a broken update is logged and counted, the old
 certificate kept). --tls-min-version and --tls-cipher-suites apply to
 every TLS listener. Peers and --bootstrap-from then need https:// URLs
 with a certificate their system trusts.
-` + drainHelp + signalsHelp + discoverHelp + `
+` + drainHelp + signalsHelp + discoverHelp + disaggHelp + `
 Example:
   kvrouter serve --block-size 16 --worker 1=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5558
   curl -s localhost:8090/route -H 'Content-Type: application/json' \
@@ -140,7 +141,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	blockSize := fs.Int("block-size", 16, "tokens per block for workers registered without one")
 	engineName := fs.String("engine", engine.Auto, "engine of registrations that name none (/register's engine, --worker's engine=, the workers file, the kvrouter.io/engine label): "+strings.Join(engine.Choices(), ", ")+"; auto decides per stream from what its batches show (GET /workers says what and why)")
 	var workers workerFlags
-	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME] to register at start (repeatable; serving= is where the proxy sends the rank's requests, http(s):// allowed; engine= as --engine)")
+	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT] to register at start (repeatable; serving= is where the proxy sends the rank's requests, http(s):// allowed; engine= as --engine; role= prefill, decode or both (the default) in a disaggregated fleet, see --disagg; bootstrap= an SGLang prefill engine's KV transfer bootstrap port, on the serving host unless HOST: is given)")
 	model := fs.String("model", "default", "model name of --worker workers")
 	tenant := fs.String("tenant", api.DefaultTenant, "tenant of --worker workers")
 	costName := fs.String("cost", routing.CostKVRouter.String(), "routing cost: kvrouter (weight × the request's uncached blocks + queued prefill blocks + decode blocks) or dynamo (the reference's: weight × (queued + uncached) prefill blocks + decode blocks)")
@@ -167,6 +168,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tokenizeTimeout := fs.Duration("tokenize-timeout", prompttokens.DefaultTimeout, "deadline of the engine's tokenize/render round trips for one prompt; past it the request routes by load (counted)")
 	pf := addProxyFlags(fs)
 	sf := addSignalsFlags(fs)
+	dgf := addDisaggFlags(fs)
 	parityEvery := fs.Duration("parity-interval", 5*time.Minute, "how often the local tokenizers and registered block sizes are checked against the engines (also when an engine appears)")
 	epp := addEPPFlags(fs)
 	tlsf := addTLSFlags(fs)
@@ -219,6 +221,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tw, err := service.ParseTierWeights(*tiers)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: --tier-weights: %v\n", err)
+		return 2
+	}
+	if rc.Disagg, err = dgf.config(); err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
 	if *maxSessions <= 0 || *sessionIdle <= 0 {
@@ -413,11 +419,11 @@ func registrations(workers workerFlags, model, tenant string) ([]api.Registratio
 	var regs []api.Registration
 	for _, w := range workers {
 		if w.Bind || w.TopicIdentity || w.Topic != "" {
-			return nil, fmt.Errorf("--worker %d: serve takes ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT][,engine=NAME] only (topic=, bind and by-topic are kvrouter tap options)", w.Stream.Worker)
+			return nil, fmt.Errorf("--worker %d: serve takes ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT] only (topic=, bind and by-topic are kvrouter tap options)", w.Stream.Worker)
 		}
 		regs = append(regs, api.Registration{InstanceID: w.Stream.Worker, DpRank: w.Stream.DpRank,
 			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ServingEndpoint: w.ServingEndpoint, Engine: w.Engine,
-			ModelName: model, TenantID: tenant})
+			Role: w.Role, BootstrapHost: w.BootstrapHost, BootstrapPort: w.BootstrapPort, ModelName: model, TenantID: tenant})
 	}
 	return regs, nil
 }

@@ -27,8 +27,21 @@ func TestParseWorker(t *testing.T) {
 	if err != nil || spec.ServingEndpoint != "http://10.0.0.5:8000" {
 		t.Errorf("serving=: %+v, %v", spec, err)
 	}
+	spec, err = parseWorker("4=tcp://10.0.0.6:5557,serving=10.0.0.6:8000,role=prefill,bootstrap=8998")
+	if err != nil || spec.Role != "prefill" || spec.BootstrapHost != "" || spec.BootstrapPort != 8998 {
+		t.Errorf("role=prefill,bootstrap=8998: %+v, %v", spec, err)
+	}
+	spec, err = parseWorker("5=tcp://10.0.0.7:5557,role=prefill-decode,bootstrap=10.1.0.7:9000")
+	if err != nil || spec.Role != "" || spec.BootstrapHost != "10.1.0.7" || spec.BootstrapPort != 9000 {
+		t.Errorf("role=prefill-decode,bootstrap=HOST:PORT: %+v, %v", spec, err)
+	}
+	regs, err := registrations(workerFlags{spec}, "m", "t")
+	if err != nil || regs[0].BootstrapPort != 9000 || regs[0].BootstrapHost != "10.1.0.7" {
+		t.Errorf("registration %+v, %v", regs, err)
+	}
 	for _, bad := range []string{"tcp://x:1", "x=tcp://a:1", "1:y=tcp://a:1", "1=a:1", "1=tcp://a:1,color=red", "-1=tcp://a:1",
-		"1=tcp://a:1,serving=a", "1=tcp://a:1,serving=tcp://a:1",
+		"1=tcp://a:1,serving=a", "1=tcp://a:1,serving=tcp://a:1", "1=tcp://a:1,role=encode", "1=tcp://a:1,bootstrap=0",
+		"1=tcp://a:1,bootstrap=h:70000", "1=tcp://a:1,bootstrap=a/b:1",
 		"1=tcp://a:1,bind,pod=a:1=2", "1=tcp://a:1,bind,by-topic,pod=a:1", "1=tcp://a:1,bind,by-topic,pod==2", "1=tcp://a:1,bind,by-topic,pod=a=x"} {
 		if _, err := parseWorker(bad); err == nil {
 			t.Errorf("%q accepted", bad)

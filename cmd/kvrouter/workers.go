@@ -7,16 +7,21 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/engine"
 	"github.com/kvrouter/kvrouter/messages/serving"
 )
 
 // workerSpec is one --worker value: the engine stream to follow and, for
 // kvrouter serve, where the request path sends the rank's requests
-// (serving=, "" when not given).
+// (serving=, "" when not given), its prefill/decode role (role=, stored
+// form: "" for both) and SGLang bootstrap address (bootstrap=[HOST:]PORT).
 type workerSpec struct {
 	listener.Config
 	ServingEndpoint string
+	Role            string
+	BootstrapHost   string
+	BootstrapPort   uint16
 }
 
 // workerFlags collects repeated --worker values (see parseWorker).
@@ -35,7 +40,7 @@ func (w *workerFlags) Set(v string) error {
 	return nil
 }
 
-// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,topic=PREFIX][,bind][,by-topic][,pod=POD=ID…].
+// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT][,topic=PREFIX][,bind][,by-topic][,pod=POD=ID…].
 func parseWorker(v string) (workerSpec, error) {
 	var cfg workerSpec
 	id, rest, ok := strings.Cut(v, "=")
@@ -75,6 +80,14 @@ func parseWorker(v string) (workerSpec, error) {
 				return cfg, fmt.Errorf("worker %q: %v", v, err)
 			}
 			cfg.Engine = val
+		case "role":
+			if cfg.Role, err = api.ParseRole(val); err != nil {
+				return cfg, fmt.Errorf("worker %q: %v", v, err)
+			}
+		case "bootstrap":
+			if cfg.BootstrapHost, cfg.BootstrapPort, err = parseBootstrap(val); err != nil {
+				return cfg, fmt.Errorf("worker %q: %v", v, err)
+			}
 		case "bind":
 			cfg.Bind = true
 		case "by-topic":
@@ -94,11 +107,28 @@ func parseWorker(v string) (workerSpec, error) {
 			}
 			cfg.Pods[pod] = messages.WorkerID(id)
 		default:
-			return cfg, fmt.Errorf("worker %q: unknown option %q (replay=, serving=, engine=, topic=, bind, by-topic, pod=)", v, key)
+			return cfg, fmt.Errorf("worker %q: unknown option %q (replay=, serving=, engine=, role=, bootstrap=, topic=, bind, by-topic, pod=)", v, key)
 		}
 	}
 	if cfg.Pods != nil && !cfg.TopicIdentity {
 		return cfg, fmt.Errorf("worker %q: pod= maps the pods of a socket shared by topic: it needs by-topic", v)
 	}
 	return cfg, nil
+}
+
+// parseBootstrap reads an SGLang bootstrap address: PORT (on the serving
+// endpoint's host) or HOST:PORT.
+func parseBootstrap(v string) (string, uint16, error) {
+	host, port := "", v
+	if i := strings.LastIndexByte(v, ':'); i >= 0 {
+		host, port = strings.Trim(v[:i], "[]"), v[i+1:]
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return "", 0, fmt.Errorf("bootstrap %q: want PORT or HOST:PORT, port in 1..65535", v)
+	}
+	if err := api.CheckBootstrapHost(host); err != nil {
+		return "", 0, err
+	}
+	return host, uint16(n), nil
 }

@@ -258,9 +258,15 @@ type RankInfo struct {
 	// events; Blocks is the index's) or ModePredictions (an event-less
 	// worker: Blocks is what the router predicts from its own decisions,
 	// at most CacheBlocks).
-	Mode        string   `json:"mode,omitempty"`
-	CacheBlocks uint32   `json:"cache_blocks,omitempty"`
-	Warnings    []string `json:"warnings"`
+	Mode        string `json:"mode,omitempty"`
+	CacheBlocks uint32 `json:"cache_blocks,omitempty"`
+	// Role is the rank's role in a disaggregated fleet (RolePrefill,
+	// RoleDecode or RoleBoth); BootstrapHost and BootstrapPort its
+	// registered SGLang bootstrap address (absent when none).
+	Role          string   `json:"role,omitempty"`
+	BootstrapHost string   `json:"bootstrap_host,omitempty"`
+	BootstrapPort uint16   `json:"bootstrap_port,omitempty"`
+	Warnings      []string `json:"warnings"`
 	// Owner is the cluster member (its cluster address) whose listener
 	// follows the stream; absent outside a cluster.
 	Owner string `json:"owner,omitempty"`
@@ -549,6 +555,9 @@ type DumpStream struct {
 	ServingEndpoint string            `json:"serving_endpoint,omitempty"`
 	Engine          string            `json:"engine,omitempty"`
 	MetricsEndpoint string            `json:"metrics_endpoint,omitempty"`
+	Role            string            `json:"role,omitempty"`
+	BootstrapHost   string            `json:"bootstrap_host,omitempty"`
+	BootstrapPort   uint16            `json:"bootstrap_port,omitempty"`
 	Seq             *uint64           `json:"seq,omitempty"`
 	Exact           bool              `json:"exact,omitempty"`
 }

@@ -24,6 +24,9 @@ type registerBody struct {
 	Events          *string `json:"events"`
 	CacheBlocks     *uint32 `json:"cache_blocks"`
 	MetricsEndpoint *string `json:"metrics_endpoint"`
+	Role            *string `json:"role"`
+	BootstrapHost   *string `json:"bootstrap_host"`
+	BootstrapPort   *uint16 `json:"bootstrap_port"`
 }
 
 type unregisterBody struct {
@@ -80,9 +83,17 @@ func (b *registerBody) registration(limits) (api.Registration, *apiError) {
 		ServingEndpoint: f.serving(b.ServingEndpoint),
 		Engine:          f.engine(b.Engine),
 		MetricsEndpoint: f.metricsURL(b.MetricsEndpoint),
+		Role:            f.role(b.Role),
+		BootstrapHost:   f.bootstrapHost(b.BootstrapHost),
 	}
 	if f.err != nil {
 		return reg, f.err
+	}
+	if b.BootstrapPort != nil {
+		if *b.BootstrapPort == 0 {
+			return reg, badRequest(api.ReasonInvalidValue, "bootstrap_port must be in 1..65535 (omit it when the engine has no bootstrap server)")
+		}
+		reg.BootstrapPort = *b.BootstrapPort
 	}
 	reg.InstanceID = messages.WorkerID(*b.InstanceID)
 	if b.BlockSize != nil {

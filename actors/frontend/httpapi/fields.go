@@ -136,6 +136,32 @@ func (f *fields) engine(p *string) string {
 	return name
 }
 
+// role validates the optional disaggregation role (api.ParseRole): the
+// stored form, "" for both.
+func (f *fields) role(p *string) string {
+	name := f.optName("role", p)
+	if f.err != nil || name == "" {
+		return ""
+	}
+	r, err := api.ParseRole(name)
+	if err != nil {
+		f.err = badRequest(api.ReasonInvalidValue, "%v", err)
+	}
+	return r
+}
+
+// bootstrapHost validates the optional SGLang bootstrap host.
+func (f *fields) bootstrapHost(p *string) string {
+	h := f.optName("bootstrap_host", p)
+	if f.err == nil {
+		if err := api.CheckBootstrapHost(h); err != nil {
+			f.err = badRequest(api.ReasonInvalidValue, "%v", err)
+			return ""
+		}
+	}
+	return h
+}
+
 func (f *fields) check(field, s string, noControl bool) string {
 	if len(s) > maxStringBytes {
 		f.err = badRequest(api.ReasonTooLong, "%s: %d bytes, at most %d allowed", field, len(s), maxStringBytes)
