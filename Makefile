@@ -38,7 +38,7 @@ test: vet fmt-check
 	$(GO) test -race -count=1 $(RACE_PKGS)
 	$(GO) test -count=1 ./cluster/...
 	$(GO) test -count=1 -run '^(TestRunHostsEndToEnd|TestTwoHostsShareTheWorkers)$$' ./bench/loadgen
-	$(GO) test -count=1 -run '^(TestClusterReadinessFollowsReachability|TestClusterCarriesTheEngines|TestClusterSharesOneDiscovery|TestClusterSharesRequestCounts|TestClusterMutualTLS)$$' ./actors/service
+	$(GO) test -count=1 -run '^(TestClusterReadinessFollowsReachability|TestClusterCarriesTheEngines|TestClusterSharesOneDiscovery|TestClusterSharesRequestCounts|TestClusterSharesBreakerTrips|TestClusterSharesPredictions|TestClusterMutualTLS)$$' ./actors/service
 	$(MAKE) test-cluster
 	$(MAKE) test-ui
 	$(MAKE) test-chart
@@ -134,6 +134,8 @@ test-chart: $(HELM)
 	$(HELM) template kv $(CHART) --namespace kv --set picker.tls.enabled=false,picker.grpcHealth=false,picker.istioDestinationRule.enabled=true > $(CHART_OUT)/picker-plaintext.yaml
 	@if $(HELM) template kv $(CHART) --set replicaCount=2 >/dev/null 2>&1; then \
 		echo "test-chart: replicaCount=2 without cluster.enabled rendered; it must fail"; exit 1; fi
+	@if $(HELM) template kv $(CHART) --set discovery.watchInferenceObjectives=true >/dev/null 2>&1; then \
+		echo "test-chart: watchInferenceObjectives without an inferencePool rendered; it must fail"; exit 1; fi
 	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/monitoring-values.yaml
 	$(HELM) template kv $(CHART) --namespace kv -f $(CHART)/ci/monitoring-values.yaml > $(CHART_OUT)/monitoring.yaml
 	$(HELM) template kv $(CHART) --namespace kv --set dashboards.enabled=true,dashboards.label=kvrouter_dashboard,dashboards.labelValue=yes,dashboards.namespace=monitoring > $(CHART_OUT)/monitoring-custom.yaml

@@ -24,20 +24,23 @@ import (
 // for 3 s, a third "critical" (priority 10), two thirds "batch" (0); each
 // band's requests rotate over tenants a, b, c (their fairness ids).
 // Flow control's TTL is 1 s, so what cannot be served in time is shed.
-// The "unloaded" row sends critical requests alone at 20/s. Metrics per
+// "flow_headroom" keeps 4 blocks (one request) free on every worker for
+// the critical band (FlowConfig.Headroom). The "unloaded" row sends
+// critical requests alone at 20/s. Metrics per
 // band: TTFT p50/p99 of the served (from the scheduled send), the share
 // served; per tenant of the batch band, the share served; goodput.
 func BenchmarkFlowControlOverload(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		rate int
-		flow bool
-		mix  bool
-	}{{"unloaded", 20, true, false}, {"flow", 340, true, true}, {"immediate429", 340, false, true}} {
+		name     string
+		rate     int
+		flow     bool
+		mix      bool
+		headroom uint64
+	}{{"unloaded", 20, true, false, 0}, {"flow", 340, true, true, 0}, {"flow_headroom", 340, true, true, 4}, {"flow_headroom8", 340, true, true, 8}, {"immediate429", 340, false, true, 0}} {
 		b.Run(c.name, func(b *testing.B) {
 			var r flowResult
 			for range b.N {
-				r = flowRun(b, c.rate, c.flow, c.mix)
+				r = flowRun(b, c.rate, c.flow, c.mix, c.headroom)
 			}
 			for _, band := range []string{"critical", "batch"} {
 				if len(r.sent[band]) == 0 {
@@ -65,11 +68,11 @@ type flowResult struct {
 	goodput                  float64
 }
 
-func flowRun(b *testing.B, rate int, flow, mix bool) flowResult {
+func flowRun(b *testing.B, rate int, flow, mix bool, headroom uint64) flowResult {
 	b.Helper()
 	gc := requestpath.GuardConfig{}
 	if flow {
-		gc.Flow = &requestpath.FlowConfig{TTL: time.Second, Objectives: map[string]int{"critical": 10, "batch": 0}}
+		gc.Flow = &requestpath.FlowConfig{TTL: time.Second, Objectives: map[string]int{"critical": 10, "batch": 0}, Headroom: headroom}
 	}
 	g, err := requestpath.NewGuard(gc)
 	if err != nil {

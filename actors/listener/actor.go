@@ -30,8 +30,10 @@ type Stats struct {
 	NextSeq    uint64 // of the configured stream (one engine per socket)
 	Subscribed uint64 // socket (re)creations
 	// Streams holds each stream's next seq when engines are told apart by
-	// topic (Config.TopicIdentity).
+	// topic (Config.TopicIdentity); Topics the same streams' state, one per
+	// pod, sorted by pod.
 	Streams map[messages.StreamID]uint64
+	Topics  []TopicStream
 }
 
 // Recovering reports whether the stream's state awaits verification: a
@@ -53,6 +55,10 @@ type stream struct {
 	// dropped: a Drop emptied the stream's state and nothing was delivered
 	// since; a Resync then drops nothing more and is not counted again.
 	dropped bool
+	// pod, received and resyncs: a stream of a socket shared by topic
+	// (topicStreams), its batches and the times its state was dropped.
+	pod               string
+	received, resyncs uint64
 }
 
 // Actor is one engine endpoint's listener (or, with TopicIdentity, one
@@ -63,7 +69,7 @@ type Actor struct {
 	main    *stream // the configured stream
 	// connected: the socket is subscribed (Stats.Connected).
 	connected bool
-	byPod     map[string]*stream // TopicIdentity: one stream per topic pod
+	topics    topicStreams // TopicIdentity: one stream per topic pod
 	// liveCredits and replayCredits bound what the subscription and the
 	// replay goroutine hand over (the window each); window accounts for
 	// the credits taken and the batches in flight.
@@ -94,13 +100,13 @@ func Props(cfg Config) (*actor.Props, error) {
 		a := &Actor{
 			cfg:           cfg,
 			adapter:       adapter,
-			byPod:         map[string]*stream{},
 			liveCredits:   newCredits(cfg.Window),
 			replayCredits: newCredits(cfg.Window),
 			stats: Stats{BadFrames: map[string]uint64{}, Resyncs: map[string]uint64{},
 				Replays: map[string]uint64{}},
 		}
 		a.main = a.newStream(cfg.Stream, cfg.ReplayEndpoint != "")
+		a.topics = newTopicStreams(cfg.MaxStreams, func(id messages.StreamID) *stream { return a.newStream(id, false) })
 		if pos := resume.Swap(nil); pos != nil {
 			a.main.tracker.Resume(pos.Seq, pos.Exact)
 		}
@@ -124,20 +130,19 @@ func (a *Actor) streamOf(topic []byte) *stream {
 	}
 	t, ok := a.adapter.ParseTopic(topic)
 	if !ok {
-		a.stats.BadFrames["topic_identity"]++
-		return nil
-	}
-	if st, ok := a.byPod[t.Pod]; ok {
-		return st
-	}
-	if len(a.byPod) >= a.cfg.MaxStreams {
-		a.stats.BadFrames["too_many_streams"]++
+		a.stats.BadFrames[refuseTopic]++
 		return nil
 	}
 	id := messages.StreamID{Worker: a.cfg.workerOf(t.Pod), DpRank: a.cfg.Stream.DpRank}
-	st := a.newStream(id, false)
-	a.byPod[t.Pod] = st
-	a.log.Info("new engine on a shared socket", "pod", t.Pod, "worker", id.Worker)
+	st, created, refused := a.topics.lookup(t.Pod, id)
+	switch {
+	case refused != "":
+		if a.stats.BadFrames[refused]++; a.stats.BadFrames[refused] == 1 {
+			a.log.Warn("engine on a shared socket refused", "pod", t.Pod, "worker", id.Worker, "reason", refused)
+		}
+	case created:
+		a.log.Info("new engine on a shared socket", "pod", t.Pod, "worker", id.Worker)
+	}
 	return st
 }
 
@@ -158,11 +163,16 @@ func (a *Actor) Receive(ctx actor.Context) {
 		a.connected = false
 		a.stats.BadFrames["socket: "+m.err]++
 		a.do(ctx, a.main, a.main.tracker.Disconnected())
+		// Every engine on a shared socket lost its connection with it.
+		for _, st := range a.topics.sorted() {
+			a.do(ctx, st, st.tracker.Disconnected())
+		}
 	case liveBatch:
 		a.stats.Received++
 		a.window.took(true)
 		if st := a.streamOf(m.topic); st != nil {
 			st.topic = m.topic
+			st.received++
 			a.do(ctx, st, st.tracker.Live(m.seq, m.payload))
 		} else {
 			a.settle() // dropped: its credit goes back
@@ -207,10 +217,11 @@ func (a *Actor) Receive(ctx actor.Context) {
 		s.Gaps = a.main.tracker.Gaps()
 		s.BadFrames, s.Resyncs, s.Replays = copyMap(s.BadFrames), copyMap(s.Resyncs), copyMap(s.Replays)
 		if a.cfg.TopicIdentity {
-			s.Streams = make(map[messages.StreamID]uint64, len(a.byPod))
-			for _, st := range a.byPod {
-				s.Streams[st.id], _ = st.tracker.Next()
-				s.Gaps += st.tracker.Gaps()
+			s.Topics = a.topics.topicStats()
+			s.Streams = make(map[messages.StreamID]uint64, len(s.Topics))
+			for _, ts := range s.Topics {
+				s.Streams[ts.Stream] = ts.NextSeq
+				s.Gaps += ts.Gaps
 			}
 		}
 		ctx.Respond(&s)
@@ -239,6 +250,9 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		case Resync:
 			if !st.dropped {
 				a.stats.Resyncs[act.Reason.String()]++
+				if !act.Exact && !act.Keep {
+					st.resyncs++
+				}
 			}
 			if act.Reason == ResyncRestart {
 				a.recovery.restarted()
@@ -257,6 +271,7 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 			st.dropped = false
 		case Drop:
 			st.dropped = true
+			st.resyncs++
 			a.stats.Resyncs[act.Reason.String()]++
 			a.log.Warn("stream degraded: index state dropped", "worker", st.id.Worker, "reason", act.Reason.String())
 			st.resync = messages.Resync{Reason: act.Reason.String()}

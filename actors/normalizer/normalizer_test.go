@@ -383,18 +383,7 @@ func TestPromptEmbedsAreBlockIdentity(t *testing.T) {
 	none := func(b *wirefix.B) { b.Nil() }
 	local := func(extra func(*wirefix.B)) messages.LocalHash {
 		t.Helper()
-		b := wirefix.New().Batch(1, 1).Map(5).Str("type").Str("BlockStored").Str("block_hashes").Array(1).Uint(9, 0).
-			Str("token_ids").Tokens(0, 0, 0, 0).Str("block_size").Uint(4, 0).Str("extra_keys")
-		extra(b)
-		wb, err := wire.NewDecoder(wire.Limits{}, nil).Decode(b.Nil().Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := New(Config{Worker: 1}).Batch(wb, nil)
-		if len(out) != 1 || !out[0].Accepted() {
-			t.Fatalf("outcome %+v, want one accepted event", out)
-		}
-		return out[0].Event.Event.Blocks[0].TokensHash
+		return firstLocal(t, func(b *wirefix.B) { extra(b.Str("extra_keys")) })
 	}
 	plain, a, b := local(none), local(raw(digest(1))), local(raw(digest(2)))
 	if plain == a || a == b || plain == b {

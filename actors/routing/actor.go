@@ -175,7 +175,9 @@ func props(cfg Config, t *predicted.Table) (*actor.Props, error) {
 	if t != nil {
 		p = &predictor{table: t}
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &routeActor{router: r, pred: p, pending: NewPending(0, 0)} }, mailbox.Counted(mailbox.Route),
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &routeActor{router: r, pred: p, pending: NewPending(0, 0), hits: newHitCheck()}
+	}, mailbox.Counted(mailbox.Route),
 		actor.WithDispatcher(actor.NewSynchronizedDispatcher(routeThroughput))), nil
 }
 
@@ -185,6 +187,7 @@ type routeActor struct {
 	cands   []Candidate
 	index   map[messages.WorkerKey]int // cands by key
 	pred    *predictor                 // nil: no predictions
+	hits    *hitCheck
 	// roles: some candidate has a role (split.go); decode and prefill
 	// are then cands' pools, rebuilt whenever cands change.
 	roles           bool
@@ -217,6 +220,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		for i, c := range a.cands {
 			a.index[c.Key] = i
 		}
+		a.hits.apply(a.cands)
 		a.router.Observe(a.cands)
 		a.pred.setModes(a.cands, m.EventLess)
 		a.setPools()
@@ -224,6 +228,13 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		a.pred.follow(m)
 	case *PredictionsRequest:
 		ctx.Respond(a.pred.report())
+	case *RemotePrediction:
+		_, known := a.index[m.Key]
+		a.pred.remote(m, known, time.Now())
+	case *HitReport:
+		a.hits.observe(m.Report, a.cands, a.index)
+	case *HitStatsRequest:
+		ctx.Respond(a.hits.stats())
 	case *RemoteUpdate:
 		if i, ok := a.index[m.Key]; ok {
 			a.cands[i].Remote = m.Load
@@ -235,6 +246,7 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		a.router.Load().DropWorker(m.Worker)
 		a.router.PrefillLoad().DropWorker(m.Worker)
 		a.pred.dropWorker(m.Worker)
+		a.hits.t.ForgetWorker(m.Worker)
 	case *RouteRequest:
 		now := time.Now()
 		if expiry.Passed(m.Deadline, now) { // nobody waits for the decision any more
@@ -283,6 +295,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		reply.Respond(ctx, m.Reply, &RouteReply{Decision: d, Err: err, PredictedBlocks: predictedBlocks, Disagg: split})
 	case *OutsideRequest:
 		ctx.Respond(&OutsideReply{Ranks: a.router.OutsideLoads(nil)})
+	case *PendingStatsRequest:
+		ctx.Respond(&PendingStatsReply{Stats: a.pending.Stats(), Held: a.pending.Len()})
 	case *LoadRequest:
 		if m.Candidates {
 			ctx.Respond(&LoadReply{Ranks: a.candidateLoads()})

@@ -24,13 +24,10 @@ func spawnRouteActor(t *testing.T) (*actor.ActorSystem, *actor.PID) {
 	return system, pid
 }
 
-// The route actor scores with the remote load a RemoteUpdate sets, until
-// the next SetCandidates replaces the list; bookkeeping replies say what
-// load they released; LoadRequest reports what it booked itself.
-func TestActorRemoteUpdate(t *testing.T) {
-	system, pid := spawnRouteActor(t)
-	A, B := wk(1, 0), wk(2, 0)
-	ask := func(msg any) any {
+// asker asks the route actor pid and returns its answer (the test fails
+// on no answer within a second).
+func asker(t *testing.T, system *actor.ActorSystem, pid *actor.PID) func(msg any) any {
+	return func(msg any) any {
 		t.Helper()
 		res, err := system.Root.RequestFuture(pid, msg, time.Second).Result()
 		if err != nil {
@@ -38,6 +35,15 @@ func TestActorRemoteUpdate(t *testing.T) {
 		}
 		return res
 	}
+}
+
+// The route actor scores with the remote load a RemoteUpdate sets, until
+// the next SetCandidates replaces the list; bookkeeping replies say what
+// load they released; LoadRequest reports what it booked itself.
+func TestActorRemoteUpdate(t *testing.T) {
+	system, pid := spawnRouteActor(t)
+	A, B := wk(1, 0), wk(2, 0)
+	ask := asker(t, system, pid)
 	route := func(id string) *RouteReply {
 		t.Helper()
 		return ask(&RouteRequest{Request: Request{ID: id, ISL: 64, BlockSize: 16}, Overlaps: []Overlap{{Key: A, Blocks: 2}}}).(*RouteReply)

@@ -13,12 +13,14 @@ type costTerms struct {
 // logit is the candidate's cost; lower is better.
 func (t *costTerms) logit(rw *row) float64 {
 	fbs := float64(t.bs)
-	cached := min(int64(rw.ov)*t.bs, t.isl)
+	// The cached tokens the cost credits: a worker whose engine reports
+	// fewer hits than predicted gets part of its overlap (rw.credit).
+	cached := float64(min(int64(rw.ov)*t.bs, t.isl)) * rw.credit
 	if t.cost == CostDynamo {
-		return t.weight*(float64(rw.prefill+t.isl-cached)/fbs) + float64(rw.blocks)
+		return t.weight*((float64(rw.prefill+t.isl)-cached)/fbs) + float64(rw.blocks)
 	}
-	newBlocks := float64(t.isl-cached) / fbs
-	return t.weight*(newBlocks+t.busy(rw.reqs)*float64(cached)/fbs) + float64(rw.prefill)/fbs + float64(rw.blocks)
+	newBlocks := (float64(t.isl) - cached) / fbs
+	return t.weight*(newBlocks+t.busy(rw.reqs)*cached/fbs) + float64(rw.prefill)/fbs + float64(rw.blocks)
 }
 
 // busy is the share of its cache credit a candidate tracking reqs

@@ -56,14 +56,7 @@ func TestPending(t *testing.T) {
 func TestActorReserve(t *testing.T) {
 	system, pid := spawnRouteActor(t)
 	A, B := wk(1, 0), wk(2, 0)
-	ask := func(msg any) any {
-		t.Helper()
-		res, err := system.Root.RequestFuture(pid, msg, time.Second).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	ask := asker(t, system, pid)
 	system.Root.Send(pid, &SetCandidates{Candidates: []Candidate{{Key: A}, {Key: B}}})
 	sel := ask(&RouteRequest{Request: Request{ID: "s1", ISL: 64, BlockSize: 16}, Overlaps: []Overlap{{Key: B, Blocks: 3}}, Advisory: true}).(*RouteReply)
 	if sel.Err != nil || sel.Decision.Worker != B {

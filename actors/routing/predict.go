@@ -40,6 +40,25 @@ type PredictionsReply struct {
 	Blocks  map[messages.WorkerKey]int
 }
 
+// RemotePrediction is a prediction another router host made (a cluster
+// shares them like booked load): the route actor records Hashes on Key,
+// beyond the Carried blocks the request already had there, as if it had
+// routed the request itself. Fire and forget; ignored without
+// predictions or for a rank that is not a candidate here.
+type RemotePrediction struct {
+	Key     messages.WorkerKey
+	Hashes  []messages.LocalHash
+	Carried uint32
+}
+
+// remote records another host's prediction.
+func (p *predictor) remote(m *RemotePrediction, known bool, now time.Time) {
+	if p == nil || !known || len(m.Hashes) == 0 {
+		return
+	}
+	p.table.Record(m.Key, m.Hashes, m.Carried, now)
+}
+
 // predictor is the route actor's prediction state: the table and reused
 // scratch.
 type predictor struct {

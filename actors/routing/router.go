@@ -144,6 +144,10 @@ type Candidate struct {
 	// Reported is what the candidate's engine last reported (reported.go;
 	// zero: nothing). Router.Observe derives the outside load from it.
 	Reported Reported
+	// HitCredit is the share of its overlap the cost credits (package
+	// hitcheck: below 1 while the engine's reported hits stay far below
+	// the router's predictions there); 0 means 1, full credit.
+	HitCredit float64
 	// Role is the candidate's registered role (api.RolePrefill,
 	// RoleDecode, RoleBoth or ""): split.go.
 	Role    string
@@ -255,6 +259,7 @@ type row struct {
 	prefill int64
 	reqs    int64
 	ov      uint32
+	credit  float64 // the share of the overlap the cost credits (Candidate.HitCredit)
 	sat     bool
 	tier    uint8 // preference tier, lower first (reported.go)
 }
@@ -355,7 +360,11 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 			s := &slots[h]
 			p, b, q = p+s.PrefillTokens, b+s.Blocks, q+int64(s.PrefillRequests+s.DecodeRequests)
 		}
-		rows[i] = row{blocks: b, prefill: p, reqs: q, ov: o, sat: c.Reported.Saturated, tier: tierOf(&c.Reported, req.Lora)}
+		credit := 1.0
+		if c.HitCredit > 0 && c.HitCredit < 1 {
+			credit = c.HitCredit
+		}
+		rows[i] = row{blocks: b, prefill: p, reqs: q, ov: o, credit: credit, sat: c.Reported.Saturated, tier: tierOf(&c.Reported, req.Lora)}
 		minTier = min(minTier, rows[i].tier)
 		reqSum += q
 		if c.Degraded {

@@ -2,14 +2,18 @@ package service
 
 import (
 	"cmp"
+	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/routing/predicted"
 	"github.com/kvrouter/kvrouter/cluster/registry"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
@@ -387,12 +391,101 @@ func (s *Service) forwardBookkeeping(id string, free bool) error {
 const deltaQueue = 4096
 
 // queueDelta hands load another member pushed to applyDeltas without
-// blocking the registry's actor.
+// blocking the registry's actor; a full queue drops it, counted.
 func (s *Service) queueDelta(_ string, l registry.RankLoad) {
 	select {
 	case s.deltas <- l:
 	default:
+		s.loadDeltas.dropped.Add(1)
 	}
+}
+
+// pushLoad sends load this host booked or released to the other members
+// (a no-op on one host).
+func (s *Service) pushLoad(l registry.RankLoad) {
+	if c := s.cfg.Cluster; c != nil {
+		c.PushLoad(l)
+		s.loadDeltas.sent.Add(1)
+	}
+}
+
+// loadDeltaCounts counts the booked-load deltas and the predictions
+// exchanged with the other members; all only grow.
+type loadDeltaCounts struct {
+	sent, applied, dropped             atomic.Uint64
+	predSent, predApplied, predDropped atomic.Uint64
+}
+
+// predictionQueue bounds the pushed predictions waiting for
+// applyPredictions; past it they are dropped (counted).
+const predictionQueue = 1024
+
+// queuePrediction hands a prediction another member pushed to
+// applyPredictions without blocking the registry's actor.
+func (s *Service) queuePrediction(p registry.Prediction) {
+	select {
+	case s.preds <- p:
+	default:
+		s.loadDeltas.predDropped.Add(1)
+	}
+}
+
+// applyPredictions records the predictions other members push in the
+// route actor of their namespace here, so a sibling this host routes
+// sees where another host just sent the same prefix.
+func (s *Service) applyPredictions() {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case p := <-s.preds:
+			ns, err := s.lookup(p.Model, p.Tenant)
+			if err != nil {
+				s.loadDeltas.predDropped.Add(1)
+				continue
+			}
+			s.system.Root.Send(ns.route, &routing.RemotePrediction{Key: p.Key, Hashes: p.Hashes, Carried: p.Carried})
+			s.loadDeltas.predApplied.Add(1)
+		}
+	}
+}
+
+// pushPrediction shares the prediction a booked decision made (the
+// request's hashes on the chosen worker, beyond its overlap there) with
+// the other members; nothing on one host or with predictions off.
+func (s *Service) pushPrediction(ns *namespace, hashes []messages.LocalHash, scored []routing.Overlap, d routing.Decision) {
+	c := s.cfg.Cluster
+	if c == nil || len(hashes) == 0 || s.cfg.Predictions.TTL == predicted.Off {
+		return
+	}
+	var carried uint32
+	for _, o := range scored {
+		if o.Key == d.Worker {
+			carried = max(carried, o.Blocks)
+		}
+	}
+	c.PushPrediction(registry.Prediction{Model: ns.key.model, Tenant: ns.key.tenant, Key: d.Worker, Hashes: hashes, Carried: carried})
+	s.loadDeltas.predSent.Add(1)
+}
+
+// LoadDeltaMetrics writes the sharing counters (Prometheus text): the
+// load deltas this member pushed, and those it received, applied or
+// dropped (its queue full: the next snapshot counts that load anyway);
+// the predictions pushed and received; zeros on one host.
+func (s *Service) LoadDeltaMetrics(w io.Writer) error {
+	d := &s.loadDeltas
+	_, err := fmt.Fprintf(w, "# HELP kvrouter_cluster_load_deltas_sent_total Booked-load changes this member pushed to the other members as it booked or released requests.\n"+
+		"# TYPE kvrouter_cluster_load_deltas_sent_total counter\nkvrouter_cluster_load_deltas_sent_total %d\n"+
+		"# HELP kvrouter_cluster_load_deltas_received_total Booked-load changes other members pushed here, by result: applied, or dropped with the queue full (the member's next load snapshot counts them).\n"+
+		"# TYPE kvrouter_cluster_load_deltas_received_total counter\n"+
+		"kvrouter_cluster_load_deltas_received_total{result=\"applied\"} %d\nkvrouter_cluster_load_deltas_received_total{result=\"dropped\"} %d\n"+
+		"# HELP kvrouter_cluster_predictions_sent_total Predictions this member pushed to the other members as it routed (predict-on-route shared across hosts).\n"+
+		"# TYPE kvrouter_cluster_predictions_sent_total counter\nkvrouter_cluster_predictions_sent_total %d\n"+
+		"# HELP kvrouter_cluster_predictions_received_total Predictions other members pushed here, by result: applied to the namespace's route actor, or dropped (queue full, or a namespace this member does not have).\n"+
+		"# TYPE kvrouter_cluster_predictions_received_total counter\n"+
+		"kvrouter_cluster_predictions_received_total{result=\"applied\"} %d\nkvrouter_cluster_predictions_received_total{result=\"dropped\"} %d\n",
+		d.sent.Load(), d.applied.Load(), d.dropped.Load(), d.predSent.Load(), d.predApplied.Load(), d.predDropped.Load())
+	return err
 }
 
 // applyDeltas adds the load other members push as they book it to their
@@ -418,6 +511,7 @@ func (s *Service) applyDeltas() {
 				s.system.Root.Send(w.ns.route, &routing.RemoteUpdate{Key: l.Key, Load: r})
 			}
 			s.mu.Unlock()
+			s.loadDeltas.applied.Add(1)
 		}
 	}
 }
@@ -433,4 +527,18 @@ func askOthers[T any](c *registry.Replica, ask func(member string) T) []T {
 	}
 	wg.Wait()
 	return out
+}
+
+// ShareBreakerTrips connects the request path's circuit breakers to the
+// cluster (actors/frontend/requestpath, sharedbreakers.go): remote is
+// called with each endpoint another member's breaker opened on, and the
+// answer pushes this member's trips to the others (nil on one host: there
+// is nothing to share).
+func (s *Service) ShareBreakerTrips(remote func(endpoint string)) (push func(endpoint string)) {
+	c := s.cfg.Cluster
+	if c == nil {
+		return nil
+	}
+	c.ServeBreakerTrips(func(_, endpoint string) { remote(endpoint) })
+	return c.PushBreakerTrip
 }

@@ -112,6 +112,14 @@ func TestServeMixedEnginesDetectedPerStream(t *testing.T) {
 		return r.Engine == "auto" && r.EngineDetected == families[i].name &&
 			strings.Contains(r.EngineEvidence, families[i].evidence) && len(r.Warnings) == 0
 	})
+	for i, w := range workers(t, h.url) { // the proxy's split requests follow it
+		if got := h.svc.EngineOf(w.InstanceID); got != families[i].name {
+			t.Errorf("EngineOf(%d) = %q, want the detected %s", w.InstanceID, got, families[i].name)
+		}
+	}
+	if got := h.svc.EngineOf(999); got != "" {
+		t.Errorf("EngineOf of an unregistered worker: %q", got)
+	}
 	ws := workers(t, h.url)
 	for i := range 2 { // replayed from their first batch: exact
 		if st := ws[i].Ranks[0].State; st != api.StateExact {
@@ -131,6 +139,11 @@ func TestServeRegisteredEngines(t *testing.T) {
 	h.serveFamilies("each stream as registered", func(r api.RankInfo, i int) bool {
 		return r.Engine == families[i].name && r.EngineDetected == families[i].name && len(r.Warnings) == 0
 	})
+	for i, w := range workers(t, h.url) {
+		if got := h.svc.EngineOf(w.InstanceID); got != families[i].name {
+			t.Errorf("EngineOf(%d) = %q, want the registered %s", w.InstanceID, got, families[i].name)
+		}
+	}
 	h.routesHome()
 	code, body := h.post("/register", map[string]any{"instance_id": 9, "endpoint": "tcp://127.0.0.1:9",
 		"model_name": "llama", "engine": "llamacpp"})

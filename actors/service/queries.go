@@ -190,9 +190,13 @@ func (s *Service) decide(tc messages.TraceContext, ns *namespace, in decideInput
 	if err != nil {
 		return decided{}, s.errTimeout("index query", err)
 	}
+	weights := DefaultTierWeights
+	if s.cfg.TierWeights != nil {
+		weights = *s.cfg.TierWeights
+	}
 	overlaps := make([]routing.Overlap, len(res.Scores))
 	for i, sc := range res.Scores {
-		overlaps[i] = routing.Overlap{Key: sc.Key, Blocks: sc.Blocks}
+		overlaps[i] = routing.Overlap{Key: sc.Key, Blocks: weights.weighted(sc)}
 	}
 	requestBlocks := uint32(min((in.isl+ns.blockSize-1)/ns.blockSize, math.MaxUint32))
 	scored, err := s.tracedSessionCredit(tc, ns, in.sessionID, overlaps, requestBlocks)
@@ -220,11 +224,12 @@ func (s *Service) decide(tc messages.TraceContext, ns *namespace, in decideInput
 	if rep.Err != nil {
 		return decided{}, decisionError(rep.Err, req.ID)
 	}
-	if c := s.cfg.Cluster; c != nil && !in.advisory {
+	if !in.advisory {
 		d := rep.Decision
-		c.PushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
+		s.pushPrediction(ns, in.hashes, scored, d)
+		s.pushLoad(registry.RankLoad{Key: d.Worker, PrefillTokens: d.PrefillTokens, Blocks: d.RequestBlocks, Requests: 1})
 		if o := rep.Disagg; o != nil && o.Split { // the prefill leg's booking
-			c.PushLoad(registry.RankLoad{Key: o.Prefill, PrefillTokens: o.PrefillTokens, Requests: 1})
+			s.pushLoad(registry.RankLoad{Key: o.Prefill, PrefillTokens: o.PrefillTokens, Requests: 1})
 		}
 	}
 	return decided{res: res, cov: cov, overlaps: overlaps, rep: rep}, nil
@@ -287,24 +292,30 @@ func decisionError(err error, requestID string) error {
 }
 
 // answer is the /route answer for the route actor's reply. It reports the
-// physical overlap; what the predictions added to it is predicted_blocks,
-// what the session added session_credit_blocks (the router scored the
-// sum).
+// physical overlap (the index's match, whatever tiers hold it); what the
+// predictions added to the scored overlap (the tier-weighted match,
+// overlaps) is predicted_blocks, what the session added
+// session_credit_blocks (the router scored the sum).
 func answer(ns *namespace, requestID string, isl int, overlaps []routing.Overlap, scores []radix.Score, rep *routing.RouteReply) api.RouteResult {
 	d := rep.Decision
-	out := api.RouteResult{WorkerID: d.Worker.Worker, DpRank: d.Worker.DpRank, OverlapBlocks: d.OverlapBlocks,
-		CachedTokens: uint64(d.CachedTokens), Degraded: d.Degraded, RequestID: requestID, PredictedBlocks: rep.PredictedBlocks}
-	physical := uint32(0)
+	out := api.RouteResult{WorkerID: d.Worker.Worker, DpRank: d.Worker.DpRank, Degraded: d.Degraded,
+		RequestID: requestID, PredictedBlocks: rep.PredictedBlocks}
+	var weighted, physical uint32
 	for _, o := range overlaps {
 		if o.Key == d.Worker {
-			physical = max(physical, o.Blocks)
+			weighted = max(weighted, o.Blocks)
 		}
 	}
-	if d.OverlapBlocks > physical {
-		out.SessionCreditBlocks = d.OverlapBlocks - physical - min(rep.PredictedBlocks, d.OverlapBlocks-physical)
-		out.OverlapBlocks = physical
-		out.CachedTokens = uint64(min(int(physical)*ns.blockSize, isl))
+	for _, sc := range scores {
+		if sc.Key == d.Worker {
+			physical = max(physical, sc.Blocks)
+		}
 	}
+	if d.OverlapBlocks > weighted {
+		out.SessionCreditBlocks = d.OverlapBlocks - weighted - min(rep.PredictedBlocks, d.OverlapBlocks-weighted)
+	}
+	out.OverlapBlocks = physical
+	out.CachedTokens = uint64(min(int(physical)*ns.blockSize, isl))
 	for _, sc := range scores {
 		if sc.Key == d.Worker && sc.Blocks > 0 {
 			out.OverlapByTier = map[string]uint32{}
@@ -364,8 +375,8 @@ func (s *Service) localBookkeeping(bk routing.Bookkeeping) (found bool, err erro
 			return false, err
 		}
 		if r.Err == nil {
-			if c, rel := s.cfg.Cluster, r.Released; c != nil && moved(rel) {
-				c.PushLoad(released(rel, sign))
+			if rel := r.Released; moved(rel) {
+				s.pushLoad(released(rel, sign))
 			}
 			if c, rel := s.cfg.Cluster, r.ReleasedPrefill; c != nil && moved(rel) {
 				c.PushLoad(released(rel, -1))
@@ -395,6 +406,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 	}
 	out := []api.WorkerInfo{}
 	obs, outside := s.signalsNow()
+	hits, _ := s.hitStats()
 	now := time.Now()
 	for _, k := range keys {
 		if len(out) == 0 || out[len(out)-1].InstanceID != k.Worker {
@@ -405,6 +417,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 			st, known := remote[k]
 			ri := s.remoteRankInfo(k, w, st, known)
 			ri.Signals = s.signalsInfo(k, obs, outside, now)
+			ri.HitCheck = hitCheckInfo(hits, k)
 			last.Ranks = append(last.Ranks, ri)
 		} else {
 			ri := s.rankInfo(k, w)
@@ -412,6 +425,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 				ri.Owner = s.cfg.Cluster.Owner(k)
 			}
 			ri.Signals = s.signalsInfo(k, obs, outside, now)
+			ri.HitCheck = hitCheckInfo(hits, k)
 			last.Ranks = append(last.Ranks, ri)
 		}
 	}

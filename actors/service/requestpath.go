@@ -40,10 +40,10 @@ func (s *Service) Rebook(_ context.Context, model, tenant, id string, to message
 	case r.Err != nil:
 		return api.Errorf(api.ErrInvalid, "invalid_request", "%v", r.Err)
 	}
-	if c, rel := s.cfg.Cluster, r.Released; c != nil && moved(rel) {
-		c.PushLoad(released(rel, -1))
+	if rel := r.Released; moved(rel) {
+		s.pushLoad(released(rel, -1))
 		rel.Key = to
-		c.PushLoad(released(rel, 1))
+		s.pushLoad(released(rel, 1))
 	}
 	return nil
 }

@@ -43,9 +43,7 @@ func (s *Service) Reserve(ctx context.Context, req api.ReserveRequest) (api.Rese
 		return api.ReserveResult{}, decisionError(rep.Err, req.SelectionID)
 	}
 	b := rep.Booking
-	if c := s.cfg.Cluster; c != nil {
-		c.PushLoad(registry.RankLoad{Key: b.Key, PrefillTokens: b.PrefillTokens, Blocks: b.Blocks, Requests: 1})
-	}
+	s.pushLoad(registry.RankLoad{Key: b.Key, PrefillTokens: b.PrefillTokens, Blocks: b.Blocks, Requests: 1})
 	return api.ReserveResult{SelectionID: req.SelectionID, ModelName: ns.key.model, RoutingGroup: ns.key.tenant,
 		WorkerID: b.Key.Worker, DpRank: b.Key.DpRank, Endpoint: s.servingOf(b.Key)}, nil
 }

@@ -51,6 +51,9 @@ type Config struct {
 	// routing.DefaultConfig() for the reference's defaults (a zero OverlapWeight means
 	// load only).
 	Routing routing.Config
+	// TierWeights credits a cached block by the storage tier holding it
+	// (tiers.go); the zero value is DefaultTierWeights.
+	TierWeights *TierWeights
 	// Timeout bounds one actor request on the route path (default 50 ms):
 	// a request never waits forever on a busy or missing actor. An index
 	// query gets 1 µs more per block of its prompt (indexDeadline).
@@ -111,6 +114,13 @@ type Service struct {
 	// deltas carries load other members pushed, from the registry's actor
 	// to applyDeltas.
 	deltas chan registry.RankLoad
+	// preds carries predictions other members pushed, from the registry's
+	// actor to applyPredictions.
+	preds chan registry.Prediction
+	// loadDeltas counts the load deltas pushed and received.
+	loadDeltas loadDeltaCounts
+	// hitsUnknown counts engine hit reports for ranks no longer registered.
+	hitsUnknown atomic.Int64
 	// peers are the registered peer routers (peers.go), under mu; peerToken
 	// is the bearer token sent to them.
 	peers     map[string]bool
@@ -196,7 +206,7 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 	if !(cfg.SessionCredit >= 0) || math.IsInf(cfg.SessionCredit, 1) {
 		return nil, fmt.Errorf("service: session credit %v must be finite and ≥ 0", cfg.SessionCredit)
 	}
-	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}), deltas: make(chan registry.RankLoad, deltaQueue),
+	s := &Service{system: system, cfg: cfg, stop: make(chan struct{}), deltas: make(chan registry.RankLoad, deltaQueue), preds: make(chan registry.Prediction, predictionQueue),
 		spaces: map[nsKey]*namespace{}, workers: map[messages.WorkerKey]*worker{},
 		decisions: decisionlog.New(cfg.DecisionLog)}
 	if cfg.Signals != nil {
@@ -213,6 +223,8 @@ func New(system *actor.ActorSystem, cfg Config) (*Service, error) {
 		})
 		cfg.Cluster.ServeLoadDeltas(s.queueDelta)
 		go s.applyDeltas()
+		cfg.Cluster.ServePredictions(s.queuePrediction)
+		go s.applyPredictions()
 		s.mu.Lock()
 		s.reconcile()
 		s.mu.Unlock()

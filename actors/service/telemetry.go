@@ -44,15 +44,16 @@ var _ telemetry.Source = (*Service)(nil)
 // and GET /metrics serves m together with the HTTP server's own counters
 // (httpapi's WriteMetrics, parsed into the same exposition, so content
 // negotiation and the text format stay the exporter's), the unreachable
-// cluster members, kvrouter_worker_info (fleet.go), the booked load and
-// the index blocks per stream and namespace (fleetmetrics.go), the
-// disaggregation decisions (roles.go). opts.MetricsHandler
+// cluster members, the load deltas exchanged with them, kvrouter_worker_info
+// (fleet.go), the booked load and the index blocks per stream and
+// namespace (fleetmetrics.go), the pending selections per namespace
+// (pendingmetrics.go), the disaggregation decisions (roles.go). opts.MetricsHandler
 // is replaced; each of more writes further metrics in the text format
 // (the prompt resolver's and the parity guard's).
 func (s *Service) Handler(m *telemetry.Metrics, opts httpapi.Options, more ...func(io.Writer) error) *httpapi.Handler {
 	var h *httpapi.Handler
 	opts.MetricsHandler = m.Handler(append([]func(io.Writer) error{func(w io.Writer) error { return h.WriteMetrics(w) },
-		s.UnreachableMembers, s.WriteSignalMetrics, s.WorkerInfo, s.BookedLoads, s.IndexBlocks, s.DisaggDecisions}, more...)...)
+		s.UnreachableMembers, s.LoadDeltaMetrics, s.WriteSignalMetrics, s.WriteHitMetrics, s.WorkerInfo, s.BookedLoads, s.IndexBlocks, s.PendingSelections, s.DisaggDecisions}, more...)...)
 	h = httpapi.New(metered{s, m}, opts)
 	return h
 }

@@ -48,12 +48,20 @@ func DefaultAgentic() AgenticConfig {
 		TurnsMin: 2, TurnsMax: 6, StepMin: 64, StepMax: 384, Open: 64}
 }
 
-// generated returns the generated workload named by ref (GeneratedPrefix +
-// "agentic"), opt.Limit requests (0: the default count), opt.Seed shifting
-// the seed.
+// generated returns the generated workload named by ref (AgenticTrace or
+// BurstTrace), opt.Limit requests (0: the default count), opt.Seed
+// shifting the seed.
 func generated(ref string, opt TraceOptions) ([]Request, error) {
+	if ref == BurstTrace {
+		cfg := DefaultBurst()
+		cfg.Seed += opt.Seed
+		if opt.Limit > 0 {
+			cfg.Requests = opt.Limit
+		}
+		return GenerateBurst(cfg), nil
+	}
 	if ref != AgenticTrace {
-		return nil, fmt.Errorf("loadgen: unknown generated workload %q (want %s)", ref, AgenticTrace)
+		return nil, fmt.Errorf("loadgen: unknown generated workload %q (want %s or %s)", ref, AgenticTrace, BurstTrace)
 	}
 	cfg := DefaultAgentic()
 	cfg.Seed += opt.Seed

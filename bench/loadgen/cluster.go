@@ -16,6 +16,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/indexer"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/routing/predicted"
 	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/cluster/clusterindex"
@@ -42,15 +43,22 @@ type clusterConfig struct {
 	Routing routing.Config // the route actor's cost function
 	// SessionCredit weighs a /route session_id's lineage (service.Config).
 	SessionCredit float64
-	Logger        *slog.Logger
-	MemProfile    string // Config.MemProfile
+	// NoPredict turns predict-on-route off (serve's --predict-ttl 0).
+	NoPredict  bool
+	Logger     *slog.Logger
+	MemProfile string // Config.MemProfile
 }
 
 // serviceConfig is the router's configuration for a run: the index's
-// shard count, the routing cost function and the session credit.
+// shard count, the routing cost function, the session credit and whether
+// it predicts on route (its default TTL, or off).
 func serviceConfig(cfg clusterConfig) service.Config {
-	return service.Config{BlockSize: cfg.BlockSize, Routing: cfg.Routing, Timeout: 2 * time.Second,
+	sc := service.Config{BlockSize: cfg.BlockSize, Routing: cfg.Routing, Timeout: 2 * time.Second,
 		Pipeline: pipeline.Config{Index: indexer.Config{Shards: cfg.Shards}}, SessionCredit: cfg.SessionCredit}
+	if cfg.NoPredict {
+		sc.Predictions.TTL = predicted.Off
+	}
+	return sc
 }
 
 // cluster is the routers (hosts: each a service with its HTTP API on a

@@ -6,7 +6,8 @@ import (
 )
 
 // The engine model behind the quality replays' load and TTFT estimate
-// (bench/README.md, "Engine model"): request i arrives at i × Gap seconds;
+// (bench/README.md, "Engine model"): request i arrives at i × Gap seconds
+// (or at Arrivals[i] when the workload has its own clock: bursts);
 // each worker prefills one request at a time, first come first served, at
 // PrefillRate uncached tokens per second, so a request's prefill starts
 // when both it and the worker's earlier booked prefill are there, and its
@@ -34,6 +35,9 @@ type FleetConfig struct {
 	InFlight int
 	// Gap is the time between arrivals, in seconds (ArrivalGap).
 	Gap float64
+	// Arrivals, when set, is each request's arrival in seconds
+	// (non-decreasing, one per request; ArrivalTimes): it replaces i × Gap.
+	Arrivals []float64
 	// PrefillRate is uncached tokens per second per worker (ModelPrefillRate).
 	PrefillRate float64
 }
@@ -67,12 +71,17 @@ type WorkerLoad struct {
 	Blocks int64
 }
 
+// activeBlocks counts, per block hash, the running requests of one worker
+// that hold it (requests booked with their chain: BookChain).
+type activeBlocks map[uint64]int32
+
 // fleetReq is one booked request of the model.
 type fleetReq struct {
 	worker          int32
 	done, freed     bool
 	prefill, blocks int64
 	finish          float64
+	chain           []uint64 // BookChain's, for the active-block counts
 }
 
 // Fleet is the engine model: pure, deterministic, driven one request at a
@@ -84,6 +93,7 @@ type Fleet struct {
 	queues [][]int   // per worker, its waiting requests in finish order
 	reqs   []fleetReq
 	ttft   []float64
+	active []activeBlocks // per worker, the blocks of running requests
 }
 
 // NewFleet returns an idle fleet.
@@ -92,8 +102,17 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 		cfg.Gap < 0 || !(cfg.PrefillRate > 0) || math.IsInf(cfg.PrefillRate, 0) {
 		return nil, fmt.Errorf("loadgen: fleet config %+v out of range", cfg)
 	}
-	return &Fleet{cfg: cfg, loads: make([]WorkerLoad, cfg.Workers), freeAt: make([]float64, cfg.Workers),
-		queues: make([][]int, cfg.Workers)}, nil
+	for i := 1; i < len(cfg.Arrivals); i++ {
+		if !(cfg.Arrivals[i] >= cfg.Arrivals[i-1]) {
+			return nil, fmt.Errorf("loadgen: fleet arrival %d at %v s is before arrival %d at %v s", i, cfg.Arrivals[i], i-1, cfg.Arrivals[i-1])
+		}
+	}
+	f := &Fleet{cfg: cfg, loads: make([]WorkerLoad, cfg.Workers), freeAt: make([]float64, cfg.Workers),
+		queues: make([][]int, cfg.Workers), active: make([]activeBlocks, cfg.Workers)}
+	for w := range f.active {
+		f.active[w] = activeBlocks{}
+	}
+	return f, nil
 }
 
 // Workers is the fleet size.
@@ -108,8 +127,37 @@ func (f *Fleet) KVUsage(w int) float64 {
 	return min(1, float64(f.loads[w].Blocks)/float64(f.cfg.Capacity))
 }
 
-// now is the arrival time of the next request.
-func (f *Fleet) now() float64 { return float64(len(f.reqs)) * f.cfg.Gap }
+// ActiveBlocks is how many distinct blocks the running requests booked
+// with their chain hold on worker w (a block shared by several counts once).
+func (f *Fleet) ActiveBlocks(w int) int { return len(f.active[w]) }
+
+// NewBlocks is how many blocks of chain are not held by a running request
+// on worker w.
+func (f *Fleet) NewBlocks(w int, chain []uint64) int {
+	n := 0
+	for _, h := range chain {
+		if f.active[w][h] == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Now is the arrival time of the next request, in seconds.
+func (f *Fleet) Now() float64 { return f.now() }
+
+// now is the arrival time of the next request: Arrivals[i], i × Gap past
+// their end (or without them).
+func (f *Fleet) now() float64 {
+	i := len(f.reqs)
+	if n := len(f.cfg.Arrivals); n > 0 {
+		if i < n {
+			return f.cfg.Arrivals[i]
+		}
+		return f.cfg.Arrivals[n-1] + float64(i-n+1)*f.cfg.Gap
+	}
+	return float64(i) * f.cfg.Gap
+}
 
 // Advance moves the model to the next request's arrival and returns the
 // requests (by index) whose prefill completed since, then those freed.
@@ -137,6 +185,13 @@ func (f *Fleet) Advance() (done, freed []int) {
 		l.Running--
 		l.Blocks -= r.blocks
 		r.freed = true
+		act := f.active[r.worker]
+		for _, h := range r.chain {
+			if act[h]--; act[h] <= 0 {
+				delete(act, h)
+			}
+		}
+		r.chain = nil
 		freed = append(freed, i)
 	}
 	return done, freed
@@ -160,8 +215,13 @@ func indexOf(xs []int, x int) int {
 }
 
 // Book routes the next request (prompt tokens, cached of them found in the
-// worker's cache) to worker w and returns its TTFT estimate in seconds.
-func (f *Fleet) Book(w, prompt, cached int) float64 {
+// worker's cache) to worker w and returns its TTFT estimate in seconds:
+// its prefill is done at Now() + the estimate.
+func (f *Fleet) Book(w, prompt, cached int) float64 { return f.BookChain(w, prompt, cached, nil) }
+
+// BookChain is Book with the request's block hashes, which count among
+// worker w's active blocks until the request is freed (ActiveBlocks).
+func (f *Fleet) BookChain(w, prompt, cached int, chain []uint64) float64 {
 	now := f.now()
 	cached = min(cached, prompt)
 	prefill := int64(prompt - cached)
@@ -169,7 +229,10 @@ func (f *Fleet) Book(w, prompt, cached int) float64 {
 	start := max(now, f.freeAt[w])
 	finish := start + float64(prefill)/f.cfg.PrefillRate
 	f.freeAt[w] = finish
-	f.reqs = append(f.reqs, fleetReq{worker: int32(w), prefill: prefill, blocks: blocks, finish: finish})
+	f.reqs = append(f.reqs, fleetReq{worker: int32(w), prefill: prefill, blocks: blocks, finish: finish, chain: chain})
+	for _, h := range chain {
+		f.active[w][h]++
+	}
 	f.queues[w] = append(f.queues[w], len(f.reqs)-1)
 	l := &f.loads[w]
 	l.Running++

@@ -54,7 +54,7 @@ func TestRunHostsEndToEnd(t *testing.T) {
 // load the other booked.
 func TestTwoHostsShareTheWorkers(t *testing.T) {
 	r := &runner{cfg: QuickConfig()}
-	c, err := startCluster(r.clusterConfig(4, layout{hosts: 2, shards: clusterindex.DefaultShards}, 1))
+	c, err := startCluster(r.clusterConfig(4, layout{hosts: 2, shards: clusterindex.DefaultShards}, 1, true))
 	if err != nil {
 		t.Fatal(err)
 	}

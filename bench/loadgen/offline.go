@@ -65,19 +65,27 @@ type CacheConfig struct {
 	InFlight int
 	// Gap is the engine model's arrival interval in seconds (ArrivalGap).
 	Gap float64
+	// Arrivals, when set, are the requests' own arrival times in seconds
+	// (ArrivalTimes: a workload with bursts).
+	Arrivals []float64
+	// Delay is when a request's events reach a policy (delay.go).
+	Delay EventDelay
 }
 
 // fleet returns the engine model of cfg.
 func (cfg CacheConfig) fleet() (*Fleet, error) {
 	return NewFleet(FleetConfig{Workers: cfg.Workers, BlockSize: cfg.BlockSize, Capacity: cfg.Capacity, InFlight: cfg.InFlight,
-		Gap: cfg.Gap, PrefillRate: ModelPrefillRate})
+		Gap: cfg.Gap, Arrivals: cfg.Arrivals, PrefillRate: ModelPrefillRate})
 }
 
 // ReplayOffline serves reqs in order on fresh simulated caches — no
 // sockets, no router — each on the worker p picks, with the engine model's
 // load at its arrival, and tallies the tokens each cache found already
 // cached and the model's TTFT. Every cache has hash seed 0, so the chain p
-// sees is valid on every worker.
+// sees is valid on every worker. The cache serves a request when it is
+// routed (its worker prefills first come first served, so a later request
+// there finds its blocks); p observes the events at the publish time of
+// cfg.Delay.
 func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
 	if cfg.Workers <= 0 {
 		return Tally{}, fmt.Errorf("loadgen: %d workers, want > 0", cfg.Workers)
@@ -95,17 +103,26 @@ func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
 		return Tally{}, err
 	}
 	t := NewTally(cfg.Workers)
+	var due publishQueue[[]simengine.Event]
+	observe := func(w int, events []simengine.Event) error { p.Observe(w, events); return nil }
 	for _, r := range reqs {
 		fleet.Advance()
+		now := fleet.Now()
+		_ = due.release(now, observe)
 		sr := simengine.Request{Tokens: r.Tokens, SessionID: r.Session}
-		w := p.Pick(Query{Chain: caches[0].Hashes(sr, -1), Tokens: len(r.Tokens), BlockSize: cfg.BlockSize, Fleet: fleet})
+		chain := caches[0].Hashes(sr, -1)
+		w := p.Pick(Query{Chain: chain, Tokens: len(r.Tokens), BlockSize: cfg.BlockSize, Fleet: fleet})
 		if w < 0 || w >= cfg.Workers {
 			return Tally{}, fmt.Errorf("loadgen: policy %s picked worker %d of %d", p.Name(), w, cfg.Workers)
 		}
 		cached, events := caches[w].ServeRequest(sr)
-		p.Observe(w, events)
 		t.Add(w, len(r.Tokens), cached*cfg.BlockSize)
-		fleet.Book(w, len(r.Tokens), cached*cfg.BlockSize)
+		ttft := fleet.BookChain(w, len(r.Tokens), cached*cfg.BlockSize, chain)
+		if at := cfg.Delay.publishAt(now, ttft); at < 0 {
+			p.Observe(w, events)
+		} else if len(events) > 0 {
+			due.push(at, w, events)
+		}
 	}
 	t.TTFT = fleet.TTFT()
 	return t, nil
@@ -121,7 +138,7 @@ func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
 // the pooled capacity holds the trace's working set it is the reuse bound
 // (every block seen before is a hit).
 func ReplayClairvoyant(reqs []Request, cfg CacheConfig) (Tally, error) {
-	pooled, err := ReplayOffline(reqs, NewRoundRobin(1), CacheConfig{Workers: 1, BlockSize: cfg.BlockSize, Capacity: cfg.Workers * cfg.Capacity, InFlight: cfg.InFlight, Gap: cfg.Gap})
+	pooled, err := ReplayOffline(reqs, NewRoundRobin(1), CacheConfig{Workers: 1, BlockSize: cfg.BlockSize, Capacity: cfg.Workers * cfg.Capacity, InFlight: cfg.InFlight, Gap: cfg.Gap, Arrivals: cfg.Arrivals})
 	pooled.TTFT = nil // one pooled cache: no fleet to queue on
 	if err != nil || cfg.Workers <= 1 {
 		return pooled, err

@@ -91,18 +91,21 @@ func TestHoldersMatchLeadingBlocks(t *testing.T) {
 func TestSGLangRules(t *testing.T) {
 	chain := []uint64{1, 2, 3, 4} // 64 tokens
 	for _, c := range []struct {
-		name    string
-		running []int
-		tree    map[int][]uint64
-		tokens  int
-		want    int
+		name      string
+		running   []int
+		processed []int
+		tree      map[int][]uint64
+		tokens    int
+		want      int
 	}{
-		{"match above threshold", []int{0, 5, 0}, map[int][]uint64{1: {1, 2}, 2: {7, 7, 7, 7, 7}}, 64, 1},
-		{"match under threshold goes to smallest tree", []int{0, 0, 0}, map[int][]uint64{0: {1, 6}, 1: {8, 9}, 2: {5}}, 54, 2},
-		{"imbalanced: fewest in flight", []int{70, 100, 3}, map[int][]uint64{1: {1, 2, 3, 4}}, 64, 2},
-		{"abs gap without ratio: balanced", []int{200, 280, 200}, map[int][]uint64{1: {1, 2, 3, 4}}, 64, 1},
+		{"match above threshold", []int{0, 5, 0}, nil, map[int][]uint64{1: {1, 2}, 2: {7, 7, 7, 7, 7}}, 64, 1},
+		{"match under threshold: fewest in flight, not the smallest tree", []int{2, 1, 1}, nil, map[int][]uint64{0: {1, 6}, 2: {5}}, 54, 1},
+		{"tie on in flight: fewer processed", []int{2, 1, 1}, []int{0, 3, 2}, map[int][]uint64{0: {1, 6}}, 54, 2},
+		{"imbalanced: fewest in flight", []int{70, 100, 3}, nil, map[int][]uint64{1: {1, 2, 3, 4}}, 64, 2},
+		{"abs gap without ratio: balanced", []int{200, 280, 200}, nil, map[int][]uint64{1: {1, 2, 3, 4}}, 64, 1},
 	} {
 		p := NewSGLang(len(c.running))
+		copy(p.processed, c.processed)
 		if got := peerPick(t, p, p.tree, c.tree, c.running, c.tokens, chain); got != c.want {
 			t.Errorf("%s: picked %d, want %d", c.name, got, c.want)
 		}
@@ -120,17 +123,46 @@ func TestLLMDScores(t *testing.T) {
 		held    map[int][]uint64
 		want    int
 	}{
-		// prefix 3×(normalised 1 vs 0) beats queue 2×1 and KV 2×(1−usage)
+		// queue and KV equal: prefix 2 × 3/4 beats 2 × 1/4
 		{"longest prefix wins", []int{0, 0, 0}, map[int][]uint64{0: {1}, 2: {1, 2, 3}}, 2},
-		// one holder, busier: 3 + 2×0 + 2×(1−.05) = 4.9 against 0 + 2 + 2 = 4
-		{"prefix outweighs queue", []int{5, 0, 0}, map[int][]uint64{0: {1}}, 0},
-		// equal prefixes normalise to 1 each: the shorter queue decides
-		{"equal prefixes: queue", []int{3, 1, 2}, map[int][]uint64{0: {1, 2}, 1: {1, 2}, 2: {1, 2}}, 1},
+		// all blocks held: 2 + 0 + 0.95 = 2.95 against 0 + 1 + 1 = 2
+		{"whole prefix outweighs queue", []int{5, 0, 0}, map[int][]uint64{0: {1, 2, 3, 4}}, 0},
+		// one block of four: 0.5 + 0 + 0.95 = 1.45 against 1 + 1 = 2 (min–max
+		// normalised, the lone holder would score the full 2 and win)
+		{"a short prefix is a fraction of the prompt", []int{5, 0, 1}, map[int][]uint64{0: {1}}, 1},
 	} {
 		p := NewLLMD(len(c.running), 1)
 		if got := peerPick(t, p, p.idx, c.held, c.running, 64, chain); got != c.want {
 			t.Errorf("%s: picked %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// llm-d reads queue and KV usage from its last metrics poll: requests
+// routed since are not in them.
+func TestLLMDReadsPolledMetrics(t *testing.T) {
+	f, err := NewFleet(FleetConfig{Workers: 2, BlockSize: 16, Capacity: 100, InFlight: 1 << 20, Gap: 0.02, PrefillRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewLLMD(2, 1)
+	p.idx.Add(0, []uint64{1})
+	q := Query{Chain: []uint64{1, 2, 3, 4}, Tokens: 64, BlockSize: 16, Fleet: f}
+	f.Advance()
+	p.Pick(q) // t = 0: polls an idle fleet
+	for range 2 {
+		f.Book(0, 16, 0)
+		f.Advance()
+	}
+	// t = 0.04: worker 0 queues 2, but the poll of t = 0 said idle: the prefix decides
+	if got := p.Pick(q); got != 0 {
+		t.Errorf("before the next poll: picked %d, want 0", got)
+	}
+	f.Book(0, 16, 0)
+	f.Advance()
+	// t = 0.06: the poll of t = 0.05 sees 3 queued: 0.5 + 0 + 0.97 against 2
+	if got := p.Pick(q); got != 1 {
+		t.Errorf("after the poll: picked %d, want 1", got)
 	}
 }
 
@@ -146,8 +178,8 @@ func TestAIBrixRules(t *testing.T) {
 		// [4 0 0 0]: mean 1, std √3 → bound 2.73: worker 0 is over it
 		{"best match over the std bound: next match", []int{4, 0, 0, 0}, map[int][]uint64{0: {1, 2, 3}, 3: {1}}, 3},
 		{"no match: fewest running", []int{2, 1, 0, 1}, nil, 2},
-		// [20 0 0 0]: 20 > 2 × (5 + 1) and gap 20 ≥ 8: only idle pods are matched
-		{"gate: least loaded only", []int{20, 0, 0, 0}, map[int][]uint64{0: {1, 2, 3, 4}, 2: {1}}, 2},
+		// max − min 9 > 8: only the idle pods are matched
+		{"gate: least loaded only", []int{9, 0, 0, 5}, map[int][]uint64{0: {1, 2, 3, 4}, 2: {1}}, 2},
 	} {
 		p := NewAIBrix(len(c.running), 1)
 		if got := peerPick(t, p, p.table, c.table, c.running, 64, chain); got != c.want {
@@ -157,22 +189,45 @@ func TestAIBrixRules(t *testing.T) {
 }
 
 func TestDynamoCoreCost(t *testing.T) {
-	// Worker 0 holds 3 of 4 blocks and has 2 requests (2 blocks, 32 prefill
-	// tokens waiting): logit = (32 + 16)/16 + 2 = 5; worker 1 is idle and
-	// empty: 64/16 + 0 = 4. Weight 1 picks worker 1; weight 4: 4×3+2 = 14
-	// against 16, worker 0.
-	for _, c := range []struct {
-		weight float64
-		want   int
-	}{{1, 1}, {4, 0}} {
-		cfg := routing.DynamoConfig()
-		cfg.OverlapWeight = c.weight
-		p, err := NewCore(NameDynamo, 2, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := peerPick(t, p, p.idx, map[int][]uint64{0: {1, 2, 3}}, []int{2, 0}, 64, []uint64{1, 2, 3, 4}); got != c.want {
-			t.Errorf("weight %v: picked %d, want %d", c.weight, got, c.want)
-		}
+	// Worker 0 holds blocks 1–3 in the index and runs 2 requests over the
+	// same 3 blocks, fully cached (no prefill queued): its decode blocks
+	// are the 3 distinct ones + block 4 of the new request, logit = 1 × 16/16
+	// + 4 = 5; worker 1 is idle and empty: 64/16 + 4 new blocks = 8. Summing
+	// every running request's blocks (3 + 3) would make worker 0 cost 7
+	// against 4 and lose.
+	f, err := NewFleet(FleetConfig{Workers: 2, BlockSize: 16, Capacity: 100, InFlight: 1 << 20, PrefillRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		f.Advance()
+		f.BookChain(0, 48, 48, []uint64{1, 2, 3})
+	}
+	f.Advance()
+	if f.ActiveBlocks(0) != 3 || f.NewBlocks(0, []uint64{1, 2, 3, 4}) != 1 || f.NewBlocks(1, []uint64{1, 2, 3, 4}) != 4 {
+		t.Fatalf("active %d, new %d/%d: want 3, 1, 4", f.ActiveBlocks(0), f.NewBlocks(0, []uint64{1, 2, 3, 4}), f.NewBlocks(1, []uint64{1, 2, 3, 4}))
+	}
+	p, err := NewCore(NameDynamo, 2, routing.DynamoConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.idx.Add(0, []uint64{1, 2, 3})
+	if got := p.Pick(Query{Chain: []uint64{1, 2, 3, 4}, Tokens: 64, BlockSize: 16, Fleet: f}); got != 0 {
+		t.Errorf("picked %d, want 0 (a shared block counts once)", got)
+	}
+}
+
+func TestFleetActiveBlocksFreed(t *testing.T) {
+	f, err := NewFleet(FleetConfig{Workers: 1, BlockSize: 16, Capacity: 100, InFlight: 2, Gap: 1, PrefillRate: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, chain := range [][]uint64{{1, 2}, {1, 3}, {4}} {
+		f.Advance()
+		f.BookChain(0, 16*len(chain), 0, chain)
+	}
+	// request 0 ({1, 2}) was freed when request 2 arrived
+	if got := f.ActiveBlocks(0); got != 3 {
+		t.Errorf("%d active blocks, want 3 (1, 3, 4)", got)
 	}
 }

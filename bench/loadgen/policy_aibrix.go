@@ -13,31 +13,32 @@ import (
 const NameAIBrix = "aibrix"
 
 // AIBrix defaults (pkg/plugins/gateway/algorithms/prefix_cache.go:
-// AIBRIX_PREFIX_CACHE_LOAD_IMBALANCE_FACTOR 2, ..._MIN_GAP 8,
+// AIBRIX_PREFIX_CACHE_POD_RUNNING_REQUEST_IMBALANCE_ABS_COUNT 8,
 // AIBRIX_PREFIX_CACHE_STANDARD_DEVIATION_FACTOR 1).
 const (
-	AIBrixImbalanceFactor = 2.0
-	AIBrixImbalanceMinGap = 8
-	AIBrixStdDevFactor    = 1
+	AIBrixImbalanceAbsCount = 8
+	AIBrixStdDevFactor      = 1
 )
 
 // AIBrix is AIBrix's prefix-cache routing algorithm (the gateway's
-// prefix_cache.go, local indexer): a prefix hash table built from its own
-// decisions (each routed prompt's blocks are added for the chosen pod) and
-// the running-request count per pod. Its load-imbalance guard: when the
-// busiest pod runs more than factor × (mean + 1) requests and max − min ≥
-// min gap, only the least-loaded pods are matched. Among the matched pods
-// (percent = leading blocks held × 100 / prompt blocks, integer), sorted
-// by decreasing percent then increasing running count (shuffled first),
-// the first whose count ≤ mean + stddev_factor × stddev wins; with no
-// match, or none under that bound, the pod with the fewest running
-// requests (lowest index among equals). The table's own eviction (200,000
-// blocks, idle entries after an hour) is left out.
+// prefix_cache.go, routeOriginal with the local indexer): a prefix hash
+// table built from its own decisions (each routed prompt's blocks are
+// added for the chosen pod) and the running-request count per pod. Its
+// load-imbalance guard (getTargetPodListOnLoadImbalance): when max − min
+// running > the abs count, only the pods with the fewest running requests
+// are matched. Among the matched pods (percent = leading blocks held × 100
+// / prompt blocks, integer; pkg/utils/prefixcacheindexer/hash.go), shuffled
+// then sorted by decreasing percent then increasing running count, the
+// first whose count ≤ mean + stddev_factor × stddev wins; with no match,
+// or none under that bound, a pod with the fewest running requests, at
+// random among equals (selectTargetPodWithLeastRequestCount). The table's
+// own eviction (200,000 blocks, idle entries after an hour) is left out.
 type AIBrix struct {
 	table *holders
 	rng   *rand.Rand
 	allow []bool
 	cand  []int
+	least []int
 }
 
 // NewAIBrix returns the prefix-cache policy over workers workers.
@@ -57,21 +58,22 @@ func (p *AIBrix) choose(q Query) int {
 	f := q.Fleet
 	n := f.Workers()
 	run := func(w int) int { return f.Load(w).Running }
-	lo, hi, sum, sq, least := run(0), run(0), 0.0, 0.0, 0
+	lo, hi, sum, sq := run(0), run(0), 0.0, 0.0
 	for w := range n {
 		r := run(w)
-		if r < lo {
-			lo, least = r, w
-		}
-		hi = max(hi, r)
+		lo, hi = min(lo, r), max(hi, r)
 		sum += float64(r)
 		sq += float64(r) * float64(r)
 	}
 	mean := sum / float64(n)
 	std := math.Sqrt(max(0, sq/float64(n)-mean*mean))
-	gated := float64(hi) > AIBrixImbalanceFactor*(mean+1) && hi-lo >= AIBrixImbalanceMinGap
+	gated := hi-lo > AIBrixImbalanceAbsCount
+	p.least = p.least[:0]
 	for w := range n {
 		p.allow[w] = !gated || run(w) == lo
+		if run(w) == lo {
+			p.least = append(p.least, w)
+		}
 	}
 	blocks := len(q.Chain)
 	depth, hit := p.table.Match(q.Chain)
@@ -94,7 +96,7 @@ func (p *AIBrix) choose(q Query) int {
 			return w
 		}
 	}
-	return least
+	return p.least[p.rng.IntN(len(p.least))]
 }
 
 // Observe implements Policy; the table follows decisions, not events.

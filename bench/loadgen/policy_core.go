@@ -12,14 +12,21 @@ import (
 const NameDynamo = "dynamo"
 
 // Core runs kvrouter's decision core (actors/routing) offline: the index
-// is exact (it follows every engine's KV events, as kvrouter's does once
-// they are visible) and the load is the engine model's booked prefill and
-// running blocks and requests, passed as each candidate's load. With routing's Dynamo
-// cost at its defaults (weight 1, temperature 0) it is Dynamo's KV router
-// default: logit = overlap_weight × prefill blocks + decode blocks, the
-// lowest wins, ties among equal logits spread by a hash of the request
-// (Dynamo picks one of the tied workers at random: the same distribution;
+// is exact (it follows every engine's KV events, once they are published)
+// and the load is the engine model's booked prefill and running requests,
+// passed as each candidate's load. With routing's Dynamo cost at its
+// defaults (weight 1, temperature 0) it is Dynamo's KV router default:
+// logit = overlap_weight × prefill blocks + decode blocks, the lowest
+// wins, ties among equal logits spread by a hash of the request (Dynamo
+// picks one of the tied workers at random: the same distribution;
 // lib/llm/src/kv_router/scheduler.rs, softmax_sample at temperature 0).
+// Decode blocks are Dynamo's potential blocks (lib/kv-router/src/
+// sequences/single.rs, ActiveSequences): the distinct blocks of the
+// worker's running requests — a block several of them share counts once —
+// plus the new request's blocks not already active there. Dynamo's
+// predict-on-route side index (router_predicted_ttl_secs) is off by
+// default and left out, as is its session affinity: it runs without the
+// session ids kvrouter gets.
 type Core struct {
 	name  string
 	r     *routing.Router
@@ -57,7 +64,8 @@ func (c *Core) Pick(q Query) int {
 	}
 	for w := range c.cands {
 		l := q.Fleet.Load(w)
-		c.cands[w].Remote = routing.RemoteLoad{PrefillTokens: l.PrefillTokens, Blocks: l.Blocks, Requests: int64(l.Running)}
+		decode := int64(q.Fleet.ActiveBlocks(w) + q.Fleet.NewBlocks(w, q.Chain))
+		c.cands[w].Remote = routing.RemoteLoad{PrefillTokens: l.PrefillTokens, Blocks: decode, Requests: int64(l.Running)}
 	}
 	d, err := c.r.Decide(routing.Request{ID: "q" + strconv.Itoa(c.n), ISL: q.Tokens, BlockSize: q.BlockSize}, c.ovs, c.cands)
 	c.n++

@@ -45,6 +45,9 @@ type ReportConfig struct {
 	Clients           int       `json:"clients"`
 	PointSeconds      float64   `json:"point_seconds"`
 	Feed              string    `json:"feed"`
+	// EventDelay labels the quality replays' event-delay model
+	// (EventDelay.Label: "prefill+20ms" or "none").
+	EventDelay string `json:"event_delay"`
 }
 
 // IngestResult is the ingest phase on one trace.
@@ -177,7 +180,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		tw.Flush()
 	}
 	if len(r.Quality) > 0 {
-		fmt.Fprintln(w, "\nRouting quality (hit rate = cached prompt tokens / prompt tokens, as the serving engine saw it)")
+		fmt.Fprintf(w, "\nRouting quality (hit rate = cached prompt tokens / prompt tokens, as the serving engine saw it; event delay %s)\n", r.Config.EventDelay)
 		fmt.Fprintln(tw, "trace\tworkers\tshards\thosts\tpolicy\trequests\thit rate\tof bound\trequest CoV\tprefill CoV\tTTFT est mean ms\tTTFT est p99 ms\troute p99 µs\tlag p99 µs\tvalid\t")
 		for _, x := range r.Quality {
 			route, lag, ttft, ttft99 := "-", "-", "-", "-"

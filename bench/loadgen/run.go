@@ -34,7 +34,12 @@ type Config struct {
 	// router does).
 	InFlightPerWorker int
 	Sessions          []bool // kvrouter replays: with session ids (true) and/or without (false)
-	Shards            []int  // index shard counts (pipeline.Config.Index.Shards)
+	// Predict: kvrouter replays with predict-on-route (true, serve's
+	// default) and/or without (false: --predict-ttl 0).
+	Predict []bool
+	// Delay is the event-delay model of every quality replay (delay.go).
+	Delay  EventDelay
+	Shards []int // index shard counts (pipeline.Config.Index.Shards)
 	// Hosts are the router host counts: 1 runs one router with each of
 	// Shards; n > 1 runs n cluster members on loopback in this process
 	// with clusterindex.DefaultShards shard grains. An ingest run and the
@@ -85,7 +90,7 @@ const DefaultSessionCredit = 1
 func QuickConfig() Config {
 	return Config{
 		Mode: "quick", Traces: []string{ConversationTrace}, TokensPerBlock: 16, Requests: 2000,
-		Workers: []int{4, 16, 64}, Capacity: 8192, InFlightPerWorker: 2, Sessions: []bool{true}, Shards: []int{1, 2, 4}, Hosts: []int{1},
+		Workers: []int{4, 16, 64}, Capacity: 8192, InFlightPerWorker: 2, Sessions: []bool{true}, Predict: []bool{true}, Delay: DefaultEventDelay(), Shards: []int{1, 2, 4}, Hosts: []int{1},
 		OverlapWeights: []float64{routing.DefaultConfig().OverlapWeight}, SessionCredit: DefaultSessionCredit,
 		IngestWorkers: 8, IngestPasses: 1, SweepWorkers: []int{16},
 		Rates:         []float64{1000, 2000, 5000, 10000, 20000, 40000, 80000},
@@ -93,13 +98,14 @@ func QuickConfig() Config {
 	}
 }
 
-// FullConfig is the full mode: the three traces in full on 4, 16, 64 and 1,000
+// FullConfig is the full mode: the four workloads (the two Mooncake
+// traces, the generated agentic and burst workloads) in full on 4, 16, 64 and 1,000
 // workers (one index shard on one host, then 2 and 3 hosts), kvrouter with
 // and without session ids at its default cost, four ingest passes, and
 // sweeps of 3 s points on 16 and 1,000 workers.
 func FullConfig() Config {
 	c := QuickConfig()
-	c.Mode, c.Traces, c.Requests = "full", []string{ConversationTrace, SyntheticTrace, AgenticTrace}, 0
+	c.Mode, c.Traces, c.Requests = "full", []string{ConversationTrace, SyntheticTrace, AgenticTrace, BurstTrace}, 0
 	c.Workers, c.Sessions, c.IngestPasses, c.Shards, c.Hosts = []int{4, 16, 64, 1000}, []bool{true, false}, 4, []int{1}, []int{1, 2, 3}
 	c.SweepWorkers, c.PointDuration = []int{16, 1000}, 3*time.Second
 	c.Rates = []float64{1000, 2000, 5000, 10000, 20000, 40000, 60000, 80000, 120000}
@@ -107,13 +113,14 @@ func FullConfig() Config {
 }
 
 // QualityConfig is the routing-quality preset: the full mode's traces (the
-// two Mooncake traces and the generated agentic workload) in full on 4, 16,
+// two Mooncake traces, the generated agentic and burst workloads) in full on 4, 16,
 // 64 and 1,000 workers, kvrouter's replays on one host with session ids,
-// every baseline beside them; no ingest phase, sweep, memory measure or
-// cluster.
+// with and without predict-on-route, every baseline beside them; no ingest
+// phase, sweep, memory measure or cluster.
 func QualityConfig() Config {
 	c := FullConfig()
 	c.Mode, c.Sessions, c.Hosts, c.IngestWorkers, c.SweepWorkers, c.Rates = "quality", []bool{true}, []int{1}, 0, nil, nil
+	c.Predict = []bool{true, false}
 	c.NoMemory = true
 	return c
 }
@@ -129,14 +136,17 @@ func (c *Config) Validate() error {
 		return errors.New("negative count")
 	case len(c.Workers) == 0 || slices.Min(c.Workers) <= 0:
 		return errors.New("worker counts must be positive")
-	case len(c.Sessions) == 0:
-		return errors.New("no session setting")
+	case len(c.Sessions) == 0 || len(c.Predict) == 0:
+		return errors.New("no session or prediction setting")
 	case c.Clients <= 0 || c.PointDuration <= 0:
 		return errors.New("sweep clients and point duration must be positive")
 	case len(c.OverlapWeights) == 0 || slices.Min(c.OverlapWeights) < 0 || c.Temperature < 0 || c.SessionCredit < 0:
 		return errors.New("overlap weights (at least one), temperature and session credit must not be negative")
 	case !slices.Contains([]string{FeedAsync, FeedInline, FeedNone}, c.Feed):
 		return fmt.Errorf("unknown feed %q (want %s, %s or %s)", c.Feed, FeedAsync, FeedInline, FeedNone)
+	}
+	if err := c.Delay.Validate(); err != nil {
+		return err
 	}
 	for _, r := range c.Rates {
 		if r <= 0 {
@@ -165,7 +175,7 @@ func Run(cfg Config) (*Report, error) {
 	r := &runner{cfg: cfg, rep: &Report{Mode: cfg.Mode, Machine: ReadMachine(), Config: ReportConfig{
 		TokensPerBlock: cfg.TokensPerBlock, Requests: cfg.Requests, Capacity: cfg.Capacity, InFlightPerWorker: cfg.InFlightPerWorker,
 		Shards: cfg.Shards, Hosts: cfg.Hosts, OverlapWeights: cfg.OverlapWeights, Temperature: cfg.Temperature, SessionCredit: cfg.SessionCredit,
-		Clients: cfg.Clients, PointSeconds: cfg.PointDuration.Seconds(), Feed: cfg.Feed}}}
+		Clients: cfg.Clients, PointSeconds: cfg.PointDuration.Seconds(), Feed: cfg.Feed, EventDelay: cfg.Delay.Label()}}}
 	start := time.Now()
 	for i, path := range cfg.Traces {
 		r.rep.Config.Traces = append(r.rep.Config.Traces, TraceLabel(path))
@@ -218,14 +228,14 @@ func (l layout) String() string {
 }
 
 // clusterConfig sizes a cluster; weight is the routing overlap weight.
-func (r *runner) clusterConfig(workers int, l layout, weight float64) clusterConfig {
+func (r *runner) clusterConfig(workers int, l layout, weight float64, predict bool) clusterConfig {
 	// A source of its own, seeded: sampling (temperature > 0) repeats,
 	// and a weight of 0 is taken as given (service.New reads a config
 	// without weight, temperature and source as "unset").
 	rc := routing.DefaultConfig()
 	rc.OverlapWeight, rc.Temperature, rc.Rand = weight, r.cfg.Temperature, rand.NewPCG(r.cfg.Seed, uint64(workers))
 	return clusterConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity, Shards: l.shards, Hosts: l.hosts,
-		Routing: rc, SessionCredit: r.cfg.SessionCredit, Logger: r.cfg.Logger, MemProfile: r.cfg.MemProfile}
+		Routing: rc, SessionCredit: r.cfg.SessionCredit, NoPredict: !predict, Logger: r.cfg.Logger, MemProfile: r.cfg.MemProfile}
 }
 
 // trace runs every phase on one trace; the sweep only on the first. The
@@ -255,16 +265,18 @@ func (r *runner) trace(path string, first bool) error {
 		for _, workers := range r.cfg.Workers {
 			for si, sessions := range r.cfg.Sessions {
 				for wi, weight := range r.cfg.OverlapWeights {
-					rs := replaySpec{workers: workers, layout: l, sessions: sessions, weight: weight, bound: bounds[workers],
-						memory: si == 0 && wi == 0 && !r.cfg.NoMemory}
-					rs.sweep = first && rs.memory && slices.Contains(r.cfg.SweepWorkers, workers) && len(r.cfg.Rates) > 0
-					if rs.sweep && sweepReqs == nil {
-						if sweepReqs, err = LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Seed: 1}); err != nil {
+					for pi, predict := range r.cfg.Predict {
+						rs := replaySpec{workers: workers, layout: l, sessions: sessions, predict: predict, weight: weight, bound: bounds[workers],
+							memory: si == 0 && wi == 0 && pi == 0 && !r.cfg.NoMemory}
+						rs.sweep = first && rs.memory && slices.Contains(r.cfg.SweepWorkers, workers) && len(r.cfg.Rates) > 0
+						if rs.sweep && sweepReqs == nil {
+							if sweepReqs, err = LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Seed: 1}); err != nil {
+								return err
+							}
+						}
+						if err := r.kvrouter(name, reqs, rs, sweepReqs); err != nil {
 							return err
 						}
-					}
-					if err := r.kvrouter(name, reqs, rs, sweepReqs); err != nil {
-						return err
 					}
 				}
 			}
@@ -283,7 +295,7 @@ func (r *runner) ingest(path string, l layout) error {
 		}
 		reqs = append(reqs, rs...)
 	}
-	c, err := startCluster(r.clusterConfig(r.cfg.IngestWorkers, l, r.cfg.OverlapWeights[0]))
+	c, err := startCluster(r.clusterConfig(r.cfg.IngestWorkers, l, r.cfg.OverlapWeights[0], r.cfg.Predict[0]))
 	if err != nil {
 		return err
 	}
@@ -301,8 +313,9 @@ func (r *runner) ingest(path string, l layout) error {
 
 // cacheConfig is the offline replays' caches and engine model on workers.
 func (r *runner) cacheConfig(reqs []Request, workers int) CacheConfig {
+	gap := ArrivalGap(reqs, workers)
 	return CacheConfig{Workers: workers, BlockSize: r.cfg.TokensPerBlock, Capacity: r.cfg.Capacity,
-		InFlight: r.cfg.InFlightPerWorker * workers, Gap: ArrivalGap(reqs, workers)}
+		InFlight: r.cfg.InFlightPerWorker * workers, Gap: gap, Arrivals: ArrivalTimes(reqs, gap), Delay: r.cfg.Delay}
 }
 
 // Baselines are the offline policies every quality replay compares with,
@@ -362,17 +375,22 @@ type replaySpec struct {
 	workers       int
 	layout        layout
 	sessions      bool
+	predict       bool
 	weight, bound float64
 	memory, sweep bool
 }
 
 // policyName labels a kvrouter replay's rows: "kvrouter", with
-// "/no-session" without session ids and " w=<weight>" when several
+// "/no-session" without session ids, "/no-predict" without
+// predict-on-route, and " w=<weight>" when several
 // overlap weights (or a weight other than the default) are compared.
 func (r *runner) policyName(rs replaySpec) string {
 	name := NameKVRouter
 	if !rs.sessions {
 		name += "/no-session"
+	}
+	if !rs.predict {
+		name += "/no-predict"
 	}
 	if len(r.cfg.OverlapWeights) > 1 || rs.weight != routing.DefaultConfig().OverlapWeight {
 		name += " w=" + strconv.FormatFloat(rs.weight, 'g', -1, 64)
@@ -383,13 +401,14 @@ func (r *runner) policyName(rs replaySpec) string {
 // kvrouter replays the trace through a fresh router, then (when asked)
 // sweeps route latency on it, then measures its memory.
 func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs []Request) error {
-	cc := r.clusterConfig(rs.workers, rs.layout, rs.weight)
+	cc := r.clusterConfig(rs.workers, rs.layout, rs.weight, rs.predict)
 	c, err := startCluster(cc)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	run, err := c.replayRouted(reqs, rs.sessions, r.cfg.InFlightPerWorker*rs.workers, ArrivalGap(reqs, rs.workers))
+	mc := r.cacheConfig(reqs, rs.workers)
+	run, err := c.replayRouted(reqs, routedReplay{sessions: rs.sessions, inFlight: mc.InFlight, gap: mc.Gap, arrivals: mc.Arrivals, delay: mc.Delay})
 	if err != nil {
 		return err
 	}

@@ -115,11 +115,12 @@ func TestPolicyName(t *testing.T) {
 		rs   replaySpec
 		want string
 	}{
-		{one, replaySpec{sessions: true, weight: routing.DefaultOverlapWeight}, "kvrouter"},
-		{one, replaySpec{sessions: false, weight: routing.DefaultOverlapWeight}, "kvrouter/no-session"},
-		{one, replaySpec{sessions: true, weight: 2}, "kvrouter w=2"},
-		{sweep, replaySpec{sessions: true, weight: 1}, "kvrouter w=1"},
-		{sweep, replaySpec{sessions: false, weight: 0.25}, "kvrouter/no-session w=0.25"},
+		{one, replaySpec{predict: true, sessions: true, weight: routing.DefaultOverlapWeight}, "kvrouter"},
+		{one, replaySpec{predict: true, sessions: false, weight: routing.DefaultOverlapWeight}, "kvrouter/no-session"},
+		{one, replaySpec{predict: true, sessions: true, weight: 2}, "kvrouter w=2"},
+		{one, replaySpec{sessions: true, predict: false, weight: routing.DefaultOverlapWeight}, "kvrouter/no-predict"},
+		{sweep, replaySpec{predict: true, sessions: true, weight: 1}, "kvrouter w=1"},
+		{sweep, replaySpec{predict: true, sessions: false, weight: 0.25}, "kvrouter/no-session w=0.25"},
 	} {
 		if got := c.r.policyName(c.rs); got != c.want {
 			t.Errorf("policyName(%+v) = %q, want %q", c.rs, got, c.want)

@@ -20,6 +20,10 @@ type Request struct {
 	HashIDs []uint64 // the trace's ids (one per 512-token block)
 	Session string   // inferred conversation (InferSessions)
 	At      time.Duration
+	// Follows, when positive, is how long after the previous request this
+	// one arrives in the engine model, off its clock: a burst sibling
+	// (burst.go, ArrivalTimes).
+	Follows time.Duration
 }
 
 // TraceOptions select and expand a trace.

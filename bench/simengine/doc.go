@@ -24,6 +24,12 @@
 //     Loop reads a driver into memory and replays its prompts in a loop. Engine.Run
 //     (run.go) paces a driver against an engine, by requests/s, by the
 //     trace's timestamps or by stored blocks/s (a steady ingest).
+//   - The OpenAI surface (openai.go) serves HTTP requests from the cache;
+//     with HTTPOptions.Disagg (disagg.go) it is the prefill or the decode
+//     half of a disaggregated pair speaking vLLM's, SGLang's or
+//     TensorRT-LLM's transfer fields, the pair sharing an in-process
+//     Transfer that moves the prompt (not KV bytes) and records every
+//     request that breaks the protocol.
 //
 // # Engine block hashes
 //

@@ -59,6 +59,9 @@ type HTTPOptions struct {
 	// MaxRunning bounds the requests running at once; more wait for a
 	// slot, and /metrics reports them waiting (0: no bound).
 	MaxRunning int
+	// Disagg, when set, makes the engine the prefill or the decode half
+	// of a disaggregated pair (disagg.go).
+	Disagg *DisaggOptions
 }
 
 // HTTPServer is an engine's OpenAI surface listening on loopback.
@@ -85,6 +88,11 @@ func (e *Engine) ServeHTTP(addr string, opts HTTPOptions) (*HTTPServer, error) {
 	}
 	if opts.Metrics != "" && !slices.Contains(MetricsDialects, opts.Metrics) {
 		return nil, fmt.Errorf("simengine: metrics %q, want one of %v", opts.Metrics, MetricsDialects)
+	}
+	if opts.Disagg != nil {
+		if err := opts.Disagg.check(); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -223,6 +231,15 @@ func (s *HTTPServer) complete(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	var leg *disaggLeg
+	if d := s.opts.Disagg; d != nil {
+		if leg, tokens, err = d.admit(r.Context(), body, tokens); err != nil {
+			if r.Context().Err() == nil {
+				openAIError(w, disaggStatus, err.Error())
+			}
+			return
+		}
+	}
 	bs := s.eng.opts.BlockSize
 	blocks := (len(tokens) + bs - 1) / bs
 	if !s.load.admit(r.Context(), blocks) {
@@ -230,6 +247,9 @@ func (s *HTTPServer) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.load.release(blocks)
 	cached, err := s.eng.ServeRequest(Request{Tokens: tokens})
+	if err == nil {
+		err = leg.served(len(tokens) / bs) // a prefill engine hands its full blocks over
+	}
 	if err != nil && !errors.Is(err, ErrClosed) {
 		openAIError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -242,8 +262,12 @@ func (s *HTTPServer) complete(w http.ResponseWriter, r *http.Request) {
 	s.load.prefix(len(tokens), cachedTokens)
 	ans := answer{chat: chat, model: req.Model, prompt: len(tokens), cached: cachedTokens, completion: n}
 	if !req.Stream {
+		whole := ans.whole()
+		if leg != nil && leg.decorate != nil {
+			leg.decorate(whole, len(tokens)/bs)
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(ans.whole())
+		_ = json.NewEncoder(w).Encode(whole)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")

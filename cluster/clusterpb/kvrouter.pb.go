@@ -2615,6 +2615,151 @@ func (x *LoadDelta) GetLoad() *RankLoad {
 	return nil
 }
 
+// PredictionPush is a prediction a member just made (kvrouter's local
+// hashes of a request it routed, predicted on the worker it chose,
+// beyond the request's overlap there, carried blocks), pushed to the
+// others so that a sibling routed by another host sees it before the
+// worker's events arrive.
+type PredictionPush struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Key           *WorkerKey             `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	Hashes        []uint64               `protobuf:"varint,5,rep,packed,name=hashes,proto3" json:"hashes,omitempty"`
+	Carried       uint32                 `protobuf:"varint,6,opt,name=carried,proto3" json:"carried,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PredictionPush) Reset() {
+	*x = PredictionPush{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PredictionPush) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PredictionPush) ProtoMessage() {}
+
+func (x *PredictionPush) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PredictionPush.ProtoReflect.Descriptor instead.
+func (*PredictionPush) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PredictionPush) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *PredictionPush) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *PredictionPush) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *PredictionPush) GetKey() *WorkerKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *PredictionPush) GetHashes() []uint64 {
+	if x != nil {
+		return x.Hashes
+	}
+	return nil
+}
+
+func (x *PredictionPush) GetCarried() uint32 {
+	if x != nil {
+		return x.Carried
+	}
+	return 0
+}
+
+// BreakerTrip says a member's circuit breaker for a serving endpoint
+// (host:port) opened on the failures it saw: the others open theirs for
+// the same endpoint, so the whole cluster stops sending it requests at
+// once. Each member half-opens and closes on its own probes.
+type BreakerTrip struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Endpoint      string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BreakerTrip) Reset() {
+	*x = BreakerTrip{}
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BreakerTrip) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BreakerTrip) ProtoMessage() {}
+
+func (x *BreakerTrip) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BreakerTrip.ProtoReflect.Descriptor instead.
+func (*BreakerTrip) Descriptor() ([]byte, []int) {
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *BreakerTrip) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *BreakerTrip) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
 // BookkeepingRequest marks a routed request's prefill done (free false)
 // or frees it, on the member that routed it: a host that does not know
 // the id asks the others. Answered with BookkeepingAnswer.
@@ -2628,7 +2773,7 @@ type BookkeepingRequest struct {
 
 func (x *BookkeepingRequest) Reset() {
 	*x = BookkeepingRequest{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2785,7 @@ func (x *BookkeepingRequest) String() string {
 func (*BookkeepingRequest) ProtoMessage() {}
 
 func (x *BookkeepingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[38]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2798,7 @@ func (x *BookkeepingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookkeepingRequest.ProtoReflect.Descriptor instead.
 func (*BookkeepingRequest) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{38}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BookkeepingRequest) GetRequestId() string {
@@ -2682,7 +2827,7 @@ type BookkeepingAnswer struct {
 
 func (x *BookkeepingAnswer) Reset() {
 	*x = BookkeepingAnswer{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2694,7 +2839,7 @@ func (x *BookkeepingAnswer) String() string {
 func (*BookkeepingAnswer) ProtoMessage() {}
 
 func (x *BookkeepingAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[39]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2707,7 +2852,7 @@ func (x *BookkeepingAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookkeepingAnswer.ProtoReflect.Descriptor instead.
 func (*BookkeepingAnswer) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{39}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BookkeepingAnswer) GetFound() bool {
@@ -2749,7 +2894,7 @@ type Sequenced struct {
 
 func (x *Sequenced) Reset() {
 	*x = Sequenced{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2906,7 @@ func (x *Sequenced) String() string {
 func (*Sequenced) ProtoMessage() {}
 
 func (x *Sequenced) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[40]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2919,7 @@ func (x *Sequenced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sequenced.ProtoReflect.Descriptor instead.
 func (*Sequenced) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{40}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Sequenced) GetSender() uint64 {
@@ -2919,7 +3064,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3076,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[41]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3089,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{41}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Fence) GetStream() *WorkerKey {
@@ -2979,7 +3124,7 @@ type Cursor struct {
 
 func (x *Cursor) Reset() {
 	*x = Cursor{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3136,7 @@ func (x *Cursor) String() string {
 func (*Cursor) ProtoMessage() {}
 
 func (x *Cursor) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[42]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3149,7 @@ func (x *Cursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cursor.ProtoReflect.Descriptor instead.
 func (*Cursor) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{42}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Cursor) GetSender() uint64 {
@@ -3039,7 +3184,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[43]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3196,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[43]
+	mi := &file_cluster_clusterpb_kvrouter_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3209,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{43}
+	return file_cluster_clusterpb_kvrouter_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Handover) GetFrom() uint64 {
@@ -3291,7 +3436,17 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x05loads\x18\x02 \x03(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x05loads\"V\n" +
 	"\tLoadDelta\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x121\n" +
-	"\x04load\x18\x02 \x01(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x04load\"G\n" +
+	"\x04load\x18\x02 \x01(\v2\x1d.kvrouter.cluster.v1.RankLoadR\x04load\"\xba\x01\n" +
+	"\x0ePredictionPush\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x120\n" +
+	"\x03key\x18\x04 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x16\n" +
+	"\x06hashes\x18\x05 \x03(\x04R\x06hashes\x12\x18\n" +
+	"\acarried\x18\x06 \x01(\rR\acarried\"A\n" +
+	"\vBreakerTrip\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\"G\n" +
 	"\x12BookkeepingRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -3348,7 +3503,7 @@ func file_cluster_clusterpb_kvrouter_proto_rawDescGZIP() []byte {
 }
 
 var file_cluster_clusterpb_kvrouter_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_cluster_clusterpb_kvrouter_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(EventKind)(0),              // 0: kvrouter.cluster.v1.EventKind
 	(StorageTier)(0),            // 1: kvrouter.cluster.v1.StorageTier
@@ -3390,12 +3545,14 @@ var file_cluster_clusterpb_kvrouter_proto_goTypes = []any{
 	(*RankLoad)(nil),            // 37: kvrouter.cluster.v1.RankLoad
 	(*Loads)(nil),               // 38: kvrouter.cluster.v1.Loads
 	(*LoadDelta)(nil),           // 39: kvrouter.cluster.v1.LoadDelta
-	(*BookkeepingRequest)(nil),  // 40: kvrouter.cluster.v1.BookkeepingRequest
-	(*BookkeepingAnswer)(nil),   // 41: kvrouter.cluster.v1.BookkeepingAnswer
-	(*Sequenced)(nil),           // 42: kvrouter.cluster.v1.Sequenced
-	(*Fence)(nil),               // 43: kvrouter.cluster.v1.Fence
-	(*Cursor)(nil),              // 44: kvrouter.cluster.v1.Cursor
-	(*Handover)(nil),            // 45: kvrouter.cluster.v1.Handover
+	(*PredictionPush)(nil),      // 40: kvrouter.cluster.v1.PredictionPush
+	(*BreakerTrip)(nil),         // 41: kvrouter.cluster.v1.BreakerTrip
+	(*BookkeepingRequest)(nil),  // 42: kvrouter.cluster.v1.BookkeepingRequest
+	(*BookkeepingAnswer)(nil),   // 43: kvrouter.cluster.v1.BookkeepingAnswer
+	(*Sequenced)(nil),           // 44: kvrouter.cluster.v1.Sequenced
+	(*Fence)(nil),               // 45: kvrouter.cluster.v1.Fence
+	(*Cursor)(nil),              // 46: kvrouter.cluster.v1.Cursor
+	(*Handover)(nil),            // 47: kvrouter.cluster.v1.Handover
 }
 var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	0,  // 0: kvrouter.cluster.v1.KvCacheEvent.kind:type_name -> kvrouter.cluster.v1.EventKind
@@ -3437,23 +3594,24 @@ var file_cluster_clusterpb_kvrouter_proto_depIdxs = []int32{
 	2,  // 36: kvrouter.cluster.v1.RankLoad.key:type_name -> kvrouter.cluster.v1.WorkerKey
 	37, // 37: kvrouter.cluster.v1.Loads.loads:type_name -> kvrouter.cluster.v1.RankLoad
 	37, // 38: kvrouter.cluster.v1.LoadDelta.load:type_name -> kvrouter.cluster.v1.RankLoad
-	7,  // 39: kvrouter.cluster.v1.Sequenced.batch:type_name -> kvrouter.cluster.v1.RouterEventBatch
-	13, // 40: kvrouter.cluster.v1.Sequenced.remove:type_name -> kvrouter.cluster.v1.RemoveWorker
-	24, // 41: kvrouter.cluster.v1.Sequenced.seed:type_name -> kvrouter.cluster.v1.Seed
-	19, // 42: kvrouter.cluster.v1.Sequenced.stats:type_name -> kvrouter.cluster.v1.StatsRequest
-	22, // 43: kvrouter.cluster.v1.Sequenced.snapshot:type_name -> kvrouter.cluster.v1.SnapshotRequest
-	14, // 44: kvrouter.cluster.v1.Sequenced.dump:type_name -> kvrouter.cluster.v1.DumpRequest
-	27, // 45: kvrouter.cluster.v1.Sequenced.refed:type_name -> kvrouter.cluster.v1.Refed
-	2,  // 46: kvrouter.cluster.v1.Fence.stream:type_name -> kvrouter.cluster.v1.WorkerKey
-	15, // 47: kvrouter.cluster.v1.Handover.dump:type_name -> kvrouter.cluster.v1.DumpResult
-	43, // 48: kvrouter.cluster.v1.Handover.fences:type_name -> kvrouter.cluster.v1.Fence
-	44, // 49: kvrouter.cluster.v1.Handover.cursors:type_name -> kvrouter.cluster.v1.Cursor
-	8,  // 50: kvrouter.cluster.v1.Handover.status:type_name -> kvrouter.cluster.v1.ShardStatus
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	2,  // 39: kvrouter.cluster.v1.PredictionPush.key:type_name -> kvrouter.cluster.v1.WorkerKey
+	7,  // 40: kvrouter.cluster.v1.Sequenced.batch:type_name -> kvrouter.cluster.v1.RouterEventBatch
+	13, // 41: kvrouter.cluster.v1.Sequenced.remove:type_name -> kvrouter.cluster.v1.RemoveWorker
+	24, // 42: kvrouter.cluster.v1.Sequenced.seed:type_name -> kvrouter.cluster.v1.Seed
+	19, // 43: kvrouter.cluster.v1.Sequenced.stats:type_name -> kvrouter.cluster.v1.StatsRequest
+	22, // 44: kvrouter.cluster.v1.Sequenced.snapshot:type_name -> kvrouter.cluster.v1.SnapshotRequest
+	14, // 45: kvrouter.cluster.v1.Sequenced.dump:type_name -> kvrouter.cluster.v1.DumpRequest
+	27, // 46: kvrouter.cluster.v1.Sequenced.refed:type_name -> kvrouter.cluster.v1.Refed
+	2,  // 47: kvrouter.cluster.v1.Fence.stream:type_name -> kvrouter.cluster.v1.WorkerKey
+	15, // 48: kvrouter.cluster.v1.Handover.dump:type_name -> kvrouter.cluster.v1.DumpResult
+	45, // 49: kvrouter.cluster.v1.Handover.fences:type_name -> kvrouter.cluster.v1.Fence
+	46, // 50: kvrouter.cluster.v1.Handover.cursors:type_name -> kvrouter.cluster.v1.Cursor
+	8,  // 51: kvrouter.cluster.v1.Handover.status:type_name -> kvrouter.cluster.v1.ShardStatus
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_cluster_clusterpb_kvrouter_proto_init() }
@@ -3461,7 +3619,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 	if File_cluster_clusterpb_kvrouter_proto != nil {
 		return
 	}
-	file_cluster_clusterpb_kvrouter_proto_msgTypes[40].OneofWrappers = []any{
+	file_cluster_clusterpb_kvrouter_proto_msgTypes[42].OneofWrappers = []any{
 		(*Sequenced_Batch)(nil),
 		(*Sequenced_Remove)(nil),
 		(*Sequenced_Seed)(nil),
@@ -3476,7 +3634,7 @@ func file_cluster_clusterpb_kvrouter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_clusterpb_kvrouter_proto_rawDesc), len(file_cluster_clusterpb_kvrouter_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   44,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -51,6 +51,8 @@ type Replica struct {
 	loads  atomic.Pointer[func() []RankLoad]
 	keep   atomic.Pointer[func(id string, free bool) (bool, error)]
 	delta  atomic.Pointer[func(member string, l RankLoad)]
+	trip   atomic.Pointer[func(member, endpoint string)]
+	pred   atomic.Pointer[func(p Prediction)]
 
 	mu       sync.Mutex
 	table    *Table
@@ -222,6 +224,58 @@ func (r *Replica) PushLoad(l RankLoad) {
 // (PushLoad). f runs on the replica's actor: it must not block.
 func (r *Replica) ServeLoadDeltas(f func(member string, l RankLoad)) { r.delta.Store(&f) }
 
+// Prediction is a prediction one member made on a worker it routed to
+// (clusterpb.PredictionPush).
+type Prediction struct {
+	Member, Model, Tenant string
+	Key                   messages.WorkerKey
+	Hashes                []messages.LocalHash
+	Carried               uint32
+}
+
+// MaxPushedHashes bounds the hashes one pushed prediction carries: a
+// longer prompt's prediction covers its first MaxPushedHashes blocks.
+const MaxPushedHashes = 16384
+
+// PushPrediction sends a prediction this member just made to every other
+// member (fire and forget: a lost one only means a sibling routed there
+// may not see it).
+func (r *Replica) PushPrediction(p Prediction) {
+	others := r.Others()
+	if len(others) == 0 {
+		return
+	}
+	hs := p.Hashes[:min(len(p.Hashes), MaxPushedHashes)]
+	raw := make([]uint64, len(hs))
+	for i, h := range hs {
+		raw[i] = uint64(h)
+	}
+	msg := &clusterpb.PredictionPush{Member: r.Self(), Model: p.Model, Tenant: p.Tenant, Key: clusterpb.FromKey(p.Key), Hashes: raw, Carried: p.Carried}
+	for _, m := range others {
+		r.system.Root.Send(actor.NewPID(m, ActorName), msg)
+	}
+}
+
+// ServePredictions sets what this member does with a prediction another
+// pushed (PushPrediction). f runs on the replica's actor: it must not
+// block.
+func (r *Replica) ServePredictions(f func(p Prediction)) { r.pred.Store(&f) }
+
+// PushBreakerTrip tells every other member that this member's circuit
+// breaker for endpoint opened (fire and forget: a member that misses it
+// opens its own breaker when it sees the failures itself).
+func (r *Replica) PushBreakerTrip(endpoint string) {
+	msg := &clusterpb.BreakerTrip{Member: r.Self(), Endpoint: endpoint}
+	for _, m := range r.Others() {
+		r.system.Root.Send(actor.NewPID(m, ActorName), msg)
+	}
+}
+
+// ServeBreakerTrips sets what this member does with a breaker trip
+// another pushed (PushBreakerTrip). f runs on the replica's actor: it must
+// not block.
+func (r *Replica) ServeBreakerTrips(f func(member, endpoint string)) { r.trip.Store(&f) }
+
 // ServeBookkeeping sets how this member applies a bookkeeping call
 // (prefill_done, free) another member forwards: found false for a request
 // none of its route actors tracks.
@@ -368,6 +422,18 @@ func (a *replicaActor) Receive(ctx actor.Context) {
 		// released.
 		if f, l := a.r.delta.Load(), m.GetLoad(); f != nil && l.GetKey() != nil {
 			(*f)(m.Member, RankLoad{Key: clusterpb.ToKey(l.Key), PrefillTokens: l.PrefillTokens, Blocks: l.Blocks, Requests: l.Requests})
+		}
+	case *clusterpb.PredictionPush:
+		if f := a.r.pred.Load(); f != nil && m.Key != nil && len(m.Hashes) > 0 && len(m.Hashes) <= MaxPushedHashes {
+			hs := make([]messages.LocalHash, len(m.Hashes))
+			for i, h := range m.Hashes {
+				hs[i] = messages.LocalHash(h)
+			}
+			(*f)(Prediction{Member: m.Member, Model: m.Model, Tenant: m.Tenant, Key: clusterpb.ToKey(m.Key), Hashes: hs, Carried: m.Carried})
+		}
+	case *clusterpb.BreakerTrip:
+		if f := a.r.trip.Load(); f != nil && m.Endpoint != "" {
+			(*f)(m.Member, m.Endpoint)
 		}
 	case *clusterpb.LoadsRequest:
 		self := a.r.Self()

@@ -104,8 +104,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := cli.NewFlags("kvrouter-bench", benchHelp, stderr)
 	quick := fs.Bool("quick", true, "quick preset: 2,000 conversation requests on 4, 16, 64 workers with 1, 2, 4 index shards; 1 s sweep points on 16 workers")
-	full := fs.Bool("full", false, "full preset: the Mooncake traces and gen:agentic in full on 4, 16, 64, 1000 workers (1 shard), with and without session ids; 3 s sweep points on 16 and 1000 workers")
-	quality := fs.Bool("quality", false, "quality preset: the routing-quality table alone (kvrouter beside every peer policy and baseline) on the full mode's traces and worker counts")
+	full := fs.Bool("full", false, "full preset: the Mooncake traces, gen:agentic and gen:burst in full on 4, 16, 64, 1000 workers (1 shard), with and without session ids; 3 s sweep points on 16 and 1000 workers")
+	quality := fs.Bool("quality", false, "quality preset: the routing-quality table alone (kvrouter with and without predict-on-route beside every peer policy and baseline) on the full mode's traces and worker counts")
 	jsonPath := fs.String("json", "", "also write the report as JSON to this `file`")
 	plots := fs.String("plots", "", "also draw latency.png and hitrate-<trace>.png into this `dir`")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -116,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	chaosSeed := fs.Uint64("chaos-seed", 1, "--chaos: `seed` of the first trial")
 	chaosKinds := fs.String("chaos-kinds", defaultChaosKinds, "--chaos: comma-separated fault `kinds` drawn, or all (drop, duplicate, reorder, truncate, corrupt, cut, restart_wipe, restart_keep)")
 	b := &benchFlags{fs: fs, set: map[string]func(*loadgen.Config) error{}}
-	b.strFlag("trace", "comma-separated Mooncake `traces`, each "+cli.TraceRefHelp+" (quick: builtin:conversation; full: builtin:conversation,builtin:synthetic,gen:agentic — the generated agentic workload)",
+	b.strFlag("trace", "comma-separated Mooncake `traces`, each "+cli.TraceRefHelp+" (quick: builtin:conversation; full: builtin:conversation,builtin:synthetic,gen:agentic,gen:burst — the generated agentic workload and the burst workload: sibling groups of 2–32 requests sharing a long prefix, fired within 5 ms, among multi-turn sessions)",
 		func(c *loadgen.Config, v string) error { c.Traces = cli.SplitList(v); return nil })
 	b.intFlag("tokens-per-block", "tokens each trace hash_id expands to, and the block size (default 16; the trace's own is 512)",
 		func(c *loadgen.Config, v int) { c.TokensPerBlock = v })
@@ -127,15 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	b.intFlag("in-flight-per-worker", "kvrouter replays on w workers: each request's load is freed this many × w requests later (default 2)",
 		func(c *loadgen.Config, v int) { c.InFlightPerWorker = v })
 	b.strFlag("sessions", "`on`, off or both: send each request's inferred session_id to kvrouter (quick: on; full: both)",
-		func(c *loadgen.Config, v string) error {
-			m := map[string][]bool{"on": {true}, "off": {false}, "both": {true, false}}
-			s, ok := m[v]
-			if !ok {
-				return fmt.Errorf("--sessions %q: want on, off or both", v)
-			}
-			c.Sessions = s
-			return nil
-		})
+		func(c *loadgen.Config, v string) (err error) { c.Sessions, err = onOff("--sessions", v); return err })
 	b.strFlag("shards", "comma-separated index shard `counts` (quick: 1,2,4; full: 1): a replay, ingest run and sweep per count",
 		func(c *loadgen.Config, v string) (err error) { c.Shards, err = cli.IntList(v); return err })
 	b.strFlag("hosts", "comma-separated router host `counts` (quick: 1; full: 1,2,3): 1 runs one router with each --shards count; n > 1 runs n cluster members on loopback in this process (8 shard grains): an ingest run, the replays and sweep per count (memory: one host only)",
@@ -171,6 +163,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		func(c *loadgen.Config, v string) error { c.Transports = cli.SplitList(v); return nil })
 	b.strFlag("feed", "how the sweep's routed requests reach the engines: `async` (each engine's own goroutine and queue; the default), inline (the routing client serves) or none (route only: no events while sweeping)",
 		func(c *loadgen.Config, v string) error { c.Feed = v; return nil })
+	b.strFlag("event-delay", "when a served request's KV events reach kvrouter and the event-fed peers: `prefill` (the engine model's prefill end + --publish-interval; the default) or none (before the next request: the old zero-delay replay)",
+		func(c *loadgen.Config, v string) error { c.Delay.Mode = v; return nil })
+	b.strFlag("publish-interval", fmt.Sprintf("--event-delay prefill: the engine's publish interval added to the prefill end (default %v)", loadgen.DefaultPublishInterval),
+		func(c *loadgen.Config, v string) (err error) {
+			c.Delay.PublishInterval, err = time.ParseDuration(v)
+			return err
+		})
+	b.strFlag("predict", "`on`, off or both: kvrouter replays with predict-on-route (serve's default) and/or without (--predict-ttl 0) (quality: both; else on)",
+		func(c *loadgen.Config, v string) (err error) { c.Predict, err = onOff("--predict", v); return err })
 	b.intFlag("seed", "seed of the seeded baselines: random, exact-greedy, llm-d and aibrix ties (default 1)", func(c *loadgen.Config, v int) { c.Seed = uint64(v) })
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -237,6 +238,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "plots: %s\n", strings.Join(files, ", "))
 	}
 	return 0
+}
+
+// onOff reads an on/off/both flag value as the settings to run.
+func onOff(flag, v string) ([]bool, error) {
+	switch v {
+	case "on":
+		return []bool{true}, nil
+	case "off":
+		return []bool{false}, nil
+	case "both":
+		return []bool{true, false}, nil
+	}
+	return nil, fmt.Errorf("%s %q: want on, off or both", flag, v)
 }
 
 // defaultChaosKinds are --chaos-kinds' default: every fault kind the

@@ -5,9 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -192,5 +196,41 @@ func (s *inProcess) exited(t *testing.T) {
 		}
 	case <-time.After(time.Minute): // a guard against a hang, not a wait
 		t.Fatal("serve did not stop")
+	}
+}
+
+// TestStopWaitsForCutHandlers checks stop's last wait: a request still
+// open at the stop is cut after picker.StopGrace, and stop returns only
+// after its handler has returned (there it frees its booking), however
+// slow that handler's clean-up is.
+func TestStopWaitsForCutHandlers(t *testing.T) {
+	started := make(chan struct{})
+	var finished atomic.Bool
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		close(started)
+		<-r.Context().Done() // cut by the stop
+		for range 10000 {
+			runtime.Gosched() // a slow clean-up: without the wait, stop returns first
+		}
+		finished.Store(true)
+	})}
+	s := &stopper{logger: slog.New(slog.NewTextHandler(io.Discard, nil)), stopEPP: func() {}}
+	s.track(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-started
+	s.stop()
+	if !finished.Load() {
+		t.Fatal("stop returned while the cut request's handler was still running")
 	}
 }

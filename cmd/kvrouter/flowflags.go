@@ -23,6 +23,7 @@ type flowFlags struct {
 	interval       time.Duration
 	maxRequests    int
 	maxBytes       int64
+	headroom       uint64
 	objectives     objectiveFlags
 	objectivesFile string
 	watch          bool
@@ -69,6 +70,7 @@ func (f *flowFlags) add(fs *flag.FlagSet) {
 	fs.DurationVar(&f.noEPTTL, "no-endpoint-ttl", 0, "flow control: a request finding no serving endpoint at all waits this long for one (scale from zero) before its 503 (0: 503 at once)")
 	fs.IntVar(&f.maxRequests, "flow-max-requests", requestpath.DefaultFlowMaxRequests, "flow control: requests queued at most; past it the lowest band's newest are evicted (429) for a higher band's")
 	fs.Int64Var(&f.maxBytes, "flow-max-bytes", requestpath.DefaultFlowMaxBytes, "flow control: request body bytes queued at most, as --flow-max-requests")
+	fs.Uint64Var(&f.headroom, "flow-headroom-blocks", 0, "flow control: booked blocks kept free on every worker for each higher priority band, so a high-priority request finds room at once (with --proxy/--epp-shed-above-blocks; at least a request's blocks to keep a slot; 0: none)")
 	fs.DurationVar(&f.interval, "flow-interval", 100*time.Millisecond, "flow control: how often the queue is looked at besides each freed request (an engine's signals recovering, TTLs)")
 	fs.Var(&f.objectives, "objective", "flow control: an inference objective's priority, NAME=PRIORITY (repeatable): requests whose x-gateway-inference-objective (or x-llm-d-inference-objective) names it go in that band, higher first; below 0 they are sheddable (429 at once, never queued); any other is band 0")
 	fs.BoolVar(&f.watch, "watch-inference-objectives", false, "flow control: also follow the InferencePool's InferenceObjectives in the cluster (with --discover kubernetes and --inference-pool; needs get/list/watch on them); --objective and --inference-objectives win for the names they give")
@@ -108,7 +110,7 @@ func (f *flowFlags) config(pool string) (*requestpath.FlowConfig, error) {
 	}
 	f.bands = len(bands)
 	return &requestpath.FlowConfig{TTL: f.ttl, NoEndpointTTL: f.noEPTTL, MaxRequests: f.maxRequests, MaxBytes: f.maxBytes,
-		Objectives: bands}, nil
+		Objectives: bands, Headroom: f.headroom}, nil
 }
 
 // gvr is --inference-objectives-resource.

@@ -20,6 +20,8 @@ type proxyFlags struct {
 	connect, header, idle *time.Duration
 	attempts              *int
 	shedAbove             *uint64
+	disaggProtocol        *string
+	onPrefillFailure      *string
 }
 
 func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
@@ -30,6 +32,10 @@ func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
 		idle:      fs.Duration("proxy-idle-timeout", 5*time.Minute, "proxy: end an answer whose engine sent nothing for this long"),
 		attempts:  fs.Int("proxy-attempts", 3, "proxy: workers tried per request when connections fail (the chosen one and the next best)"),
 		shedAbove: fs.Uint64("proxy-shed-above-blocks", 0, "proxy: answer 429 when every worker already has more than this many KV blocks booked (0: never shed)"),
+		disaggProtocol: fs.String("proxy-disagg-protocol", proxy.ProtocolAuto, "proxy: KV transfer protocol of requests the router splits into prefill and decode legs: "+
+			"auto (the prefill worker's engine: registered, or detected from its KV events; until one is known the decode worker prefills), vllm, sglang or trtllm"),
+		onPrefillFailure: fs.String("proxy-on-prefill-failure", proxy.PrefillFallbackLocal, "proxy: when a split request's prefill leg fails before the client got a byte: "+
+			"fallback-local (the decode worker prefills itself; vLLM, TensorRT-LLM) or fail (502); SGLang always fails"),
 	}
 }
 
@@ -54,7 +60,8 @@ func (f *proxyFlags) server(path *requestpath.Path, host *service.Host, token st
 		addr = net.JoinHostPort("127.0.0.1", port)
 	}
 	p, err := proxy.New(path, proxy.Options{APIToken: token, Prompts: prompts, ConnectTimeout: *f.connect, HeaderTimeout: *f.header,
-		IdleTimeout: *f.idle, Attempts: *f.attempts, Meter: host.Metrics().Meter("github.com/kvrouter/kvrouter/actors/frontend/proxy"), Logger: logger})
+		IdleTimeout: *f.idle, Attempts: *f.attempts, Meter: host.Metrics().Meter("github.com/kvrouter/kvrouter/actors/frontend/proxy"), Logger: logger,
+		Disagg: proxy.DisaggOptions{Protocol: *f.disaggProtocol, Engines: host.Service.EngineOf, OnPrefillFailure: *f.onPrefillFailure}})
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ var sampleAbout = []struct{ name, about string }{
 	{"vllm-bin-hashes", "vLLM with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0: 32-byte bin hashes"},
 	{"sglang-positional", "SGLang: signed int64 hashes, metadata map (cache_salt, session_id) at position 7"},
 	{"trtllm-map", "TensorRT-LLM: map events incl. a CPU offload and AllBlocksCleared"},
+	{"trtllm-streaming", "TensorRT-LLM's in-engine ZeroMQ publisher: its 8-key BlockStored, mm_keys on a multimodal block, a digest-string token (rejected)"},
 	{"hybrid-groups", "a hybrid model: full-attention group 0 indexed, sliding-window group 1 filtered"},
 	{"eagle-bigram", "an EAGLE drafter: bigram token pairs"},
 	{"vllm-removed-copies", "newer vLLM: a BlockRemoved with locality and remaining_copy_counts (a hash with a copy left stays)"},

@@ -93,6 +93,26 @@ var sampleFixtures = map[string]func() []byte{
 		b.Map(1).Str("type").Str("AllBlocksCleared")
 		return b.Uint(0, 0).Bytes()
 	},
+	"trtllm-streaming": func() []byte {
+		// As tensorrt_llm/_torch/pyexecutor/kv_cache_events.py encodes
+		// them: signed int64 hashes (the radix key's first 8 bytes), the
+		// eight keys BlockStored always carries, mm_keys one entry per
+		// block; a multimodal token sent as its digest string cannot be
+		// hashed, so that event is rejected.
+		b := wirefix.New().Batch(1764400007.5, 3)
+		b.Map(9).Str("type").Str("BlockStored").
+			Str("block_hashes").Array(2).Int(-1<<63+1, 64).Int(2, 64).Str("parent_block_hash").Nil().
+			Str("token_ids").Tokens(1, 2, 3, 4, 9, 9, 9, 9).Str("block_size").Uint(4, 0).
+			Str("lora_id").Nil().Str("medium").Str("GPU").Str("lora_name").Nil().
+			Str("mm_keys").Array(2).Array(0).Array(1).
+			Map(3).Str("type").Str("mm_key").Str("hash").Str("9f86d081884c7d65").Str("start_offset").Uint(0, 0)
+		b.Map(8).Str("type").Str("BlockStored").
+			Str("block_hashes").Array(1).Int(3, 64).Str("parent_block_hash").Int(2, 64).
+			Str("token_ids").Array(4).Uint(5, 0).Str("a1b2c3d4").Uint(7, 0).Uint(8, 0).Str("block_size").Uint(4, 0).
+			Str("lora_id").Nil().Str("medium").Str("GPU").Str("lora_name").Nil()
+		b.Map(3).Str("type").Str("BlockRemoved").Str("block_hashes").Array(1).Int(2, 64).Str("medium").Str("GPU")
+		return b.Uint(0, 0).Bytes()
+	},
 	"hybrid-groups": func() []byte {
 		b := wirefix.New().Batch(1764400005, 3)
 		b.Array(11).Str("BlockStored").Uints(21).Nil().Tokens(1, 2, 3, 4).Uint(4, 0).

@@ -116,6 +116,8 @@ after its --timeout has passed is answered 503 timeout without the work
 The API token (mutating endpoints and /route need "Authorization: Bearer
 TOKEN" when set) comes from --api-token-file, or the KVROUTER_API_TOKEN
 environment variable; --api-token exists for tests (a flag shows in ps).
+The read endpoints (and /metrics and the fleet page) stay open unless
+--protect-reads; /healthz and /readyz are always open.
 
 TLS: the HTTP API and the proxy are plaintext unless --http-cert-dir or
 --proxy-cert-dir names a directory with tls.crt and tls.key (a mounted
@@ -143,6 +145,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	model := fs.String("model", "default", "model name of --worker workers")
 	tenant := fs.String("tenant", api.DefaultTenant, "tenant of --worker workers")
 	costName := fs.String("cost", routing.CostKVRouter.String(), "routing cost: kvrouter (weight × the request's uncached blocks + queued prefill blocks + decode blocks) or dynamo (the reference's: weight × (queued + uncached) prefill blocks + decode blocks)")
+	tiers := fs.String("tier-weights", service.DefaultTierWeights.String(), "share of a cached block's worth the routing cost credits by the storage tier holding it (TIER=WEIGHT in [0, 1], comma-separated; tiers not named keep these defaults); /route reports the physical overlap")
 	weight := fs.Float64("overlap-weight", routing.DefaultOverlapWeight, "weight of the request's uncached prefill blocks in the routing cost (0: load only; default 16 with --cost kvrouter, 1 with --cost dynamo)")
 	falloff := fs.Float64("cache-falloff", routing.DefaultCacheFalloff, "with --cost kvrouter: how fast a busy worker's cache credit falls (a worker tracking r× the mean requests keeps 1/(1 + falloff × (r − 1)²) of it; 0: off)")
 	temperature := fs.Float64("temperature", 0, "routing temperature (0: deterministic argmin)")
@@ -153,6 +156,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sessionIdle := fs.Duration("session-idle", sessions.DefaultIdleTTL, "drop a session's lineage after this long without a store")
 	tokenFlag := fs.String("api-token", "", "bearer token for mutating endpoints (prefer KVROUTER_API_TOKEN or --api-token-file)")
 	tokenFile := fs.String("api-token-file", "", "file holding the bearer token")
+	protectReads := fs.Bool("protect-reads", false, "require the API token on the read endpoints too (/workers, /query, /dump, /sessions, /loads, /decisions, /metrics, the fleet page /ui); /healthz and /readyz stay open for probes")
 	shards := fs.Int("shards", 1, "index shard actors per (model, tenant), 1-64: more parallel ingest for a little more route latency")
 	var st service.Startup
 	cf := addClusterFlags(fs)
@@ -179,6 +183,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	token, err := apiToken(*tokenFlag, *tokenFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
+	if *protectReads && token == "" {
+		fmt.Fprintln(stderr, "kvrouter serve: --protect-reads needs an API token (KVROUTER_API_TOKEN, --api-token-file or --api-token)")
 		return 2
 	}
 	policy, err := tlsf.policy()
@@ -210,6 +218,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rc.CacheFalloff = *falloff
 	}
 	rc.Temperature = *temperature
+	tw, err := service.ParseTierWeights(*tiers)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: --tier-weights: %v\n", err)
+		return 2
+	}
 	if rc.Disagg, err = dgf.config(); err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
@@ -279,7 +292,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	host, err := service.StartHost(system, service.HostConfig{Cluster: cc, Startup: st, Logger: logger,
-		Service: service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, Timeout: *timeout,
+		Service: service.Config{BlockSize: *blockSize, Engine: *engineName, Routing: rc, TierWeights: &tw, Timeout: *timeout,
 			Pipeline: pc, SessionCredit: *sessionCredit, Predictions: predictions, Signals: signals}})
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
@@ -292,6 +305,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
+	grd.ShareTrips(host.Service.ShareBreakerTrips(grd.RemoteTrip)) // a breaker opened on one host opens on all
 	more := append(pr.metrics(), gate.WriteMetrics, grd.WriteMetrics, host.Service.WritePredictionMetrics)
 	if dc != nil {
 		disc, err := startDiscovery(*dc, host.Service, logger)
@@ -334,7 +348,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
 	}
-	h, err := host.Handler(httpapi.Options{APIToken: token, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, RankHealth: grd.RankHealth, MaxTokens: *maxPrompt,
+	h, err := host.Handler(httpapi.Options{APIToken: token, ProtectReads: *protectReads, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, RankHealth: grd.RankHealth, MaxTokens: *maxPrompt,
 		Admission: gate}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)

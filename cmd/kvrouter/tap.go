@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/actors/pipeline"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/cmd/internal/cli"
@@ -35,11 +36,14 @@ simulated engines in-process on loopback and drives them with a Mooncake
 trace (--trace) or random prompts, then checks at the end that the index
 equals every engine's cache.
 
---worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine={engines}][,topic=PREFIX][,bind][,by-topic]
+--worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine={engines}][,topic=PREFIX][,bind][,by-topic][,pod=POD=ID]
   ENDPOINT is the engine's PUB (tcp://host:port); with bind the listener
   binds it and engines dial in; with by-topic as well, many engines share
-  that socket and are told apart by their topic kv@<pod>@<model> (worker id
-  = a stable hash of the pod name). Repeat for every engine and dp rank.
+  that socket and are told apart by their topic kv@<pod>@<model> (llm-d:
+  kv@<pod IP>:<serving port>@<model>), each its own stream, at most 1024;
+  its worker id is ID for each pod=POD=ID given (repeatable), else a stable
+  hash of the pod. topic=PREFIX only filters. Repeat for every engine and
+  dp rank.
 
 Examples:
   kvrouter tap                                      # 4 simulated engines, trace-driven
@@ -155,9 +159,33 @@ func printStatus(w io.Writer, p *pipeline.Pipeline, workers workerFlags) {
 				blocks += len(b)
 			}
 		}
+		if cfg.TopicIdentity {
+			writeSharedStatus(w, cfg.Endpoint, ls, func(s messages.StreamID) any { return st.Streams[s].State }, func(id messages.WorkerID) int {
+				n := 0
+				for k, b := range snap.Blocks {
+					if k.Worker == id {
+						n += len(b)
+					}
+				}
+				return n
+			})
+			continue
+		}
 		s := st.Streams[cfg.Stream]
 		fmt.Fprintf(w, "worker %d rank %d: %-8s seq %-7d batches %-7d blocks %-6d resyncs %v replays %v\n",
 			cfg.Stream.Worker, cfg.Stream.DpRank, s.State, ls.NextSeq, ls.Delivered, blocks, ls.Resyncs, ls.Replays)
+	}
+}
+
+// writeSharedStatus writes a socket shared by topic: its refusals, then
+// one line per pod heard (listener.Stats.Topics), with its stream's state
+// and index blocks.
+func writeSharedStatus(w io.Writer, endpoint string, ls *listener.Stats, state func(messages.StreamID) any, blocks func(messages.WorkerID) int) {
+	fmt.Fprintf(w, "shared socket %s: %d pods, refused: topic_identity %d, too_many_streams %d, topic_worker_collision %d\n",
+		endpoint, len(ls.Topics), ls.BadFrames["topic_identity"], ls.BadFrames["too_many_streams"], ls.BadFrames["topic_worker_collision"])
+	for _, t := range ls.Topics {
+		fmt.Fprintf(w, "  pod %s: worker %d rank %d: %-8v seq %-7d batches %-7d blocks %-6d gaps %d resyncs %d\n",
+			t.Pod, t.Stream.Worker, t.Stream.DpRank, state(t.Stream), t.NextSeq, t.Received, blocks(t.Stream.Worker), t.Gaps, t.Resyncs)
 	}
 }
 

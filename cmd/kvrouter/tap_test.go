@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvrouter/kvrouter/actors/listener"
+	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
 )
 
@@ -16,6 +18,10 @@ func TestParseWorker(t *testing.T) {
 	if cfg.Stream.Worker != 7 || cfg.Stream.DpRank != 2 || cfg.Endpoint != "tcp://10.0.0.5:5557" ||
 		cfg.ReplayEndpoint != "tcp://10.0.0.5:5558" || cfg.Engine != "sglang" || cfg.Topic != "kv@" || !cfg.Bind || !cfg.TopicIdentity {
 		t.Errorf("parsed %+v", cfg)
+	}
+	shared, err := parseWorker("999=tcp://*:5556,bind,by-topic,pod=10.0.0.5:8000=11,pod=10.0.0.6:8000=12")
+	if err != nil || len(shared.Pods) != 2 || shared.Pods["10.0.0.5:8000"] != 11 || shared.Pods["10.0.0.6:8000"] != 12 {
+		t.Errorf("pod=: %+v, %v", shared, err)
 	}
 	spec, err := parseWorker("3=tcp://10.0.0.5:5557,serving=http://10.0.0.5:8000")
 	if err != nil || spec.ServingEndpoint != "http://10.0.0.5:8000" {
@@ -35,7 +41,8 @@ func TestParseWorker(t *testing.T) {
 	}
 	for _, bad := range []string{"tcp://x:1", "x=tcp://a:1", "1:y=tcp://a:1", "1=a:1", "1=tcp://a:1,color=red", "-1=tcp://a:1",
 		"1=tcp://a:1,serving=a", "1=tcp://a:1,serving=tcp://a:1", "1=tcp://a:1,role=encode", "1=tcp://a:1,bootstrap=0",
-		"1=tcp://a:1,bootstrap=h:70000", "1=tcp://a:1,bootstrap=a/b:1"} {
+		"1=tcp://a:1,bootstrap=h:70000", "1=tcp://a:1,bootstrap=a/b:1",
+		"1=tcp://a:1,bind,pod=a:1=2", "1=tcp://a:1,bind,by-topic,pod=a:1", "1=tcp://a:1,bind,by-topic,pod==2", "1=tcp://a:1,bind,by-topic,pod=a=x"} {
 		if _, err := parseWorker(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -73,5 +80,19 @@ func TestTapUsageListsTheEngines(t *testing.T) {
 	want := "engine=" + strings.Join(engine.Choices(), "|") + "]"
 	if len(engine.Names()) < 3 || !strings.Contains(out.String(), want) {
 		t.Errorf("tap --help does not list the engines %v as %q:\n%s", engine.Choices(), want, out.String())
+	}
+}
+
+// A socket shared by topic is shown pod by pod, with its refusals.
+func TestSharedSocketStatus(t *testing.T) {
+	ls := &listener.Stats{BadFrames: map[string]uint64{"too_many_streams": 3},
+		Topics: []listener.TopicStream{{Pod: "10.0.0.5:8000", Stream: messages.StreamID{Worker: 11}, NextSeq: 9, Received: 9, Resyncs: 1}}}
+	var out bytes.Buffer
+	writeSharedStatus(&out, "tcp://*:5556", ls, func(s messages.StreamID) any { return "exact" },
+		func(id messages.WorkerID) int { return int(id) * 2 })
+	want := "shared socket tcp://*:5556: 1 pods, refused: topic_identity 0, too_many_streams 3, topic_worker_collision 0\n" +
+		"  pod 10.0.0.5:8000: worker 11 rank 0: exact    seq 9       batches 9       blocks 22     gaps 0 resyncs 1\n"
+	if out.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
 	}
 }

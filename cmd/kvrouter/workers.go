@@ -40,7 +40,7 @@ func (w *workerFlags) Set(v string) error {
 	return nil
 }
 
-// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT][,topic=PREFIX][,bind][,by-topic].
+// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT][,topic=PREFIX][,bind][,by-topic][,pod=POD=ID…].
 func parseWorker(v string) (workerSpec, error) {
 	var cfg workerSpec
 	id, rest, ok := strings.Cut(v, "=")
@@ -94,9 +94,24 @@ func parseWorker(v string) (workerSpec, error) {
 			cfg.TopicIdentity = true
 		case "topic":
 			cfg.Topic = val
+		case "pod":
+			// POD=ID: the pod of a kv@<pod>@<model> topic (an address, so
+			// it may hold ':') and the worker id its stream takes.
+			pod, idStr, ok := strings.Cut(val, "=")
+			id, err := strconv.ParseUint(idStr, 10, 64)
+			if !ok || pod == "" || err != nil {
+				return cfg, fmt.Errorf("worker %q: pod=%s: want pod=POD=ID (POD as the topic names it, ID an unsigned integer)", v, val)
+			}
+			if cfg.Pods == nil {
+				cfg.Pods = map[string]messages.WorkerID{}
+			}
+			cfg.Pods[pod] = messages.WorkerID(id)
 		default:
-			return cfg, fmt.Errorf("worker %q: unknown option %q (replay=, serving=, engine=, role=, bootstrap=, topic=, bind, by-topic)", v, key)
+			return cfg, fmt.Errorf("worker %q: unknown option %q (replay=, serving=, engine=, role=, bootstrap=, topic=, bind, by-topic, pod=)", v, key)
 		}
+	}
+	if cfg.Pods != nil && !cfg.TopicIdentity {
+		return cfg, fmt.Errorf("worker %q: pod= maps the pods of a socket shared by topic: it needs by-topic", v)
 	}
 	return cfg, nil
 }

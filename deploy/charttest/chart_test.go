@@ -133,7 +133,8 @@ func TestClusteredRendering(t *testing.T) {
 	}
 	for _, a := range []string{"--cluster=kvrouter", "--cluster-provider=etcd",
 		"--etcd-endpoints=http://etcd-0.etcd.kv.svc:2379,http://etcd-1.etcd.kv.svc:2379", "--cluster-bind=$(POD_IP):7000",
-		"--namespace=llm", "--inference-pool=llm/vllm-llama3-8b", "--discover-replay-port=5558"} {
+		"--namespace=llm", "--inference-pool=llm/vllm-llama3-8b", "--discover-replay-port=5558",
+		"--watch-inference-objectives", "--inference-objectives-resource=inference.networking.x-k8s.io/v1alpha2/inferenceobjectives"} {
 		if !hasArg(c, a) {
 			t.Errorf("args %q lack %q", c.Args, a)
 		}
@@ -189,7 +190,8 @@ func checkSecurity(t *testing.T, d appsv1.Deployment, c corev1.Container) {
 }
 
 // checkRBAC: one Role in the watched namespace, get/list/watch only, on
-// pods (and inferencepools with a pool); bound to the Deployment's
+// pods (and inferencepools and inferenceobjectives with a pool, as the
+// clustered values watch them); bound to the Deployment's
 // ServiceAccount; nothing cluster-wide.
 func checkRBAC(t *testing.T, m manifests, d appsv1.Deployment, namespace string, pool bool) {
 	t.Helper()
@@ -203,7 +205,8 @@ func checkRBAC(t *testing.T, m manifests, d appsv1.Deployment, namespace string,
 	}
 	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}
 	if pool {
-		want = append(want, rbacv1.PolicyRule{APIGroups: []string{"inference.networking.k8s.io"}, Resources: []string{"inferencepools"}, Verbs: []string{"get", "list", "watch"}})
+		want = append(want, rbacv1.PolicyRule{APIGroups: []string{"inference.networking.k8s.io"}, Resources: []string{"inferencepools"}, Verbs: []string{"get", "list", "watch"}},
+			rbacv1.PolicyRule{APIGroups: []string{"inference.networking.x-k8s.io"}, Resources: []string{"inferenceobjectives"}, Verbs: []string{"get", "list", "watch"}})
 	}
 	if len(role.Rules) != len(want) {
 		t.Fatalf("Role rules %+v, want %+v", role.Rules, want)

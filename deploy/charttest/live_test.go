@@ -47,7 +47,7 @@ func liveMetrics(t *testing.T) map[string]map[string]bool {
 	// Engine signals scrape the simulated engines' vLLM metrics (worker 3's
 	// serving endpoint refuses, so its scrapes fail: never stale within the
 	// test, so it stays routable for the proxy's retry).
-	workers = append(workers, "--engine-signals", "--signals-interval", "100ms", "--signals-stale-after", "1h")
+	workers = append(workers, "--engine-signals", "--signals-interval", "100ms", "--signals-stale-after", "1h", "--health-checks")
 	api, proxy := "127.0.0.1:"+freePort(t), "http://127.0.0.1:"+freePort(t)
 	run(t, bin, append([]string{"serve", "--http", api, "--block-size", "16", "--proxy-listen", strings.TrimPrefix(proxy, "http://"),
 		"--epp-listen", "127.0.0.1:" + freePort(t), "--epp-health-listen", "127.0.0.1:" + freePort(t), "--proxy-attempts", "3"}, workers...)...)

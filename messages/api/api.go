@@ -282,6 +282,27 @@ type RankInfo struct {
 	// on this router host (absent when health checks are off, before the
 	// first check, or without a serving endpoint).
 	Health *HealthInfo `json:"health,omitempty"`
+	// HitCheck is the check of the router's predicted cache hits on the
+	// rank against what its engine reported for the requests this router
+	// host relayed (absent before the first report).
+	HitCheck *HitCheckInfo `json:"hit_check,omitempty"`
+}
+
+// HitCheckInfo is a rank's prediction check in GET /workers
+// (actors/routing/hitcheck): the requests whose engine reported its
+// cached tokens, the cached tokens predicted and reported for them,
+// the reported/predicted ratio over the recent window (absent until it
+// has enough predicted tokens to judge), whether the rank is flagged (its
+// reports stay far below the predictions: its events are probably lost,
+// or its hashing does not match) and the share of its overlap the cost
+// credits meanwhile.
+type HitCheckInfo struct {
+	Reports         uint64   `json:"reports"`
+	PredictedTokens uint64   `json:"predicted_tokens"`
+	ReportedTokens  uint64   `json:"reported_tokens"`
+	WindowRatio     *float64 `json:"window_ratio,omitempty"`
+	Flagged         bool     `json:"flagged"`
+	Credit          float64  `json:"credit"`
 }
 
 // HealthInfo is a serving endpoint's active health check in GET

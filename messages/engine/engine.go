@@ -53,14 +53,9 @@ type Adapter interface {
 type StreamTraits struct {
 	// SeqStartsAtZero: a fresh publisher's first seq is 0, so a listener
 	// that first sees seq N > 0 knows N batches came before it. When false
-	// (TensorRT-LLM starts at a nanosecond timestamp) the first seq seen is
-	// only a baseline.
+	// (older TensorRT-LLM publishers start at a nanosecond timestamp)
+	// the first seq seen is only a baseline.
 	SeqStartsAtZero bool
-	// Heartbeats: the publisher sends empty batches periodically, so
-	// silence longer than HeartbeatEvery means the peer is gone.
-	Heartbeats bool
-	// HeartbeatEverySeconds is the publisher's heartbeat period.
-	HeartbeatEverySeconds int
 	// SeqStartDetected (Auto): each publisher's first seq says how it
 	// counts — a nanosecond timestamp (IsTimestampSeq) is a baseline, as
 	// without SeqStartsAtZero; a smaller seq counts from 0, as with it.
@@ -68,8 +63,8 @@ type StreamTraits struct {
 }
 
 // TimestampSeqFloor is the smallest seq read as a nanosecond timestamp
-// (2001-09-09 in Unix nanoseconds): TensorRT-LLM starts its seqs at its
-// start time, while a count from 0 never gets near it.
+// (2001-09-09 in Unix nanoseconds): older TensorRT-LLM publishers start
+// their seqs at their start time, while a count from 0 never gets near it.
 const TimestampSeqFloor = 1_000_000_000_000_000_000
 
 // IsTimestampSeq reports whether seq is a nanosecond timestamp rather than

@@ -87,8 +87,8 @@ func TestRegistry(t *testing.T) {
 	if _, err := Lookup("nope"); err == nil {
 		t.Error("unknown engine accepted")
 	}
-	if a, _ := Lookup("trtllm"); a.Stream().SeqStartsAtZero || !a.Stream().Heartbeats {
-		t.Error("trtllm starts its seq at a timestamp and sends heartbeats")
+	if a, _ := Lookup("trtllm"); a.Stream().SeqStartsAtZero || !a.Stream().SeqStartDetected {
+		t.Error("trtllm's seqs start at 0 (its own publisher) or at a timestamp (Dynamo's): read from the first seq")
 	}
 	if a, _ := Lookup("vllm"); !a.Stream().SeqStartsAtZero {
 		t.Error("vllm starts at 0")

@@ -29,6 +29,7 @@ const (
 	fCacheSalt
 	fMMInfos
 	fCopies // remaining_copy_counts (copies.go)
+	fMMKeys // mm_keys (TensorRT-LLM, mmkeys.go)
 )
 
 // storedPositions is BlockStored's fixed positional prefix (vLLM declaration
@@ -55,7 +56,7 @@ var keyFields = map[string]field{
 	"lora_name": fSlot7, "metadata": fSlot7, "extra_keys": fExtraKeys, "group_idx": fGroupIdx,
 	"kv_cache_spec_kind": fKind, "kv_cache_spec_sliding_window": fSliding,
 	"locality": fLocality, "ownership": fOwnership, "session_id": fSessionID,
-	"cache_salt": fCacheSalt, "block_mm_infos": fMMInfos, "remaining_copy_counts": fCopies,
+	"cache_salt": fCacheSalt, "block_mm_infos": fMMInfos, "remaining_copy_counts": fCopies, "mm_keys": fMMKeys,
 	"ts": fIgnore, "events": fIgnore, "data_parallel_rank": fIgnore, "dp_rank": fIgnore, "attn_dp_rank": fIgnore,
 	"mm_objects": fIgnore, "mm_hash": fIgnore,
 }
@@ -87,6 +88,9 @@ type eventState struct {
 	metaSession string
 	bareExtra   []string // block 0's bare extra_keys strings: LoRA name or vLLM's cache salt
 	mmItems     int
+	// entries is the entry count of the last per-block list read
+	// (perBlock); mmKeyEntries mm_keys' (-1: absent or nil).
+	entries, mmKeyEntries int
 }
 
 // setExtraSalt keeps the first cache salt found in extra_keys.
@@ -114,7 +118,7 @@ func (st *eventState) fail(err error) error {
 
 // event decodes one event of either encoding.
 func (x *Decoder) event(ev *Event) error {
-	st := eventState{ev: ev}
+	st := eventState{ev: ev, mmKeyEntries: -1}
 	cl, err := x.peek()
 	if err != nil {
 		return err
@@ -253,6 +257,8 @@ func (x *Decoder) readField(st *eventState, f field) error {
 		return x.mmInfos(st)
 	case fCopies:
 		return x.remainingCopies(ev)
+	case fMMKeys:
+		return x.mmKeys(st)
 	default:
 		return x.skip()
 	}
@@ -287,6 +293,7 @@ func (x *Decoder) tag(ev *Event) error {
 func (x *Decoder) resolve(st *eventState) {
 	ev := st.ev
 	st.checkCopies()
+	st.checkMMKeys()
 	if ev.CacheSalt == "" {
 		ev.CacheSalt = st.metaSalt
 	}

@@ -191,6 +191,7 @@ func (x *Decoder) perBlock(st *eventState, name string, item func(block int) err
 	if err != nil || !ok {
 		return err
 	}
+	st.entries = blocks
 	var bad fieldErrs
 	keep := bad.keep
 	for b := 0; b < blocks; b++ {
@@ -237,22 +238,24 @@ func (x *Decoder) perBlock(st *eventState, name string, item func(block int) err
 
 // firstOrKey hands the value's first array element, or its map entry named
 // key, to read, and skips the rest of the container. Any other value is
-// skipped.
+// skipped. A field error of read is returned once the container is read
+// through, so the next value is where the decoder stands.
 func (x *Decoder) firstOrKey(key string, read func() error) error {
 	cl, err := x.peek()
 	if err != nil {
 		return err
 	}
+	var bad fieldErrs
 	switch cl {
 	case classArray:
 		n, err := x.arrayLen()
 		if err != nil || n == 0 {
 			return err
 		}
-		if err := read(); err != nil {
+		if err := bad.keep(read()); err != nil {
 			return err
 		}
-		return x.skipN(n - 1)
+		return firstErr(x.skipN(n-1), bad.first)
 	case classMap:
 		n, err := x.mapLen()
 		if err != nil {
@@ -264,7 +267,7 @@ func (x *Decoder) firstOrKey(key string, read func() error) error {
 				return err
 			}
 			if k == key {
-				err = read()
+				err = bad.keep(read())
 			} else {
 				err = x.skip()
 			}
@@ -272,7 +275,7 @@ func (x *Decoder) firstOrKey(key string, read func() error) error {
 				return err
 			}
 		}
-		return nil
+		return bad.first
 	}
 	return x.skip()
 }

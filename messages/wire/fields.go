@@ -93,6 +93,12 @@ func (x *Decoder) token() (uint32, error) {
 		if err := x.skip(); err != nil {
 			return 0, err
 		}
+		if cl == classStr {
+			// TensorRT-LLM's KV cache manager V2 sends a multimodal token
+			// as its digest (mmkeys.go): kvrouter cannot hash that block
+			// as it hashes a prompt's tokens.
+			return 0, malformed("token id is a string (a multimodal token digest, as TensorRT-LLM sends it): its block cannot be hashed from token ids")
+		}
 		return 0, malformed("token id is a msgpack %s, want an int", cl)
 	}
 	v, err := x.decodeInt64()

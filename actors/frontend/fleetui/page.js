@@ -7,7 +7,11 @@
   const PAGE = 50;
   const view = { sort: "worker", desc: false, filter: "", state: "", page: 0 };
   let rows = [];
-  let prevTotals = null;
+  // Decision totals of recent polls, oldest first, at most WINDOW_MS old:
+  // the rates are taken over that window, so a quiet poll interval does
+  // not blank them.
+  const WINDOW_MS = 60000;
+  const samples = [];
 
   const $ = (id) => document.getElementById(id);
   const cell = (tr, text, cls) => {
@@ -129,18 +133,22 @@
     tbody.replaceChildren(frag);
   }
 
-  // renderRates turns the decision totals of two polls into the route
-  // rate and the predicted hit rate (cached / prompt tokens) between them.
+  // renderRates turns the decision totals of this poll and of the oldest
+  // one in the window into the route rate and the predicted hit rate
+  // (cached / prompt tokens) between them.
   function renderRates(log) {
     const m = { routes: log.recorded + log.skipped, prompt: log.prompt_tokens, cached: log.cached_tokens, at: performance.now() };
-    if (prevTotals) {
-      const dt = (m.at - prevTotals.at) / 1000;
-      const dp = m.prompt - prevTotals.prompt;
-      $("c-rate").textContent = dt > 0 ? ((m.routes - prevTotals.routes) / dt).toFixed(1) : "–";
-      $("c-hit").textContent = dp > 0 ? ((100 * (m.cached - prevTotals.cached)) / dp).toFixed(1) + " %" : "no routes";
+    while (samples.length > 0 && m.at - samples[0].at > WINDOW_MS) samples.shift();
+    const first = samples[0];
+    if (first) {
+      const dt = (m.at - first.at) / 1000;
+      const dp = m.prompt - first.prompt;
+      $("c-rate").textContent = dt > 0 ? ((m.routes - first.routes) / dt).toFixed(1) : "–";
+      $("c-hit").textContent = dp > 0 ? ((100 * (m.cached - first.cached)) / dp).toFixed(1) + " %" : "no routes";
+      $("c-window").textContent = "over the last " + Math.round(dt) + " s";
     }
     $("c-routes").textContent = fmt(m.routes);
-    prevTotals = m;
+    samples.push(m);
   }
 
   async function poll() {

@@ -28,6 +28,14 @@ type Core interface {
 	Done(ctx context.Context, id string) error
 }
 
+// UsageReader is the part of a Core that reads what the engine reported
+// at the end of a response (its cached tokens, for the router's
+// prediction check): tail is the end of the response body the data plane
+// streamed through the picker, given once, before Done.
+type UsageReader interface {
+	EngineUsage(id string, tail []byte)
+}
+
 // Request is one request to route.
 type Request struct {
 	// ID names the booking (the picker makes one per ext_proc stream).

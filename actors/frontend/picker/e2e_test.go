@@ -296,7 +296,8 @@ func cachedTokens(t *testing.T, sse string) int {
 // request where the picker said, to simulated engines serving OpenAI over
 // HTTP from their prefix caches and publishing what they stored. A
 // conversation's second turn goes to the engine that served the first and
-// finds its prefix cached there; every booking is freed.
+// finds its prefix cached there, as the router predicted and the engine's
+// usage reports; every booking is freed.
 func TestEndToEndEnvoyToEngines(t *testing.T) {
 	f := newE2E(t, Config{}, true)
 	turn1 := prompt(100, 8)
@@ -337,4 +338,20 @@ func TestEndToEndEnvoyToEngines(t *testing.T) {
 		t.Fatalf("second turn went to engine %d with %d tokens cached; want engine %d with %d", d2, c2, d1, len(turn1))
 	}
 	f.settled(t)
+	// The picker read each answer's usage as it streamed through: the
+	// prediction check saw both turns, the router's prediction equal to
+	// what the engine reported.
+	waitFor(t, "both answers' usage in the prediction check", func() (bool, any) {
+		ws, err := f.svc.Workers(context.Background())
+		if err != nil {
+			return false, err
+		}
+		for _, w := range ws {
+			if int(w.InstanceID) == d1+1 {
+				c := w.Ranks[0].HitCheck
+				return c != nil && c.Reports == 2 && c.ReportedTokens == uint64(c1+c2) && c.PredictedTokens == c.ReportedTokens && !c.Flagged, c
+			}
+		}
+		return false, ws
+	})
 }

@@ -108,6 +108,14 @@ func (c pathCore) Answered(_ context.Context, id, endpoint string, status int) e
 	return nil
 }
 
+// EngineUsage hands the end of the response body to the booking's
+// prediction check (requestpath.Booking.EngineUsage).
+func (c pathCore) EngineUsage(id string, tail []byte) {
+	if b, err := c.booking(id); err == nil {
+		b.EngineUsage(tail)
+	}
+}
+
 func (c pathCore) Done(ctx context.Context, id string) error {
 	b, err := c.booking(id)
 	if err == nil {

@@ -16,6 +16,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/kvrouter/kvrouter/actors/frontend/usage"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -240,6 +241,9 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		if h := req.GetRequestHeaders(); h != nil && r.span == nil {
 			r.startSpan(h.GetHeaders())
 		}
+		if b := req.GetResponseBody(); b != nil {
+			_, _ = r.tail.Write(b.GetBody())
+		}
 		if end, err := r.do(r.st.Handle(req)); end {
 			return err
 		}
@@ -255,6 +259,9 @@ type run struct {
 	ctx   context.Context
 	span  trace.Span
 	first string // the first endpoint chosen
+	// tail is the end of the response body the data plane streamed
+	// through (the engine's reported cached tokens are there).
+	tail usage.Tail
 }
 
 // finish frees a booking the stream still holds and ends the span.
@@ -327,6 +334,9 @@ func (r *run) do(acts []Action) (end bool, err error) {
 			r.book(bookFirstByte, func(ctx context.Context) error { return r.s.core.FirstByte(ctx, r.id) })
 			r.event("first_byte")
 		case Done:
+			if u, ok := r.s.core.(UsageReader); ok {
+				u.EngineUsage(r.id, r.tail.Bytes())
+			}
 			r.book(bookDone, func(ctx context.Context) error { return r.s.core.Done(ctx, r.id) })
 		case Answered:
 			if an, ok := r.s.core.(Answerer); ok {

@@ -53,6 +53,37 @@
 //     event {"error": …} on a stream, then the connection is aborted so no
 //     client mistakes it for a whole answer; the booking is freed first.
 //
+// # Split requests (prefill/decode disaggregation)
+//
+// A route answer with a prefill worker (api.PrefillLeg: the router split
+// the request) is served in two legs (disagg.go), with the engines' own
+// transfer protocol (package pdtransfer: which fields each leg carries,
+// checked against the engines' source). The protocol follows the prefill
+// worker's engine (registered, or detected from its KV events), or
+// DisaggOptions.Protocol for all.
+//   - vLLM and TensorRT-LLM: the prefill leg goes first to the prefill
+//     worker's registered serving endpoint and its whole answer (at most
+//     1 MiB) is read; the decode leg, built with the params it returned,
+//     goes to the booking's candidates exactly as an unsplit request
+//     (retries, breakers, streaming, bookkeeping).
+//   - SGLang: both legs at once; the prefill leg's answer is read and
+//     dropped. The decode leg's answer is held back from the client until
+//     its headers (gatedWriter), so a prefill leg that fails first can
+//     cancel it and answer 502 instead.
+//
+// A prefill leg that fails (unreachable, a non-2xx answer, an answer
+// without transfer params) falls back to the decode worker alone with the
+// client's body (OnPrefillFailure fallback-local, the default) or is
+// answered 502 prefill_failed (fail); SGLang's decode engines cannot
+// prefill alone, so it is a 502 there. Another prefill worker is not
+// tried: the route answer names one, and choosing another is the
+// router's. The prefill endpoint is the router's registered one only: the
+// client's own transfer fields (kv_transfer_params, bootstrap_*,
+// disaggregated_params) are removed from every body first, counted. The
+// booking is the router's: its prefill load is freed by prefill_done at
+// the decode leg's first byte, the rest by free at the end, whatever
+// failed. The prefill endpoint has no circuit breaker of its own here.
+//
 // # Telemetry
 //
 // One OpenTelemetry server span per request ("POST /v1/completions"),
@@ -72,5 +103,9 @@
 //
 // Tested end to end (e2e_test.go) against simulated engines speaking the
 // same OpenAI shapes (bench/simengine's HTTP surface) over real HTTP and
-// real KV event streams; not against a real vLLM or SGLang server.
+// real KV event streams; not against a real vLLM or SGLang server. Split
+// requests (disagg_test.go) are tested against simulated prefill and
+// decode engines that check each protocol's fields, with the router's
+// split faked (every answer split onto one prefill engine); not against a
+// real engine's KV transfer.
 package proxy

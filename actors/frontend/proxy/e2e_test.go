@@ -19,7 +19,6 @@ import (
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/service"
-	"github.com/kvrouter/kvrouter/actors/telemetry"
 	"github.com/kvrouter/kvrouter/bench/simengine"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
@@ -51,39 +50,61 @@ func newFleet(t *testing.T, n int, hold func(context.Context), opts Options) *fl
 // (its Guard, its overload threshold).
 func newGuardedFleet(t *testing.T, n int, hold func(context.Context), opts Options, pc requestpath.Config) *fleet {
 	t.Helper()
-	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
+	svc := newService(t)
 	f := &fleet{t: t, svc: svc}
 	for i := range n {
-		eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0", BlockSize: blockSize, CapacityBlocks: 256})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { eng.Close() })
-		hs, err := eng.ServeHTTP("127.0.0.1:0", simengine.HTTPOptions{CompletionTokens: 3, Hold: hold})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { hs.Close() })
+		eng, hs := simEngine(t, simengine.HTTPOptions{CompletionTokens: 3, Hold: hold})
 		f.engines, f.https = append(f.engines, eng), append(f.https, hs)
 		if err := svc.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(i + 1), Endpoint: eng.Endpoint(),
 			ReplayEndpoint: eng.ReplayEndpoint(), ModelName: "m", TenantID: api.DefaultTenant, ServingEndpoint: hs.ServingEndpoint()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.settle()
-	f.path = requestpath.New(svc, pc)
-	p, err := New(f.path, opts)
+	f.serve(svc, pc, opts)
+	return f
+}
+
+// newService is kvrouter's service, closed with the test.
+func newService(t *testing.T) *service.Service {
+	t.Helper()
+	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(svc.Close)
+	return svc
+}
+
+// simEngine is a simulated engine with its OpenAI surface, closed with
+// the test.
+func simEngine(t *testing.T, ho simengine.HTTPOptions) (*simengine.Engine, *simengine.HTTPServer) {
+	t.Helper()
+	eng, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0", BlockSize: blockSize, CapacityBlocks: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	hs, err := eng.ServeHTTP("127.0.0.1:0", ho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hs.Close() })
+	return eng, hs
+}
+
+// serve waits for the engines' streams, then puts the request path over
+// be and the proxy in front of it.
+func (f *fleet) serve(be requestpath.Backend, pc requestpath.Config, opts Options) {
+	f.t.Helper()
+	f.settle()
+	f.path = requestpath.New(be, pc)
+	p, err := New(f.path, opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
+	f.t.Cleanup(srv.Close)
 	f.url = srv.URL
-	return f
 }
 
 var waitFor = frontendtest.WaitFor
@@ -263,12 +284,8 @@ func TestProxyEngineDeathEndsTheStreamAndFrees(t *testing.T) {
 // the next best; the booking follows the worker that served, and each
 // failed connection is counted against the worker that failed.
 func TestProxyRetriesTheNextBestWorker(t *testing.T) {
-	m, err := telemetry.NewMetrics(telemetry.Pipelines(nil), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
-	f := newFleet(t, 2, nil, Options{Meter: m.Meter("github.com/kvrouter/kvrouter/actors/frontend/proxy")})
+	m := testMetrics(t)
+	f := newFleet(t, 2, nil, Options{Meter: proxyMeter(m)})
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

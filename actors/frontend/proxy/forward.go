@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/actors/frontend/usage"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -120,13 +121,19 @@ func retryable(status int) bool {
 // send posts the body to candidate c: the response headers, or the
 // connection's failure.
 func (p *Proxy) send(ctx context.Context, r *http.Request, b *requestpath.Booking, c requestpath.Candidate, body []byte) (*http.Response, error) {
-	up, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Endpoint.BaseURL()+r.URL.Path, bytes.NewReader(body))
+	return p.post(ctx, r, b.ID, c.Endpoint.BaseURL(), body)
+}
+
+// post sends the client's request r with body to the engine at base
+// (its path, its headers but Authorization, the request id).
+func (p *Proxy) post(ctx context.Context, r *http.Request, id, base string, body []byte) (*http.Response, error) {
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, base+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	copyHeaders(up.Header, r.Header)
 	up.Header.Del("Authorization") // the proxy's token is not the engine's
-	up.Header.Set(RequestIDHeader, b.ID)
+	up.Header.Set(RequestIDHeader, id)
 	propagator.Inject(ctx, propagation.HeaderCarrier(up.Header))
 	return p.client.Do(up)
 }
@@ -154,6 +161,7 @@ func (p *Proxy) stream(w http.ResponseWriter, ctx context.Context, cancel contex
 	defer bufPool.Put(bp)
 	buf := *bp
 	var last time.Time
+	var tail usage.Tail // the answer's end, for the engine's reported cached tokens
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
@@ -172,9 +180,11 @@ func (p *Proxy) stream(w http.ResponseWriter, ctx context.Context, cancel contex
 				return
 			}
 			_ = rc.Flush()
+			_, _ = tail.Write(buf[:n])
 		}
 		if err == io.EOF {
 			b.Report(served, requestpath.EndpointOK) // an empty answer
+			b.EngineUsage(tail.Bytes())
 			p.metrics.done(ctx, cand.Key, resp.StatusCode, time.Since(start))
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/frontend/proxy/pdtransfer"
 	"github.com/kvrouter/kvrouter/messages"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -30,6 +31,7 @@ var (
 type metrics struct {
 	ttft, itl, e2e  metric.Float64Histogram
 	errors, refusal metric.Int64Counter
+	disagg          disaggMetrics
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
@@ -49,6 +51,8 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	out.errors, err = m.Int64Counter("kvrouter.proxy.errors", metric.WithDescription("Forwarded requests that failed, by worker and reason."))
 	errs = append(errs, err)
 	out.refusal, err = m.Int64Counter("kvrouter.proxy.refused", metric.WithDescription("Requests the proxy answered itself, by reason."))
+	errs = append(errs, err)
+	out.disagg, err = newDisaggMetrics(m)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("proxy metrics: %w", err)
@@ -88,4 +92,53 @@ func (m *metrics) failed(ctx context.Context, k messages.WorkerKey, reason strin
 
 func (m *metrics) refused(ctx context.Context, reason string) {
 	m.refusal.Add(ctx, 1, metric.WithAttributes(reasonKey.String(reason)))
+}
+
+// disaggMetrics are the instruments of split requests:
+//
+//	kvrouter_proxy_prefill_legs_total{protocol,outcome}        prefill legs sent, by outcome (disagg.go's Prefill* values)
+//	kvrouter_proxy_prefill_leg_duration_seconds{protocol}      histogram: a prefill leg's send to its whole answer
+//	kvrouter_proxy_prefill_fallbacks_total{protocol,reason,action} split requests served without their remote prefill:
+//	                                                           action local (the decode worker prefilled) or failed (502)
+//	kvrouter_proxy_client_transfer_fields_total{field}         transfer fields removed from clients' bodies
+type disaggMetrics struct {
+	legs, fallbacks, fields metric.Int64Counter
+	legTime                 metric.Float64Histogram
+}
+
+func newDisaggMetrics(m metric.Meter) (disaggMetrics, error) {
+	var out disaggMetrics
+	var errs [4]error
+	out.legs, errs[0] = m.Int64Counter("kvrouter.proxy.prefill_legs", metric.WithDescription("Prefill legs of split requests, by transfer protocol and outcome."))
+	out.legTime, errs[1] = m.Float64Histogram("kvrouter.proxy.prefill_leg.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from sending a prefill leg to its whole answer."), metric.WithExplicitBucketBoundaries(ttftBuckets...))
+	out.fallbacks, errs[2] = m.Int64Counter("kvrouter.proxy.prefill_fallbacks",
+		metric.WithDescription("Split requests served without their remote prefill, by reason: locally on the decode worker, or failed."))
+	out.fields, errs[3] = m.Int64Counter("kvrouter.proxy.client_transfer_fields",
+		metric.WithDescription("KV transfer fields removed from clients' request bodies, by field."))
+	return out, errors.Join(errs[:]...)
+}
+
+var (
+	protocolKey = attribute.Key("protocol")
+	outcomeKey  = attribute.Key("outcome")
+	actionKey   = attribute.Key("action")
+	fieldKey    = attribute.Key("field")
+)
+
+func (m *metrics) prefillDone(ctx context.Context, proto pdtransfer.Protocol, outcome string, d time.Duration) {
+	m.disagg.legs.Add(ctx, 1, metric.WithAttributes(protocolKey.String(string(proto)), outcomeKey.String(outcome)))
+	m.disagg.legTime.Record(ctx, d.Seconds(), metric.WithAttributes(protocolKey.String(string(proto))))
+}
+
+func (m *metrics) fallback(ctx context.Context, proto pdtransfer.Protocol, reason string, local bool) {
+	action := "failed"
+	if local {
+		action = "local"
+	}
+	m.disagg.fallbacks.Add(ctx, 1, metric.WithAttributes(protocolKey.String(string(proto)), reasonKey.String(reason), actionKey.String(action)))
+}
+
+func (m *metrics) clientField(ctx context.Context, field string) {
+	m.disagg.fields.Add(ctx, 1, metric.WithAttributes(fieldKey.String(field)))
 }

@@ -11,7 +11,25 @@ import (
 	"testing"
 
 	"github.com/kvrouter/kvrouter/actors/telemetry"
+	"go.opentelemetry.io/otel/metric"
 )
+
+// testMetrics is a process's metrics (its /metrics handler), shut down
+// with the test.
+func testMetrics(t *testing.T) *telemetry.Metrics {
+	t.Helper()
+	m, err := telemetry.NewMetrics(telemetry.Pipelines(nil), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	return m
+}
+
+// proxyMeter is the proxy's meter of m.
+func proxyMeter(m *telemetry.Metrics) metric.Meter {
+	return m.Meter("github.com/kvrouter/kvrouter/actors/frontend/proxy")
+}
 
 // scrape is one Prometheus text scrape of m.
 func scrape(t *testing.T, m *telemetry.Metrics) string {
@@ -48,11 +66,7 @@ func series(text, name string, labels ...string) float64 {
 // streamed answer; a request the proxy answers itself is counted by
 // reason. A request without x-request-id gets one.
 func TestProxyMetricsPerWorker(t *testing.T) {
-	m, err := telemetry.NewMetrics(telemetry.Pipelines(nil), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	m := testMetrics(t)
 	release := make(chan struct{})
 	// The engine holds its answer after the first token until the client
 	// has read it: the rest comes as a later chunk (an inter-token gap).
@@ -61,7 +75,7 @@ func TestProxyMetricsPerWorker(t *testing.T) {
 		case <-ctx.Done():
 		case <-release:
 		}
-	}, Options{Meter: m.Meter("github.com/kvrouter/kvrouter/actors/frontend/proxy")})
+	}, Options{Meter: proxyMeter(m)})
 	ctx := context.Background()
 	resp, err := f.post(ctx, "/v1/completions", `{"model":"m","stream":true,"prompt":`+tokens(4, 8)+`}`)
 	if err != nil {

@@ -67,6 +67,9 @@ type Options struct {
 	// Transport overrides the upstream transport (tests); it must honour
 	// the request context.
 	Transport http.RoundTripper
+	// Disagg configures the requests the router splits into a prefill
+	// and a decode leg (disagg.go).
+	Disagg DisaggOptions
 }
 
 // Proxy is the OpenAI-compatible front end (an http.Handler).
@@ -106,6 +109,9 @@ func New(path *requestpath.Path, opts Options) (*Proxy, error) {
 	}
 	if opts.Meter == nil {
 		opts.Meter = noop.NewMeterProvider().Meter("")
+	}
+	if err := opts.Disagg.check(); err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(opts.Meter)
 	if err != nil {
@@ -229,6 +235,7 @@ func (p *Proxy) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.ReasonBadJSON, "the body is not a JSON object: "+err.Error())
 		return
 	}
+	body = p.stripTransferFields(ctx, body) // a client never names where an engine pulls KV from
 	if req.Model == "" {
 		p.metrics.refused(ctx, api.ReasonMissingField)
 		writeError(w, http.StatusBadRequest, api.ReasonMissingField, "model is required")
@@ -257,6 +264,10 @@ func (p *Proxy) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer b.Done(ctx)
+	if b.Prefill != nil {
+		p.split(w, r, b, body)
+		return
+	}
 	p.forward(w, r, b, body)
 }
 

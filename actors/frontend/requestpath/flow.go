@@ -34,6 +34,14 @@ type FlowConfig struct {
 	// as the Gateway API Inference Extension defines it). An objective
 	// not listed, and none, is band 0.
 	Objectives map[string]int
+	// Headroom keeps booked-block room on every worker for the higher
+	// bands: a request of a band with k known bands above it is admitted
+	// only to a worker with at most ShedAboveBlocks − k × Headroom blocks
+	// booked (at least 1), so a high-priority request arriving at a busy
+	// fleet finds room at once instead of waiting for the next answer to
+	// end. 0 (the default) keeps no headroom. Only with a booked-blocks
+	// cap (Config.ShedAboveBlocks).
+	Headroom uint64
 }
 
 // Flow control defaults.
@@ -150,6 +158,32 @@ func (g *Guard) Band(objective string) int {
 	return g.flowing.band(objective)
 }
 
+// shedAbove is the booked-blocks threshold for a request naming
+// objective: limit less the headroom kept for the bands above its own
+// (FlowConfig.Headroom); limit itself with flow control or headroom off.
+func (g *Guard) shedAbove(objective string, limit uint64) uint64 {
+	if g == nil || g.flowing == nil || g.flowing.cfg.Headroom == 0 || limit == 0 {
+		return limit
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.flowing
+	b := f.band(objective)
+	above := map[int]bool{}
+	for _, bands := range []map[string]int{f.cfg.Objectives, f.found} {
+		for _, v := range bands {
+			if v > b {
+				above[v] = true
+			}
+		}
+	}
+	keep := uint64(len(above)) * f.cfg.Headroom
+	if keep >= limit {
+		return 1
+	}
+	return limit - keep
+}
+
 func (f *flowState) count(band int, outcome string) {
 	f.outcomes[[2]string{strconv.Itoa(band), outcome}]++
 }
@@ -167,7 +201,7 @@ func (f *flowState) waitable(err error) (ok, noEP bool) {
 
 // flow runs one request's routing attempts (try) under flow control:
 // straight through when it is off; otherwise a request arriving while
-// others wait queues behind them, and one refused for want of room
+// others of its band or a higher one wait queues behind them, and one refused for want of room
 // queues until it is dispatched, expires, is evicted or its client goes.
 func (g *Guard) flow(ctx context.Context, r Request, key string, try func() (*Booking, error)) (*Booking, error) {
 	if g == nil || g.flowing == nil {
@@ -176,7 +210,7 @@ func (g *Guard) flow(ctx context.Context, r Request, key string, try func() (*Bo
 	f := g.flowing
 	g.mu.Lock()
 	band := f.band(r.Objective)
-	behind := f.q.Len() > 0
+	behind := f.q.LenFrom(band) > 0 // lower bands queued do not hold it back: it would be dispatched first
 	g.mu.Unlock()
 	last := fmt.Errorf("%w: %w: requests are queued ahead of it", ErrOverloaded, ErrNoRoom)
 	noEP := false

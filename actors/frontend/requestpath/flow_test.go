@@ -247,3 +247,43 @@ func TestFlowSetObjectives(t *testing.T) {
 		r.b.Done(ctx)
 	}
 }
+
+// Headroom: with 8 booked blocks the cap and 4 kept for the band above, a
+// default-band request finds no room on workers holding 10 and 5 blocks
+// and waits, while a critical one is routed at once (worker 2 is under 8);
+// a band with two bands above keeps twice the headroom, at least 1 block.
+func TestFlowHeadroomKeepsRoomForHigherBands(t *testing.T) {
+	clk := frontendtest.NewClock()
+	g := newGuard(t, clk, GuardConfig{BreakerOff: true, Flow: &FlowConfig{Objectives: objectives, Headroom: 4}})
+	p := New(&fakeBackend{answer: threeWorkers()}, Config{Guard: g, ShedAboveBlocks: 8})
+	ctx := context.Background()
+	crit, err := p.Route(ctx, Request{ID: "crit", Model: "m", Tokens: []uint32{1}, Objective: "critical"})
+	if err != nil {
+		t.Fatalf("critical request: %v, want routed (worker 2 has 5 blocks booked, under 8)", err)
+	}
+	crit.Done(ctx)
+	waiting := make(chan error, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, err := p.Route(cctx, Request{ID: "std", Model: "m", Tokens: []uint32{1}, Objective: "standard"})
+		waiting <- err
+	}()
+	eventually.True(t, "the default-band request waits", func() (bool, string) {
+		return g.Queued() == 1, fmt.Sprint(g.Queued(), " queued")
+	})
+	cancel()
+	if err := <-waiting; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiting request: %v", err)
+	}
+	for _, c := range []struct {
+		objective string
+		want      uint64
+	}{{"critical", 8}, {"standard", 4}, {"scavenger", 1}} { // scavenger: 8 − 2×4 → at least 1
+		if got := g.shedAbove(c.objective, 8); got != c.want {
+			t.Errorf("%s: threshold %d, want %d", c.objective, got, c.want)
+		}
+	}
+	if got := g.shedAbove("standard", 0); got != 0 {
+		t.Errorf("no cap: threshold %d, want 0 (never shed)", got)
+	}
+}

@@ -58,8 +58,9 @@ type Guard struct {
 	budget   guard.Budget
 	limiter  limiter
 	counts   guardCounts
-	flowing  *flowState   // nil: flow control off
-	health   *healthState // nil: health checks off
+	flowing  *flowState            // nil: flow control off
+	health   *healthState          // nil: health checks off
+	push     func(hostPort string) // ShareTrips; nil: not shared
 }
 
 // NewGuard returns a Guard; it checks the configuration.
@@ -157,15 +158,25 @@ func (g *Guard) record(hostPort string, t guard.Ticket, r EndpointResult) {
 		return
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.counts.result(r)
 	b, ok := g.breakers[hostPort]
 	if !ok {
+		g.mu.Unlock()
 		return
 	}
 	now := g.cfg.Now()
+	var push func(string)
 	if b.Record(now, t, r == EndpointOK) {
-		g.counts.transition(b.State(now))
+		to := b.State(now)
+		g.counts.transition(to)
+		if to == guard.Open && g.push != nil {
+			push = g.push
+			g.counts.sharedTrips++
+		}
+	}
+	g.mu.Unlock()
+	if push != nil {
+		push(hostPort)
 	}
 }
 

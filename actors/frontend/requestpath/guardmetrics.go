@@ -25,12 +25,15 @@ const (
 
 // guardCounts are the Guard's counters; its lock covers them.
 type guardCounts struct {
-	transitions   map[guard.BreakerState]int64 // by the state entered
-	results       map[EndpointResult]int64
-	refused       int64            // requests a breaker did not let through
-	untracked     int64            // endpoints past MaxEndpoints
-	limited       map[string]int64 // by bucket kind
-	limitOverflow int64
+	transitions map[guard.BreakerState]int64 // by the state entered
+	// sharedTrips and remoteTrips count the breaker trips pushed to the
+	// other router hosts and those received from them.
+	sharedTrips, remoteTrips int64
+	results                  map[EndpointResult]int64
+	refused                  int64            // requests a breaker did not let through
+	untracked                int64            // endpoints past MaxEndpoints
+	limited                  map[string]int64 // by bucket kind
+	limitOverflow            int64
 }
 
 func (c *guardCounts) transition(to guard.BreakerState) {
@@ -108,6 +111,7 @@ func (g *Guard) WriteMetrics(w io.Writer) error {
 	for _, s := range []guard.BreakerState{guard.Closed, guard.Open, guard.HalfOpen} {
 		fmt.Fprintf(&sb, "kvrouter_breaker_transitions_total{to=%q} %d\n", s, c.transitions[s])
 	}
+	fmt.Fprintf(&sb, "# HELP kvrouter_breaker_shared_trips_total Circuit breakers that opened here and were pushed to the other router hosts (sent), or opened here because another host's opened (received).\n# TYPE kvrouter_breaker_shared_trips_total counter\nkvrouter_breaker_shared_trips_total{direction=\"sent\"} %d\nkvrouter_breaker_shared_trips_total{direction=\"received\"} %d\n", c.sharedTrips, c.remoteTrips)
 	fmt.Fprintf(&sb, "# HELP kvrouter_breaker_refused_total Requests a circuit breaker did not let through to its endpoint.\n# TYPE kvrouter_breaker_refused_total counter\nkvrouter_breaker_refused_total %d\n", c.refused)
 	fmt.Fprintf(&sb, "# HELP kvrouter_breaker_untracked_endpoints_total Endpoints seen past the breaker cap (unguarded).\n# TYPE kvrouter_breaker_untracked_endpoints_total counter\nkvrouter_breaker_untracked_endpoints_total %d\n", c.untracked)
 	sb.WriteString("# HELP kvrouter_endpoint_results_total What serving endpoints did with the requests sent to them, as the breakers count it.\n# TYPE kvrouter_endpoint_results_total counter\n")

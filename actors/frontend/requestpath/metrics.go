@@ -43,6 +43,7 @@ const (
 //	kvrouter_request_path_skipped_workers_total{front,reason}      ranks left out of candidate lists
 //	kvrouter_request_path_routed_by_load_total{front,reason}       requests without token ids
 //	kvrouter_request_path_bookkeeping_total{front,action,result}
+//	kvrouter_request_path_hit_reports_total{front,result}          answers read for the engine's cached tokens
 //	kvrouter_request_path_retries_total{front,reason}              retries to the next candidate, by what the last attempt got
 //	kvrouter_request_path_retries_refused_total{front,reason}      retries not made: budget (spent), attempts (cap reached)
 //	kvrouter_request_path_in_flight{front}                         bookings not yet done (Gauge)
@@ -91,6 +92,7 @@ var metricHelp = map[string][3]string{
 	"skipped_workers": {"reason", "", "Ranks left out of a request's candidates, by reason."},
 	"routed_by_load":  {"reason", "", "Requests routed by load alone (no token ids), by why there were none."},
 	"bookkeeping":     {"action", "result", "Bookkeeping calls from responses (rebook, prefill_done, free), by result."},
+	"hit_reports":     {"result", "", "Answers read for the engine's reported cached tokens, by result: reported (to the prediction check), no_usage, moved (served by another rank than predicted), by_load (nothing predicted), split (a split request: the decode engine's report counts the transferred prompt)."},
 }
 
 // WriteMetrics writes the counters in the Prometheus text format (for
@@ -110,7 +112,7 @@ func (m *Metrics) WriteMetrics(w io.Writer, inFlight int) error {
 		return strings.Compare(strings.Join(a[:], "\x00"), strings.Join(b[:], "\x00"))
 	})
 	var sb strings.Builder
-	for _, name := range []string{"bookkeeping", "decisions", "retries", "retries_refused", "routed_by_load", "skipped_workers"} {
+	for _, name := range []string{"bookkeeping", "decisions", "hit_reports", "retries", "retries_refused", "routed_by_load", "skipped_workers"} {
 		h := metricHelp[name]
 		full := "kvrouter_request_path_" + name + "_total"
 		fmt.Fprintf(&sb, "# HELP %s %s\n# TYPE %s counter\n", full, h[2], full)

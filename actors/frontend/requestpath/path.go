@@ -209,10 +209,13 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 	all, skipped := Candidates(res, r.Subset, 0)
 	cands := p.admitted(all, skipped)
 	p.metrics.skip(skipped)
+	chosen := messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank}
 	b := &Booking{ID: r.ID, Model: req.ModelName, Tenant: req.TenantID, Candidates: cands, CachedTokens: res.CachedTokens,
-		Prefill: res.PrefillWorker, path: p, st: NewState(messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank})}
+		Prefill: res.PrefillWorker, path: p, st: NewState(chosen),
+		hits: hitCheck{predictedOn: chosen, promptTokens: uint64(len(r.Tokens)), byLoad: r.Tokens == nil}}
 	var refuse error
-	switch why := Overloaded(cands, p.cfg.ShedAboveBlocks); {
+	limit := p.cfg.Guard.shedAbove(r.Objective, p.cfg.ShedAboveBlocks) // less the headroom kept for higher bands
+	switch why := Overloaded(cands, limit); {
 	case len(cands) == 0 && skipped[SkipBreakerOpen] > 0:
 		p.metrics.decision(OutcomeBreakerOpen)
 		refuse = fmt.Errorf("%w (model %q)", ErrBreakersOpen, r.Model)
@@ -221,7 +224,7 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 		refuse = fmt.Errorf("%w for model %q", ErrNoEndpoint, r.Model)
 	case why == ShedBooked:
 		p.metrics.decision(OutcomeShed)
-		refuse = fmt.Errorf("%w: %w: every worker has more than %d blocks booked", ErrOverloaded, ErrNoRoom, p.cfg.ShedAboveBlocks)
+		refuse = fmt.Errorf("%w: %w: every worker has more than %d blocks booked", ErrOverloaded, ErrNoRoom, limit)
 	case why == ShedSaturated:
 		p.metrics.decision(OutcomeSaturated)
 		refuse = fmt.Errorf("%w: %w: every worker's engine reports saturation (queue, KV usage or stale metrics)", ErrOverloaded, ErrNoRoom)
@@ -283,6 +286,7 @@ type Booking struct {
 	mu   sync.Mutex
 	st   State
 	tk   tickets
+	hits hitCheck
 }
 
 // Served says the request went to (and was accepted by) rank k; after a

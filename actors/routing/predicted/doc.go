@@ -95,4 +95,14 @@
 //   - Writing predictions into the radix tree (llm-d's way): the tree's
 //     guarantee (never a block the engine evicted) would be lost, and with
 //     different hash schemes the same block would be keyed twice.
+//
+// # Several router hosts
+//
+// Each host's route actors own their Tables; a cluster shares the
+// predictions as it shares booked load: the service pushes each booked
+// decision's hashes, worker and carried overlap to the other members,
+// whose route actors Record them as their own (routing.RemotePrediction;
+// actors/service, cluster.go). A push can be lost (fire and forget): a
+// sibling another host routes then misses the prediction, as it would
+// without sharing; it is never wrong for longer than the TTL.
 package predicted

@@ -20,7 +20,8 @@
 // it hands each new state on as a JSON List, which the request path
 // parses and filters by pool (requestpath.ParseObjectives, the parser of
 // the objectives file), so one parser reads both. It needs get, list and
-// watch on that resource too (not in the chart's Role).
+// watch on that resource too (the chart's Role has them with
+// discovery.watchInferenceObjectives).
 //
 // Metrics (WriteMetrics, Prometheus text): kvrouter_discovery_passes_total,
 // kvrouter_discovery_actions_total{op,result}, kvrouter_discovery_skipped_pods_total{reason}

@@ -25,5 +25,16 @@ func Seeds() [][]byte {
 	add(New().Map(3).Str("ts").Uint(1, 0).Str("events").Array(1).Map(1).Str("type").Str("LoadStat").
 		Str("data_parallel_rank").Nil())
 	add(New().Batch(0, 2).Uint(1, 0).Array(0).Nil())
+	// TensorRT-LLM's streaming publisher: its eight keys, mm_keys per
+	// block, a multimodal token sent as a digest string.
+	b = New().Batch(3, 2)
+	b.Map(9).Str("type").Str("BlockStored").Str("block_hashes").Array(2).Int(-1<<63+1, 64).Int(2, 64).
+		Str("parent_block_hash").Nil().Str("token_ids").Tokens(1, 2, 3, 4).Str("block_size").Uint(2, 0).
+		Str("lora_id").Nil().Str("medium").Str("GPU").Str("lora_name").Nil().
+		Str("mm_keys").Array(2).Nil().Array(1).Map(4).Str("type").Str("mm_key").Str("hash").Str("ab12").
+		Str("start_offset").Uint(1, 0).Str("uuid").Str("u")
+	b.Map(4).Str("type").Str("BlockStored").Str("block_hashes").Uints(3).
+		Str("token_ids").Array(2).Uint(1, 0).Str("9f86").Str("block_size").Uint(2, 0)
+	add(b.Uint(0, 0))
 	return seeds
 }

@@ -67,6 +67,21 @@ func (q *Queue) BandLen(b int) int {
 	return n
 }
 
+// LenFrom is the number of items queued in band b or a higher one: the
+// requests a new request of band b would wait behind.
+func (q *Queue) LenFrom(b int) int {
+	n := 0
+	for _, qb := range q.bands { // highest first
+		if qb.band < b {
+			break
+		}
+		for _, ids := range qb.flows {
+			n += len(ids)
+		}
+	}
+	return n
+}
+
 // Push queues it at the back of its flow; evicted are the items it
 // displaced (their waiters must be answered). ok is false when it does
 // not fit even after evicting every lower band (nothing is evicted then).

@@ -37,6 +37,9 @@ func TestQueueBandsAndFairness(t *testing.T) {
 	push(t, &q, 6, 0, "c")
 	push(t, &q, 7, 10, "x") // critical
 	push(t, &q, 8, 0, "b")
+	if q.LenFrom(10) != 1 || q.LenFrom(0) != 8 || q.LenFrom(11) != 0 || q.LenFrom(-1) != 8 {
+		t.Fatalf("LenFrom 10, 0, 11, -1: %d %d %d %d; want 1 8 0 8", q.LenFrom(10), q.LenFrom(0), q.LenFrom(11), q.LenFrom(-1))
+	}
 	if got, want := popAll(&q), "7 1 5 6 2 8 3 4 "; got != want {
 		t.Fatalf("pop order %q, want %q", got, want)
 	}

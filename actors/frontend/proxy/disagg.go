@@ -1,0 +1,377 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/kvrouter/kvrouter/actors/frontend/proxy/pdtransfer"
+	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
+	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
+	"github.com/kvrouter/kvrouter/messages/serving"
+	"github.com/kvrouter/kvrouter/messages/tracectx"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// DisaggOptions configure the requests the router splits into a remote
+// prefill and a decode leg (a route answer with a prefill worker).
+type DisaggOptions struct {
+	// Protocol is the transfer protocol of every split request: one of
+	// pdtransfer.Protocols, or "" / "auto" (the default) for the prefill
+	// worker's engine (Engines). A split request whose
+	// protocol is not known is served by its decode worker alone.
+	Protocol string
+	// Engines gives the engine a worker runs, registered or detected
+	// (service.EngineOf; nil: none known).
+	Engines func(messages.WorkerID) string
+	// OnPrefillFailure is what a sequential protocol (vLLM, TensorRT-LLM)
+	// does when its prefill leg fails: PrefillFallbackLocal (the default)
+	// sends the client's request to the decode worker alone, PrefillFail
+	// answers 502. SGLang's decode engines cannot prefill alone: a failed
+	// prefill leg is a 502 there either way.
+	OnPrefillFailure string
+	// Rand is the source of SGLang's rooms and TensorRT-LLM's request ids
+	// (default crypto/rand.Reader).
+	Rand io.Reader
+}
+
+// DisaggOptions.OnPrefillFailure values.
+const (
+	PrefillFallbackLocal = "fallback-local"
+	PrefillFail          = "fail"
+)
+
+// ProtocolAuto is DisaggOptions.Protocol's default: the prefill worker's
+// engine, registered or detected.
+const ProtocolAuto = "auto"
+
+func (o *DisaggOptions) check() error {
+	if o.Protocol == "" {
+		o.Protocol = ProtocolAuto
+	}
+	if _, ok := pdtransfer.ForEngine(o.Protocol); !ok && o.Protocol != ProtocolAuto {
+		return fmt.Errorf("proxy: disaggregation protocol %q, want auto or one of %v", o.Protocol, pdtransfer.Protocols)
+	}
+	switch o.OnPrefillFailure {
+	case "":
+		o.OnPrefillFailure = PrefillFallbackLocal
+	case PrefillFallbackLocal, PrefillFail:
+	default:
+		return fmt.Errorf("proxy: on prefill failure %q, want %s or %s", o.OnPrefillFailure, PrefillFallbackLocal, PrefillFail)
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Reader
+	}
+	return nil
+}
+
+// Prefill leg outcomes (kvrouter_proxy_prefill_legs_total{outcome}) and
+// the reasons a split request was served without a remote prefill
+// (kvrouter_proxy_prefill_fallbacks_total{reason}: these and the failed
+// outcomes).
+const (
+	PrefillOK          = "ok"
+	PrefillConnect     = "connect_failed"   // the prefill engine could not be reached
+	PrefillStatus      = "bad_status"       // it answered other than 2xx
+	PrefillBadAnswer   = "bad_answer"       // its answer lacks the protocol's transfer params
+	PrefillTooLarge    = "answer_too_large" // its answer is over pdtransfer.MaxAnswerBytes
+	PrefillDied        = "engine_died"      // its answer broke off
+	PrefillCanceled    = "canceled"         // the client went away, or the decode leg ended first
+	PrefillFinished    = "finished"         // the prefill engine finished the request itself (TensorRT-LLM)
+	NoProtocol         = "unknown_protocol" // the prefill worker's engine has no known protocol
+	PrefillNotBuilt    = "not_built"        // the leg could not be built (SGLang without a bootstrap host)
+	BadPrefillEndpoint = "bad_prefill_endpoint"
+	ErrPrefillFailed   = "prefill_failed" // the client's error code when no fallback was made
+)
+
+// The spans of a split request's legs, children of the request's span.
+const (
+	SpanPrefill = "kvrouter.proxy.prefill_leg"
+	SpanDecode  = "kvrouter.proxy.decode_leg"
+)
+
+// spanProtocol is the legs' span attribute naming the transfer protocol.
+var spanProtocol = attribute.Key("kvrouter.protocol")
+
+// tracer is the tracer of the request's span (the process's provider).
+func tracer(ctx context.Context) trace.Tracer {
+	return trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/kvrouter/kvrouter/actors/frontend/proxy")
+}
+
+// split serves a request the router split: the prefill leg, then (or, for
+// SGLang, at once) the decode leg on the booking's candidates, whose
+// answer the client gets. body is the client's (its transfer fields
+// stripped).
+func (p *Proxy) split(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, body []byte) {
+	ctx := r.Context()
+	leg := b.Prefill
+	proto, ok := p.protocol(leg)
+	if !ok {
+		p.local(w, r, b, body, "", NoProtocol)
+		return
+	}
+	ep, err := serving.Parse(leg.ServingEndpoint)
+	if err != nil {
+		p.local(w, r, b, body, proto, BadPrefillEndpoint)
+		return
+	}
+	parsed, err := pdtransfer.Parse(body)
+	if err != nil { // completions read it as an object already
+		writeError(w, http.StatusBadRequest, api.ReasonBadJSON, err.Error())
+		return
+	}
+	host := leg.BootstrapHost
+	if host == "" {
+		host, _, _ = net.SplitHostPort(ep.HostPort)
+	}
+	legs, err := pdtransfer.Build(proto, parsed, pdtransfer.Prefill{BootstrapHost: host, BootstrapPort: leg.BootstrapPort}, p.opts.Disagg.Rand)
+	if err != nil {
+		p.opts.Logger.Warn("proxy: prefill leg not built", "request_id", b.ID, "protocol", proto, "error", err)
+		p.local(w, r, b, body, proto, PrefillNotBuilt)
+		return
+	}
+	if !proto.Sequential() {
+		p.together(w, r, b, ep, legs)
+		return
+	}
+	var decode []byte
+	outcome := p.prefillLeg(ctx, r, b, ep, proto, legs.Prefill, func(answer []byte) (err error) {
+		decode, err = pdtransfer.Decode(legs, parsed, answer)
+		return err
+	})
+	switch {
+	case outcome == PrefillCanceled:
+		return // the client went away; the booking is freed by the caller
+	case outcome == PrefillFinished: // not a failure: the decode worker answers in the client's shape
+		p.local(w, r, b, body, proto, PrefillFinished)
+	case outcome != PrefillOK && p.opts.Disagg.OnPrefillFailure == PrefillFail:
+		p.metrics.fallback(ctx, proto, outcome, false)
+		w.Header().Set(RequestIDHeader, b.ID)
+		writeError(w, http.StatusBadGateway, ErrPrefillFailed, fmt.Sprintf("the prefill leg failed (%s)", outcome))
+	case outcome != PrefillOK:
+		p.local(w, r, b, body, proto, outcome)
+	default:
+		p.decodeLeg(w, r, b, proto, decode)
+	}
+}
+
+// protocol is the split request's transfer protocol.
+func (p *Proxy) protocol(leg *api.PrefillLeg) (pdtransfer.Protocol, bool) {
+	name := p.opts.Disagg.Protocol
+	if name == ProtocolAuto {
+		if p.opts.Disagg.Engines == nil {
+			return "", false
+		}
+		name = p.opts.Disagg.Engines(leg.WorkerID)
+	}
+	return pdtransfer.ForEngine(name)
+}
+
+// local serves a split request on its decode worker alone (its own
+// prefill), counted with why.
+func (p *Proxy) local(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, body []byte, proto pdtransfer.Protocol, why string) {
+	p.metrics.fallback(r.Context(), proto, why, true)
+	p.opts.Logger.Warn("proxy: split request served without its remote prefill", "request_id", b.ID, "protocol", proto, "reason", why,
+		"prefill_worker", b.Prefill.WorkerID)
+	p.decodeLeg(w, r, b, proto, body)
+}
+
+// decodeLeg forwards body to the decode candidates under a span of its own.
+func (p *Proxy) decodeLeg(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, proto pdtransfer.Protocol, body []byte) {
+	ctx, span := tracer(r.Context()).Start(r.Context(), SpanDecode, trace.WithAttributes(spanProtocol.String(string(proto))))
+	defer span.End()
+	p.forward(w, r.WithContext(ctx), b, body)
+}
+
+// prefillLeg sends a prefill leg and reads its whole answer (at most
+// pdtransfer.MaxAnswerBytes), which use (when set) takes the decode leg's
+// params from: an error there is a bad answer.
+func (p *Proxy) prefillLeg(ctx context.Context, r *http.Request, b *requestpath.Booking, ep serving.Endpoint, proto pdtransfer.Protocol,
+	body []byte, use func([]byte) error) string {
+	start := time.Now()
+	ctx, span := tracer(ctx).Start(ctx, SpanPrefill, trace.WithAttributes(spanProtocol.String(string(proto)),
+		tracectx.Worker.Int64(int64(b.Prefill.WorkerID)), tracectx.DpRank.Int64(int64(b.Prefill.DpRank)),
+		attribute.String("kvrouter.prefill_endpoint", ep.String())))
+	defer span.End()
+	answer, outcome, err := p.readPrefill(ctx, r, b.ID, ep, body)
+	if outcome == PrefillOK && use != nil {
+		switch err = use(answer); {
+		case errors.Is(err, pdtransfer.ErrFinished):
+			outcome = PrefillFinished
+		case err != nil:
+			outcome = PrefillBadAnswer
+		}
+	}
+	if outcome != PrefillOK {
+		span.SetStatus(codes.Error, outcome)
+		if outcome != PrefillCanceled {
+			p.opts.Logger.Warn("proxy: prefill leg failed", "request_id", b.ID, "protocol", proto, "prefill_worker", b.Prefill.WorkerID,
+				"endpoint", ep.String(), "outcome", outcome, "error", err)
+		}
+	}
+	span.SetAttributes(attribute.String("kvrouter.prefill_outcome", outcome))
+	p.metrics.prefillDone(ctx, proto, outcome, time.Since(start))
+	return outcome
+}
+
+func (p *Proxy) readPrefill(ctx context.Context, r *http.Request, id string, ep serving.Endpoint, body []byte) ([]byte, string, error) {
+	resp, err := p.post(ctx, r, id, ep.BaseURL(), body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, PrefillCanceled, err
+		}
+		return nil, PrefillConnect, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, pdtransfer.MaxAnswerBytes+1))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, PrefillCanceled, err
+	case err != nil:
+		return nil, PrefillDied, err
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return nil, PrefillStatus, fmt.Errorf("status %d", resp.StatusCode)
+	case buf.Len() > pdtransfer.MaxAnswerBytes:
+		return nil, PrefillTooLarge, fmt.Errorf("more than %d bytes", pdtransfer.MaxAnswerBytes)
+	}
+	return buf.Bytes(), PrefillOK, nil
+}
+
+// together runs SGLang's legs at once: the prefill leg's answer is read
+// and dropped, the decode leg's goes to the client. A prefill leg that
+// fails before the client's answer started cancels the decode leg and is
+// answered 502; once the answer started, the decode engine ends it (its
+// transfer fails with the prefill).
+func (p *Proxy) together(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, ep serving.Endpoint, legs pdtransfer.Legs) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	gw := &gatedWriter{w: w, hdr: http.Header{}}
+	failed := make(chan string, 1)
+	go func() {
+		outcome := p.prefillLeg(ctx, r, b, ep, legs.Protocol, legs.Prefill, nil)
+		if outcome != PrefillOK && outcome != PrefillCanceled && gw.abort() {
+			cancel()
+		}
+		failed <- outcome
+	}()
+	p.decodeLeg(gw, r.WithContext(ctx), b, legs.Protocol, legs.Decode)
+	if !gw.aborted() {
+		cancel() // the answer is over: a prefill leg still out has nothing left to give
+		<-failed
+		return
+	}
+	outcome := <-failed
+	p.metrics.fallback(r.Context(), legs.Protocol, outcome, false)
+	w.Header().Set(RequestIDHeader, b.ID)
+	writeError(w, http.StatusBadGateway, ErrPrefillFailed, fmt.Sprintf("the prefill leg failed (%s)", outcome))
+}
+
+// errAborted: the gated writer's answer was given up (its prefill leg
+// failed first).
+var errAborted = errors.New("proxy: the answer was given up: its prefill leg failed")
+
+// gatedWriter holds a decode leg's answer back from the client until its
+// first WriteHeader, and lets a failed prefill leg give the answer up
+// before that (abort): then nothing the decode leg writes reaches the
+// client, which gets the proxy's error instead.
+type gatedWriter struct {
+	w   http.ResponseWriter
+	hdr http.Header
+
+	mu        sync.Mutex
+	committed bool
+	gaveUp    bool
+}
+
+// Header is the answer's header until it is committed.
+func (g *gatedWriter) Header() http.Header { return g.hdr }
+
+// WriteHeader commits the answer to the client, unless it was given up.
+func (g *gatedWriter) WriteHeader(code int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gaveUp || g.committed {
+		return
+	}
+	g.committed = true
+	for k, v := range g.hdr {
+		g.w.Header()[k] = v
+	}
+	g.w.WriteHeader(code)
+}
+
+func (g *gatedWriter) Write(b []byte) (int, error) {
+	g.WriteHeader(http.StatusOK)
+	if g.aborted() {
+		return 0, errAborted
+	}
+	return g.w.Write(b)
+}
+
+// FlushError flushes a committed answer (http.ResponseController's hook).
+func (g *gatedWriter) FlushError() error {
+	g.mu.Lock()
+	ok := g.committed && !g.gaveUp
+	g.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return http.NewResponseController(g.w).Flush()
+}
+
+// abort gives the answer up if nothing of it reached the client yet.
+func (g *gatedWriter) abort() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.committed {
+		return false
+	}
+	g.gaveUp = true
+	return true
+}
+
+func (g *gatedWriter) aborted() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gaveUp
+}
+
+// stripTransferFields removes the transfer fields a client put in its
+// body (pdtransfer.ClientFields), counting each; the body is returned
+// untouched when it has none.
+func (p *Proxy) stripTransferFields(ctx context.Context, body []byte) []byte {
+	has := false
+	for _, f := range pdtransfer.ClientFields {
+		if bytes.Contains(body, []byte(`"`+f+`"`)) {
+			has = true
+			break
+		}
+	}
+	if !has {
+		return body
+	}
+	parsed, err := pdtransfer.Parse(body)
+	if err != nil {
+		return body // the caller refuses it
+	}
+	found := parsed.Strip()
+	if len(found) == 0 {
+		return body // the name was inside a value
+	}
+	for _, f := range found {
+		p.metrics.clientField(ctx, f)
+	}
+	p.opts.Logger.Warn("proxy: transfer fields removed from a client's body", "fields", found)
+	return parsed.Encode()
+}
