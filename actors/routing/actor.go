@@ -232,7 +232,9 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		_, known := a.index[m.Key]
 		a.pred.remote(m, known, time.Now())
 	case *HitReport:
-		a.hits.observe(m.Report, a.cands, a.index)
+		if a.hits.observe(m.Report, a.cands, a.index) {
+			a.setPools() // the decode and prefill pools are copies of cands
+		}
 	case *HitStatsRequest:
 		ctx.Respond(a.hits.stats())
 	case *RemoteUpdate:

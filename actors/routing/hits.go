@@ -31,12 +31,15 @@ type hitCheck struct{ t *hitcheck.Tracker }
 
 func newHitCheck() *hitCheck { return &hitCheck{t: hitcheck.New(hitcheck.Config{})} }
 
-// observe takes a report and updates the reported worker's candidate.
-func (h *hitCheck) observe(r hitcheck.Report, cands []Candidate, index map[messages.WorkerKey]int) {
+// observe takes a report and updates the reported worker's candidate;
+// changed says its credit moved.
+func (h *hitCheck) observe(r hitcheck.Report, cands []Candidate, index map[messages.WorkerKey]int) (changed bool) {
 	v := h.t.Observe(r)
 	if i, ok := index[r.Key]; ok && v.Changed {
 		cands[i].HitCredit = v.Credit
+		return true
 	}
+	return false
 }
 
 // apply gives every candidate its current credit (a new candidate list
