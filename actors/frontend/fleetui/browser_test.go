@@ -94,10 +94,16 @@ func startRouter(t *testing.T) *router {
 		post(t, r.url+"/register", map[string]any{"instance_id": id, "endpoint": eng.Endpoint(),
 			"replay_endpoint": eng.ReplayEndpoint(), "model_name": "llama", "block_size": blockSize})
 	}
+	// Each attempt serves a new prompt: a repeated one is a cache hit that
+	// publishes nothing, so a first batch published before the router's
+	// subscription took hold (ZeroMQ drops it) would never be followed by
+	// another, and the stream without replay would never see a block.
+	attempt := 0
 	eventually.True(t, "every stream in its state, with blocks", func() (bool, string) {
 		for id, eng := range r.engines {
-			eng.Serve(tokens(int(id), 3+int(id)), "")
+			eng.Serve(tokens(int(id)+100*attempt, 3+int(id)), "")
 		}
+		attempt++
 		resp, err := http.Get(r.url + "/workers")
 		if err != nil {
 			return false, err.Error()
