@@ -100,6 +100,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runPinnedIngest(args[1:], stdout, stderr)
 		case "floor-server":
 			return runFloorServer(args[1:], stdout, stderr)
+		case "disagg":
+			return runDisagg(args[1:], stdout, stderr)
 		}
 	}
 	fs := cli.NewFlags("kvrouter-bench", benchHelp, stderr)
