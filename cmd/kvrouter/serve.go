@@ -174,6 +174,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tlsf := addTLSFlags(fs)
 	drainTimeout := addDrainFlags(fs)
 	gf := addGuardFlags(fs)
+	ef := addEdgeFlags(fs)
 	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (0, the default: no cap; package admission says why)")
 	predict := addPredictFlags(fs)
 	pprofAddr := fs.String("pprof-listen", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on HOST:PORT, a listener of their own without the API token: use loopback (a bare :PORT binds it); off when not given")
@@ -244,6 +245,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	gate := admission.New(*maxRoutes, logger)
+	edge, err := ef.build(gate, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	grd, err := gf.build(df.pool, df.mode)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
@@ -343,13 +349,13 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: --proxy-cert-dir needs --proxy-listen\n")
 		return 2
 	}
-	more = append(more, tlsSrcs.WriteMetrics)
+	more = append(more, tlsSrcs.WriteMetrics, edge.WriteMetrics)
 	rp := pf.path(host.Service, gate, grd, logger)
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
 	}
 	h, err := host.Handler(httpapi.Options{APIToken: token, ProtectReads: *protectReads, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, RankHealth: grd.RankHealth, MaxTokens: *maxPrompt,
-		Admission: gate}, more...)
+		Admission: gate, Edge: edge}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
@@ -371,6 +377,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tlsSrcs.watch(ctx, tlsf.checkEvery)
 	go func() { errc <- listen(srv, httpSrc, policy) }()
 	if psrv != nil {
+		psrv.Handler = edgeProxy(edge, psrv.Handler)
 		stp.track(psrv)
 		go func() { errc <- listen(psrv, proxySrc, policy) }()
 		logger.Info("kvrouter proxy listening", "proxy", psrv.Addr, "tls", proxySrc != nil)

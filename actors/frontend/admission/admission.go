@@ -103,6 +103,10 @@ func (g *Gate) refuse() {
 // line when the last one was at last (0: never).
 func logDue(last, now int64) bool { return last == 0 || now-last >= int64(logEvery) }
 
+// Full reports whether the gate would refuse a request now (the edge's
+// overload state: EdgeConfig.Overloaded).
+func (g *Gate) Full() bool { return g != nil && Over(g.n.Load(), g.max) }
+
 // Max is the cap (0: none).
 func (g *Gate) Max() int {
 	if g == nil {
