@@ -60,3 +60,26 @@ func TestSummarizeMeasuresFromTheScheduledTime(t *testing.T) {
 		t.Errorf("throughput %.0f/s, want about 1,000", st.Throughput)
 	}
 }
+
+// A refusal (503, 429) is an error with its own latency from the scheduled
+// time; a timeout is an error without one.
+func TestSummarizeMeasuresRefusals(t *testing.T) {
+	s := newSchedule(1000, 10*time.Millisecond)
+	s.Pace(0, 0)
+	var samples []sample
+	for i := range uint64(10) {
+		due := s.Due(i)
+		x := sample{Seq: i, Began: due, Ended: due.Add(time.Millisecond), OK: true}
+		switch i % 3 {
+		case 1:
+			x.OK, x.Err, x.Ended = false, errorClass(503, ""), due.Add(200*time.Microsecond)
+		case 2:
+			x.OK, x.Err, x.Ended = false, errorClass(0, "i/o timeout"), due.Add(time.Second)
+		}
+		samples = append(samples, x)
+	}
+	st := summarize(s, samples, 0)
+	if st.Errors != 6 || st.Refusal.N != 3 || st.Refusal.Max != 200 {
+		t.Errorf("errors %d, refusals %d (max %v µs), want 6, 3 at 200 µs", st.Errors, st.Refusal.N, st.Refusal.Max)
+	}
+}
