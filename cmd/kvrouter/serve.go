@@ -109,7 +109,15 @@ ext_proc port.
 Overload: with --max-inflight-routes N at most N route requests are worked
 on at once (POST /route, the proxy and the picker together); one more is
 answered at once, 503 overloaded with Retry-After on /route, 429 on the
-proxy and picker. A route request an index shard or the route actor takes
+proxy and picker. Before that, the edge takes or refuses POST /route,
+/select_and_reserve and the proxy's POSTs from their headers, before their
+bodies are read: past --edge-max-inflight requests in flight (default 512
+a core) or --edge-max-inflight-bytes of declared bodies (default 256 MiB),
+or while the --max-inflight-routes cap is full, one is answered 503
+overloaded (429 on the proxy) with Retry-After; a Content-Length over the
+body cap is answered 413 unread; a request arriving with nothing in flight
+is always taken (kvrouter_edge_refused_total{endpoint,reason}). A route
+request an index shard or the route actor takes
 after its --timeout has passed is answered 503 timeout without the work
 (kvrouter_route_expired_total). Profiles: --pprof-listen 127.0.0.1:PORT.
 
