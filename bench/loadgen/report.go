@@ -129,7 +129,7 @@ type QualityRow struct {
 	Outside           string  `json:"outside,omitempty"`
 	OutsideTTFTMeanMs float64 `json:"outside_ttft_mean_ms,omitempty"`
 	OutsideTTFTP99Ms  float64 `json:"outside_ttft_p99_ms,omitempty"`
-	Route      Latency `json:"route_latency,omitzero"`
+	Route             Latency `json:"route_latency,omitzero"`
 	// Partial counts route answers that lacked part of the index (a
 	// cluster: shard grains that missed the route deadline).
 	Partial int     `json:"partial_answers,omitempty"`

@@ -38,11 +38,11 @@ type Config struct {
 	// default) and/or without (false: --predict-ttl 0).
 	Predict []bool
 	// Delay is the event-delay model of every quality replay (delay.go).
-	Delay  EventDelay
+	Delay EventDelay
 	// Outside, when its fraction is set, replaces the quality replays by
 	// the outside-load replays (outside_run.go).
 	Outside OutsideLoad
-	Shards []int // index shard counts (pipeline.Config.Index.Shards)
+	Shards  []int // index shard counts (pipeline.Config.Index.Shards)
 	// Hosts are the router host counts: 1 runs one router with each of
 	// Shards; n > 1 runs n cluster members on loopback in this process
 	// with clusterindex.DefaultShards shard grains. An ingest run and the
