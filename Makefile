@@ -38,7 +38,7 @@ test: vet fmt-check
 	$(GO) test -race -count=1 $(RACE_PKGS)
 	$(GO) test -count=1 ./cluster/...
 	$(GO) test -count=1 -run '^(TestRunHostsEndToEnd|TestTwoHostsShareTheWorkers)$$' ./bench/loadgen
-	$(GO) test -count=1 -run '^(TestClusterReadinessFollowsReachability|TestClusterCarriesTheEngines|TestClusterSharesOneDiscovery|TestClusterSharesRequestCounts|TestClusterSharesBreakerTrips|TestClusterSharesPredictions|TestClusterMutualTLS)$$' ./actors/service
+	$(GO) test -count=1 -run '^(TestClusterReadinessFollowsReachability|TestClusterCarriesTheEngines|TestClusterSharesOneDiscovery|TestClusterSharesRequestCounts|TestClusterSharesBreakerTrips|TestClusterSharesPredictions|TestClusterRoutesEventLessWorkers|TestClusterMutualTLS)$$' ./actors/service
 	$(MAKE) test-cluster
 	$(MAKE) test-ui
 	$(MAKE) test-chart

@@ -29,6 +29,18 @@ import (
 // the engine's replay buffer) and the old one, if alive, stops its own;
 // the shard follows the newest listener (clusterindex fences), so the
 // moment both run is harmless.
+//
+// An event-less worker (events "none") has no stream to follow: its entry
+// is on every host like the others, and every host's route actor keeps its
+// own copy of the worker's approximate cache, fed by its own decisions and
+// by the predictions the other hosts push (pushPrediction). Replicated,
+// not owned: each route decision reads the cache in the same step as it
+// books (a remote owner would put a round trip in the request path and
+// lose a sibling routed meanwhile), and the pushes already carry every
+// booked decision. A lost push, or a host that joins later, leaves that
+// host's copy short of some blocks — it routes those as a cold worker,
+// which is where an approximate cache errs anyway; the LRU bound and the
+// event-less TTL hold on every copy.
 
 // What a member logs when it starts following a stream and when it hands
 // one over to its new owner.
@@ -65,9 +77,6 @@ func (s *Service) followRegistry() {
 // registerClustered checks a registration against the cluster's registry
 // and writes it there; the owner starts its listener.
 func (s *Service) registerClustered(reg api.Registration) error {
-	if reg.EventLess() { // the cluster registry shares event streams only
-		return api.Errorf(api.ErrInvalid, api.ReasonInvalidValue, `events "none": event-less workers are not supported with --cluster (register them on a router without it)`)
-	}
 	if err := s.withEngine(&reg); err != nil {
 		return err
 	}
@@ -93,14 +102,21 @@ func (s *Service) registerClustered(reg api.Registration) error {
 				"model %q tenant %q uses block size %d, not %d", reg.ModelName, tenant, e.Worker.BlockSize, bs)
 		}
 	}
-	lc := s.listenerConfig(reg, int(bs), nil)
-	lc.Next = actor.NewPID("validate", "validate") // checked here, started by the owner
-	if _, err := listener.Props(lc); err != nil {
-		return api.Errorf(api.ErrInvalid, "invalid_endpoint", "%v", err)
+	if reg.EventLess() {
+		if err := checkEventLess(reg); err != nil {
+			return err
+		}
+	} else {
+		lc := s.listenerConfig(reg, int(bs), nil)
+		lc.Next = actor.NewPID("validate", "validate") // checked here, started by the owner
+		if _, err := listener.Props(lc); err != nil {
+			return api.Errorf(api.ErrInvalid, "invalid_endpoint", "%v", err)
+		}
 	}
 	c.Put(registry.Entry{Key: key, Worker: registry.Worker{Model: reg.ModelName, Tenant: tenant, BlockSize: bs,
 		Endpoint: reg.Endpoint, ReplayEndpoint: reg.ReplayEndpoint, Lora: reg.LoraName, ServingEndpoint: reg.ServingEndpoint,
-		Engine: reg.Engine, MetricsEndpoint: reg.MetricsEndpoint, Role: reg.Role, BootstrapHost: reg.BootstrapHost, BootstrapPort: reg.BootstrapPort}})
+		Engine: reg.Engine, MetricsEndpoint: reg.MetricsEndpoint, Role: reg.Role, BootstrapHost: reg.BootstrapHost, BootstrapPort: reg.BootstrapPort,
+		Events: reg.Events, CacheBlocks: reg.CacheBlocks}})
 	s.mu.Lock()
 	s.reconcile()
 	s.mu.Unlock()
@@ -150,7 +166,7 @@ func (s *Service) reconcile() {
 			}
 			touched[w.ns] = true
 		}
-		own := registry.Owner(members, e.Key) == self
+		own := registry.Owner(members, e.Key) == self && !w.reg.EventLess() // nothing to follow
 		switch {
 		case own && !w.listening:
 			lc := s.listenerConfig(w.reg, w.ns.blockSize, nil)
@@ -191,8 +207,10 @@ func (s *Service) adopt(e registry.Entry) *worker {
 		ReplayEndpoint: e.Worker.ReplayEndpoint, ModelName: e.Worker.Model, TenantID: e.Worker.Tenant,
 		BlockSize: e.Worker.BlockSize, LoraName: e.Worker.Lora, ServingEndpoint: e.Worker.ServingEndpoint,
 		Engine: cmp.Or(e.Worker.Engine, s.cfg.Engine), MetricsEndpoint: e.Worker.MetricsEndpoint,
-		Role: e.Worker.Role, BootstrapHost: e.Worker.BootstrapHost, BootstrapPort: e.Worker.BootstrapPort}
-	w := &worker{reg: reg, ns: ns, at: time.Now(), version: e.Version}
+		Role: e.Worker.Role, BootstrapHost: e.Worker.BootstrapHost, BootstrapPort: e.Worker.BootstrapPort,
+		Events: e.Worker.Events, CacheBlocks: min(e.Worker.CacheBlocks, predicted.MaxEventLessBlocks)}
+	// An event-less worker has nothing to sync: readiness never waits for it.
+	w := &worker{reg: reg, ns: ns, at: time.Now(), version: e.Version, synced: reg.EventLess()}
 	s.workers[e.Key] = w
 	ns.members[e.Key] = true
 	return w
@@ -239,7 +257,7 @@ func (s *Service) remoteStates(regs map[messages.WorkerKey]*worker) map[messages
 	c := s.cfg.Cluster
 	owners := map[string]bool{}
 	for k, w := range regs {
-		if !w.listening {
+		if !w.listening && !w.reg.EventLess() { // an event-less worker has no stream
 			owners[c.Owner(k)] = true
 		}
 	}
@@ -452,10 +470,12 @@ func (s *Service) applyPredictions() {
 
 // pushPrediction shares the prediction a booked decision made (the
 // request's hashes on the chosen worker, beyond its overlap there) with
-// the other members; nothing on one host or with predictions off.
+// the other members; nothing on one host, nor with predictions off unless
+// the worker is event-less (its approximate cache is predictions alone,
+// kept on with them off).
 func (s *Service) pushPrediction(ns *namespace, hashes []messages.LocalHash, scored []routing.Overlap, d routing.Decision) {
 	c := s.cfg.Cluster
-	if c == nil || len(hashes) == 0 || s.cfg.Predictions.TTL == predicted.Off {
+	if c == nil || len(hashes) == 0 || (s.cfg.Predictions.TTL == predicted.Off && !s.eventLess(d.Worker)) {
 		return
 	}
 	var carried uint32

@@ -15,6 +15,22 @@ import (
 	"github.com/kvrouter/kvrouter/messages/api"
 )
 
+// checkEventLess checks an event-less registration's cache size.
+func checkEventLess(reg api.Registration) error {
+	if reg.CacheBlocks > predicted.MaxEventLessBlocks {
+		return api.Errorf(api.ErrInvalid, api.ReasonInvalidValue, "cache_blocks %d: at most %d", reg.CacheBlocks, predicted.MaxEventLessBlocks)
+	}
+	return nil
+}
+
+// eventLess reports whether k is a registered event-less worker.
+func (s *Service) eventLess(k messages.WorkerKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.workers[k]
+	return w != nil && w.reg.EventLess()
+}
+
 // eventLessInfo completes an event-less rank's /workers entry: mode
 // predictions, state approximate, the blocks the route actor predicts
 // there and the cache size they are bounded by.

@@ -413,7 +413,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 			out = append(out, api.WorkerInfo{InstanceID: k.Worker})
 		}
 		last := &out[len(out)-1]
-		if w := regs[k]; s.cfg.Cluster != nil && !w.listening {
+		if w := regs[k]; s.cfg.Cluster != nil && !w.listening && !w.reg.EventLess() {
 			st, known := remote[k]
 			ri := s.remoteRankInfo(k, w, st, known)
 			ri.Signals = s.signalsInfo(k, obs, outside, now)
@@ -421,7 +421,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 			last.Ranks = append(last.Ranks, ri)
 		} else {
 			ri := s.rankInfo(k, w)
-			if s.cfg.Cluster != nil {
+			if s.cfg.Cluster != nil && !w.reg.EventLess() { // every host routes an event-less worker: no owner
 				ri.Owner = s.cfg.Cluster.Owner(k)
 			}
 			ri.Signals = s.signalsInfo(k, obs, outside, now)

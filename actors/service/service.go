@@ -355,8 +355,8 @@ func (s *Service) register(reg api.Registration, resume *messages.Position) erro
 			"model %q tenant %q uses block size %d, not %d", ns.key.model, ns.key.tenant, ns.blockSize, bs)
 	}
 	if reg.EventLess() {
-		if reg.CacheBlocks > predicted.MaxEventLessBlocks {
-			return api.Errorf(api.ErrInvalid, api.ReasonInvalidValue, "cache_blocks %d: at most %d", reg.CacheBlocks, predicted.MaxEventLessBlocks)
+		if err := checkEventLess(reg); err != nil {
+			return err
 		}
 	} else if err := ns.pipe.AddListener(s.listenerConfig(reg, bs, resume)); err != nil {
 		return api.Errorf(api.ErrInvalid, "invalid_endpoint", "%v", err)

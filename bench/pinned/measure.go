@@ -68,6 +68,9 @@ type Stats struct {
 	// request. A large SendLag means the generator (or its core) ran late;
 	// it is part of Latency, never left out.
 	SendLag loadgen.Latency `json:"send_lag"`
+	// Refusal: scheduled send time → answer read, of the requests answered
+	// 503 or 429 (a server's refusal, not a timeout).
+	Refusal loadgen.Latency `json:"refusal"`
 	// Throughput is OK answers per second over the measured window.
 	Throughput float64
 	// Sent and Answered count every request of the point, warm-up
@@ -84,7 +87,7 @@ type Stats struct {
 // queued behind a slow answer, carries its whole wait.
 func summarize(s *schedule, samples []sample, warmup time.Duration) Stats {
 	var st Stats
-	var lat, lag []time.Duration
+	var lat, lag, ref []time.Duration
 	from := s.began.Add(warmup)
 	first, last := time.Time{}, time.Time{}
 	for _, x := range samples {
@@ -99,6 +102,9 @@ func summarize(s *schedule, samples []sample, warmup time.Duration) Stats {
 		st.Scheduled++
 		lag = append(lag, x.Began.Sub(due))
 		if !x.OK {
+			if x.Err == refusedStatus503 || x.Err == refusedStatus429 {
+				ref = append(ref, x.Ended.Sub(due))
+			}
 			st.Errors++
 			st.countError(x.Err)
 			continue
@@ -112,12 +118,18 @@ func summarize(s *schedule, samples []sample, warmup time.Duration) Stats {
 			last = x.Ended
 		}
 	}
-	st.Latency, st.SendLag = loadgen.Summarize(lat), loadgen.Summarize(lag)
+	st.Latency, st.SendLag, st.Refusal = loadgen.Summarize(lat), loadgen.Summarize(lag), loadgen.Summarize(ref)
 	if w := last.Sub(first); w > 0 {
 		st.Throughput = float64(st.OK) / w.Seconds()
 	}
 	return st
 }
+
+// The error classes (errorClass) of a server's refusals.
+const (
+	refusedStatus503 = "status 503"
+	refusedStatus429 = "status 429"
+)
 
 // maxErrorKinds bounds Stats.ErrorKinds.
 const maxErrorKinds = 8

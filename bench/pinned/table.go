@@ -43,6 +43,9 @@ func (s Stats) brief() string {
 	if len(s.ErrorKinds) > 0 {
 		b += fmt.Sprintf(", errors %v", s.ErrorKinds)
 	}
+	if s.Refusal.N > 0 {
+		b += fmt.Sprintf(", refusals p50 %s p99 %s", dur(s.Refusal.P50), dur(s.Refusal.P99))
+	}
 	return b
 }
 

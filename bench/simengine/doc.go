@@ -30,6 +30,10 @@
 //     TensorRT-LLM's transfer fields, the pair sharing an in-process
 //     Transfer that moves the prompt (not KV bytes) and records every
 //     request that breaks the protocol.
+//   - With HTTPOptions.Prefill (prefill.go) the surface prefills one
+//     request at a time at a token rate; a request's first token waits for
+//     its prefill's end and its KV events are published a publish
+//     interval after it, in serve order (kvrouter demo's engines).
 //
 // # Engine block hashes
 //

@@ -62,6 +62,9 @@ type HTTPOptions struct {
 	// Disagg, when set, makes the engine the prefill or the decode half
 	// of a disaggregated pair (disagg.go).
 	Disagg *DisaggOptions
+	// Prefill, when set, models each request's prefill: the first token
+	// and the request's KV events wait for its end (prefill.go).
+	Prefill *PrefillOptions
 }
 
 // HTTPServer is an engine's OpenAI surface listening on loopback.
@@ -73,6 +76,7 @@ type HTTPServer struct {
 	active atomic.Int64
 	served atomic.Int64
 	load   load
+	pre    *prefiller // nil without a prefill model
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
 }
@@ -94,11 +98,19 @@ func (e *Engine) ServeHTTP(addr string, opts HTTPOptions) (*HTTPServer, error) {
 			return nil, err
 		}
 	}
+	if opts.Prefill != nil {
+		if err := opts.Prefill.check(); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("simengine: HTTP on %s: %w", addr, err)
 	}
 	s := &HTTPServer{eng: e, opts: opts, ln: ln, conns: map[net.Conn]bool{}}
+	if opts.Prefill != nil {
+		s.pre = newPrefiller(e, *opts.Prefill)
+	}
 	if opts.MaxRunning > 0 {
 		s.load.slots = make(chan struct{}, opts.MaxRunning)
 	}
@@ -142,6 +154,9 @@ func (s *HTTPServer) Kill() {
 	}
 	s.mu.Unlock()
 	_ = s.srv.Close()
+	if s.pre != nil {
+		s.pre.close()
+	}
 }
 
 // Close shuts the surface down.
@@ -246,7 +261,7 @@ func (s *HTTPServer) complete(w http.ResponseWriter, r *http.Request) {
 		return // the client went away while the request waited
 	}
 	defer s.load.release(blocks)
-	cached, err := s.eng.ServeRequest(Request{Tokens: tokens})
+	cached, prefillEnd, err := s.serve(r.Context(), tokens)
 	if err == nil {
 		err = leg.served(len(tokens) / bs) // a prefill engine hands its full blocks over
 	}
@@ -260,6 +275,9 @@ func (s *HTTPServer) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	cachedTokens := min(cached*bs, len(tokens))
 	s.load.prefix(len(tokens), cachedTokens)
+	if !waitPrefill(r.Context(), prefillEnd) {
+		return // the client went away during the prefill
+	}
 	ans := answer{chat: chat, model: req.Model, prompt: len(tokens), cached: cachedTokens, completion: n}
 	if !req.Stream {
 		whole := ans.whole()

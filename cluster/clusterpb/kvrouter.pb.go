@@ -1895,6 +1895,13 @@ type RegistryEntry struct {
 	// 0: none; a port above 65535 is read as none).
 	BootstrapHost string `protobuf:"bytes,15,opt,name=bootstrap_host,json=bootstrapHost,proto3" json:"bootstrap_host,omitempty"`
 	BootstrapPort uint32 `protobuf:"varint,16,opt,name=bootstrap_port,json=bootstrapPort,proto3" json:"bootstrap_port,omitempty"`
+	// events is "none" for a worker that publishes no KV events (routed by
+	// every member's predictions alone; nobody follows a stream of it),
+	// empty for one that does (also from a member that predates it).
+	Events string `protobuf:"bytes,17,opt,name=events,proto3" json:"events,omitempty"`
+	// cache_blocks is such a worker's approximate cache size in blocks (0:
+	// the reader's --eventless-cache-blocks).
+	CacheBlocks   uint32 `protobuf:"varint,18,opt,name=cache_blocks,json=cacheBlocks,proto3" json:"cache_blocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2037,6 +2044,20 @@ func (x *RegistryEntry) GetBootstrapHost() string {
 func (x *RegistryEntry) GetBootstrapPort() uint32 {
 	if x != nil {
 		return x.BootstrapPort
+	}
+	return 0
+}
+
+func (x *RegistryEntry) GetEvents() string {
+	if x != nil {
+		return x.Events
+	}
+	return ""
+}
+
+func (x *RegistryEntry) GetCacheBlocks() uint32 {
+	if x != nil {
+		return x.CacheBlocks
 	}
 	return 0
 }
@@ -3386,7 +3407,7 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"activation\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x126\n" +
 	"\x06stream\x18\x03 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x06stream\x12\x14\n" +
-	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xff\x03\n" +
+	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xba\x04\n" +
 	"\rRegistryEntry\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.kvrouter.cluster.v1.WorkerKeyR\x03key\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -3405,7 +3426,9 @@ const file_cluster_clusterpb_kvrouter_proto_rawDesc = "" +
 	"\x10metrics_endpoint\x18\r \x01(\tR\x0fmetricsEndpoint\x12\x12\n" +
 	"\x04role\x18\x0e \x01(\tR\x04role\x12%\n" +
 	"\x0ebootstrap_host\x18\x0f \x01(\tR\rbootstrapHost\x12%\n" +
-	"\x0ebootstrap_port\x18\x10 \x01(\rR\rbootstrapPort\"K\n" +
+	"\x0ebootstrap_port\x18\x10 \x01(\rR\rbootstrapPort\x12\x16\n" +
+	"\x06events\x18\x11 \x01(\tR\x06events\x12!\n" +
+	"\fcache_blocks\x18\x12 \x01(\rR\vcacheBlocks\"K\n" +
 	"\vRegistryPut\x12<\n" +
 	"\aentries\x18\x01 \x03(\v2\".kvrouter.cluster.v1.RegistryEntryR\aentries\"\r\n" +
 	"\vRegistryAck\"\x15\n" +

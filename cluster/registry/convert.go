@@ -56,6 +56,7 @@ func fromEntries(es []Entry) []*clusterpb.RegistryEntry {
 		out[i] = &clusterpb.RegistryEntry{Key: clusterpb.FromKey(e.Key), Model: w.Model, Tenant: w.Tenant, BlockSize: w.BlockSize,
 			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, Lora: w.Lora, ServingEndpoint: w.ServingEndpoint, Engine: w.Engine,
 			MetricsEndpoint: w.MetricsEndpoint, Role: w.Role, BootstrapHost: w.BootstrapHost, BootstrapPort: uint32(w.BootstrapPort),
+			Events: w.Events, CacheBlocks: w.CacheBlocks,
 			Clock: e.Version.Clock, Origin: e.Version.Origin, Deleted: e.Deleted}
 	}
 	return out
@@ -72,7 +73,8 @@ func toEntries(ps []*clusterpb.RegistryEntry) (out []Entry, rejected int) {
 		out = append(out, Entry{Key: clusterpb.ToKey(p.Key),
 			Worker: Worker{Model: p.Model, Tenant: p.Tenant, BlockSize: p.BlockSize, Endpoint: p.Endpoint,
 				ReplayEndpoint: p.ReplayEndpoint, Lora: p.Lora, ServingEndpoint: p.ServingEndpoint, Engine: p.Engine,
-				MetricsEndpoint: p.MetricsEndpoint, Role: p.Role, BootstrapHost: p.BootstrapHost, BootstrapPort: port16(p.BootstrapPort)},
+				MetricsEndpoint: p.MetricsEndpoint, Role: p.Role, BootstrapHost: p.BootstrapHost, BootstrapPort: port16(p.BootstrapPort),
+				Events: p.Events, CacheBlocks: p.CacheBlocks},
 			Version: Version{Clock: p.Clock, Origin: p.Origin}, Deleted: p.Deleted})
 	}
 	return out, rejected

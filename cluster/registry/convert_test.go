@@ -32,7 +32,8 @@ func TestLoadsRoundTrip(t *testing.T) {
 }
 
 // Registry entries cross members with every registration field, the
-// serving endpoint and the engine included; an entry without a key is
+// serving endpoint, the engine and an event-less worker's mode and cache
+// size included; an entry without a key is
 // counted rejected.
 func TestEntriesRoundTrip(t *testing.T) {
 	in := []Entry{
@@ -41,6 +42,7 @@ func TestEntriesRoundTrip(t *testing.T) {
 			Engine: "sglang", MetricsEndpoint: "http://e:8000/m", Role: "prefill", BootstrapHost: "e", BootstrapPort: 8998},
 			Version: Version{Clock: 7, Origin: "a:1"}},
 		{Key: messages.WorkerKey{Worker: 3}, Worker: Worker{Model: "m", Endpoint: "tcp://f:1"}, Deleted: true},
+		{Key: messages.WorkerKey{Worker: 4}, Worker: Worker{Model: "m", ServingEndpoint: "g:8000", Events: "none", CacheBlocks: 512}},
 	}
 	ps := append(fromEntries(in), &clusterpb.RegistryEntry{Model: "no key"})
 	got, rejected := toEntries(ps)

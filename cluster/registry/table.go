@@ -30,6 +30,12 @@ type Worker struct {
 	Role          string
 	BootstrapHost string
 	BootstrapPort uint16
+	// Events is "none" for a worker that publishes no KV events (no member
+	// follows a stream of it; every member routes it by its predictions),
+	// "" otherwise; CacheBlocks its approximate cache size (0: the
+	// reader's default).
+	Events      string
+	CacheBlocks uint32
 }
 
 // Version orders the writes of one key: the higher Clock wins, ties

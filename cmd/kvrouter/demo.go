@@ -20,6 +20,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/frontend/proxy"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/routing"
+	"github.com/kvrouter/kvrouter/actors/routing/predicted"
 	"github.com/kvrouter/kvrouter/actors/service"
 	"github.com/kvrouter/kvrouter/actors/telemetry"
 	"github.com/kvrouter/kvrouter/bench/simengine"
@@ -39,6 +40,17 @@ and the KV events kvrouter learns from, evolve from real routing decisions.
 It prints live progress and ends with kvrouter's prefix hit rate (the
 cached tokens the engines report) next to random routing's on the same
 requests (fresh engines of the same size), and the time to first token.
+
+The engines prefill one request at a time at --prefill-tokens-per-second
+(uncached tokens); a request's first token streams at its prefill's end
+and its KV events are published --publish-interval later, as a real
+engine publishes them, so kvrouter learns of a prompt only after its
+prefill. The slice mixes in sibling bursts (--burst-size requests
+sharing a fresh --burst-prefix-token prefix after every --burst-every
+trace requests), sent back to back: they arrive before the first one's
+events, and the demo reports how many siblings kvrouter kept on their
+group's first one's engine, and their hit rate, with predict-on-route
+on (--predict-ttl, as kvrouter serve's) or off (--predict-ttl 0).
 While it runs, the fleet page (GET /ui: workers, route rate, predicted
 hit rate, the latest routing decisions) is at the URL it prints first;
 --hold keeps everything up after the run until interrupted, to look at it.
@@ -58,6 +70,15 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	interval := fs.Duration("token-interval", time.Millisecond, "pause between streamed tokens of a simulated answer")
 	seed := fs.Uint64("seed", 1, "seed of the random baseline")
 	hold := fs.Bool("hold", false, "after the run, keep the router, the engines and the fleet page up until interrupted")
+	predictTTL := fs.Duration("predict-ttl", predicted.DefaultTTL,
+		"predict-on-route, as kvrouter serve's: how long a routed request's blocks count as held before the engine's events confirm them (0: off, to see the bursts spread)")
+	prefillRate := fs.Float64("prefill-tokens-per-second", 100000,
+		"each engine's prefill rate in uncached tokens, one request at a time (faster than a GPU's so the demo ends in seconds; what matters is the prefill time against the siblings' gaps)")
+	publish := fs.Duration("publish-interval", 20*time.Millisecond, "time from a prefill's end to the publish of its KV events (the engine step's batch)")
+	var bursts demoBursts
+	fs.IntVar(&bursts.every, "burst-every", 25, "a burst of siblings after every this many trace requests (0: none)")
+	fs.IntVar(&bursts.size, "burst-size", 8, "requests per burst")
+	fs.IntVar(&bursts.prefix, "burst-prefix", 4096, fmt.Sprintf("tokens of the prefix a burst's siblings share (each adds %d of its own)", burstSuffix))
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -65,9 +86,24 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *inFlight < 1 || *engines < 1 {
 		return fail(fmt.Errorf("--in-flight and --engines must be positive"))
 	}
-	prompts, err := loadPrompts(*trace, *requests, *blockSize, stdin)
+	prefill := simengine.PrefillOptions{TokensPerSecond: *prefillRate, PublishInterval: *publish}
+	switch {
+	case *predictTTL < 0:
+		return fail(fmt.Errorf("--predict-ttl %v: want 0 (off) or more", *predictTTL))
+	case !(*prefillRate > 0) || *publish < 0:
+		return fail(fmt.Errorf("--prefill-tokens-per-second must be positive and --publish-interval not negative"))
+	}
+	if err := bursts.check(); err != nil {
+		return fail(err)
+	}
+	tracePrompts, err := loadPrompts(*trace, *requests, *blockSize, stdin)
 	if err != nil {
 		return fail(err)
+	}
+	prompts, groups := bursts.mix(tracePrompts, *seed)
+	predictions, predictLabel := predicted.Config{TTL: *predictTTL}, fmt.Sprintf("predict-on-route on (--predict-ttl %v)", *predictTTL)
+	if *predictTTL == 0 {
+		predictions.TTL, predictLabel = predicted.Off, "predict-on-route off (--predict-ttl 0)"
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	stopTracing, ok := startTracing("demo", stderr)
@@ -76,7 +112,8 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer stopTracing()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
-	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
+	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second,
+		Predictions: predictions})
 	if err != nil {
 		return fail(err)
 	}
@@ -104,7 +141,8 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer front.close()
 	c := &demoClient{base: apiSrv.url, http: &http.Client{Timeout: 5 * time.Second}}
 
-	fleet, err := newDemoFleet(*engines, *blockSize, *capacity, simengine.HTTPOptions{CompletionTokens: *tokens, TokenInterval: *interval})
+	fleet, err := newDemoFleet(*engines, *blockSize, *capacity, simengine.HTTPOptions{CompletionTokens: *tokens, TokenInterval: *interval,
+		Prefill: &prefill})
 	if err != nil {
 		return fail(err)
 	}
@@ -117,7 +155,13 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "kvrouter demo: %d simulated engines, %d requests of the %s trace, %d clients through the proxy at %s\n",
-		*engines, len(prompts), traces.Label(*trace), *inFlight, front.url)
+		*engines, len(tracePrompts), traces.Label(*trace), *inFlight, front.url)
+	fmt.Fprintf(stdout, "kvrouter demo: %s; engines prefill %.0f tokens/s one request at a time, KV events %v after each prefill's end\n",
+		predictLabel, *prefillRate, *publish)
+	if len(groups) > 0 {
+		fmt.Fprintf(stdout, "kvrouter demo: %d sibling bursts of %d requests sharing a %d-token prefix, one after every %d trace requests\n",
+			len(groups), bursts.size, bursts.prefix, bursts.every)
+	}
 
 	routed, elapsed, err := streamThroughProxy(front.url, prompts, *inFlight, stdout)
 	if err != nil {
@@ -140,6 +184,15 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  kvrouter  %5.1f%%   requests per engine %v\n", 100*routed.hitRate(), routed.perEngine)
 	fmt.Fprintf(stdout, "  random    %5.1f%%   requests per engine %v\n", 100*random.hitRate(), random.perEngine)
 	fmt.Fprintf(stdout, "  bound     %5.1f%%   (one engine with an unlimited cache: every reuse in the slice)\n", 100*bound.hitRate())
+	if len(groups) > 0 {
+		kv, rnd := siblings(groups, &routed.demoTally), siblings(groups, &random)
+		fmt.Fprintf(stdout, "sibling bursts (%d groups of %d): siblings on their group's first one's engine, and their prefix hit rate:\n", len(groups), bursts.size)
+		fmt.Fprintf(stdout, "  kvrouter  together %5.1f%%   hit rate %5.1f%%   (%s)\n", 100*kv.together, 100*kv.hitRate, predictLabel)
+		fmt.Fprintf(stdout, "  random    together %5.1f%%   hit rate %5.1f%%\n", 100*rnd.together, 100*rnd.hitRate)
+	}
+	ps := fleet.prefillStats()
+	fmt.Fprintf(stdout, "KV events: %d batches published so far, %d before their request's prefill ended (earliest %v after its end)\n",
+		ps.Batches, ps.Early, ps.MinLag.Round(time.Microsecond))
 	if n := path.InFlight(); n != 0 {
 		return fail(fmt.Errorf("%d requests still booked after every answer ended", n))
 	}
@@ -152,19 +205,31 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// demoTally counts prompt and cached tokens and requests per engine.
+// demoTally counts prompt and cached tokens and requests per engine, and
+// keeps each request's (by its index in the slice).
 type demoTally struct {
 	prompt, cached int
 	perEngine      []int
+	per            []demoServed
 }
 
-func (t *demoTally) add(prompt, cached, engine int) {
+// demoServed is one request's engine and tokens.
+type demoServed struct {
+	engine, prompt, cached int
+}
+
+func (t *demoTally) add(i, prompt, cached, engine int) {
+	cached = min(cached, prompt)
 	t.prompt += prompt
-	t.cached += min(cached, prompt)
+	t.cached += cached
 	for len(t.perEngine) <= engine {
 		t.perEngine = append(t.perEngine, 0)
 	}
 	t.perEngine[engine]++
+	for len(t.per) <= i {
+		t.per = append(t.per, demoServed{engine: -1})
+	}
+	t.per[i] = demoServed{engine: engine, prompt: prompt, cached: cached}
 }
 
 func (t *demoTally) hitRate() float64 {
@@ -186,10 +251,10 @@ func replayOffline(prompts [][]uint32, engines, blockSize, capacity int, pick fu
 		}
 		caches[i] = c
 	}
-	for _, p := range prompts {
+	for i, p := range prompts {
 		e := pick(engines)
 		cached, _ := caches[e].Serve(p)
-		t.add(len(p), cached*blockSize, e)
+		t.add(i, len(p), cached*blockSize, e)
 	}
 	return t, nil
 }
@@ -218,6 +283,21 @@ func newDemoFleet(n, blockSize, capacity int, opts simengine.HTTPOptions) (*demo
 		f.https = append(f.https, h)
 	}
 	return f, nil
+}
+
+// prefillStats sums the engines' deferred publishes (the earliest lag of
+// all).
+func (f *demoFleet) prefillStats() simengine.PrefillStats {
+	var sum simengine.PrefillStats
+	for _, h := range f.https {
+		ps := h.PrefillStats()
+		if ps.Batches > 0 && (sum.Batches == 0 || ps.MinLag < sum.MinLag) {
+			sum.MinLag = ps.MinLag
+		}
+		sum.Batches += ps.Batches
+		sum.Early += ps.Early
+	}
+	return sum
 }
 
 func (f *demoFleet) close() {

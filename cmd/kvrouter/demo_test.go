@@ -9,34 +9,81 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvrouter/kvrouter/bench/traces"
 )
 
 // The demo routes a slice of the embedded Mooncake conversation trace (its
-// default) through the real API; kvrouter's prefix hit rate must beat
-// random routing's on the same requests and stay under the unlimited-cache
-// bound.
+// default) with sibling bursts mixed in through the real API; kvrouter's
+// prefix hit rate must beat random routing's on the same requests and stay
+// under the unlimited-cache bound. The engines publish each request's KV
+// events only after its prefill ended (the engines' own count, read at
+// each publish: none early, each at least the 20 ms publish interval
+// after), and the bursts are there.
 func TestDemoBeatsRandomRouting(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run([]string{"demo", "--requests", "800"}, nil, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	rate := func(name string) float64 {
-		m := regexp.MustCompile(`(?m)^  ` + name + `\s+([0-9.]+)%`).FindStringSubmatch(out.String())
-		if m == nil {
-			t.Fatalf("no %s line in:\n%s", name, out.String())
-		}
-		v, _ := strconv.ParseFloat(m[1], 64)
-		return v
-	}
+	rate := func(name string) float64 { return demoFigure(t, out.String(), `(?m)^  `+name+`\s+([0-9.]+)%`) }
 	if !regexp.MustCompile(`(?m)^kvrouter demo: fleet page at http://127\.0\.0\.1:[0-9]+/ui `).MatchString(out.String()) {
 		t.Errorf("the demo does not print its fleet page's URL:\n%s", out.String())
 	}
 	kv, random, bound := rate("kvrouter"), rate("random"), rate("bound")
 	if !(kv > random && kv <= bound) {
 		t.Errorf("hit rates: kvrouter %.1f%%, random %.1f%%, bound %.1f%%\n%s", kv, random, bound, out.String())
+	}
+	if groups := demoFigure(t, out.String(), `(?m)^kvrouter demo: ([0-9]+) sibling bursts of 8 requests sharing a 4096-token prefix`); groups != 32 {
+		t.Errorf("%v sibling bursts, want one after every 25 of the 800 trace requests: 32\n%s", groups, out.String())
+	}
+	events := regexp.MustCompile(`(?m)^KV events: ([0-9]+) batches published so far, ([0-9]+) before their request's prefill ended \(earliest (\S+) after its end\)`).
+		FindStringSubmatch(out.String())
+	if events == nil {
+		t.Fatalf("no KV events line in:\n%s", out.String())
+	}
+	lag, err := time.ParseDuration(events[3])
+	if batches, _ := strconv.Atoi(events[1]); batches < 800 || events[2] != "0" || err != nil || lag < 20*time.Millisecond {
+		t.Errorf("KV events %q: want at least 800 batches, none before its prefill's end, each 20 ms after it at least", events[0])
+	}
+}
+
+// demoFigure is the number re's first group matches in out.
+func demoFigure(t *testing.T, out, re string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no match of %s in:\n%s", re, out)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// Predict-on-route keeps a burst's siblings together: they arrive while
+// their first one's 200 ms prefill runs (4,096 tokens at 20,000 tokens/s),
+// before its events. With predictions off they spread over the engines as
+// random routing does; with them on most follow the first one, and their
+// hit rate is higher. The output says which run is which.
+func TestDemoPredictionKeepsBurstsTogether(t *testing.T) {
+	together := func(ttl, label string) (float64, float64) {
+		var out, errb bytes.Buffer
+		code := run([]string{"demo", "--requests", "200", "--burst-every", "20", "--prefill-tokens-per-second", "20000",
+			"--predict-ttl", ttl}, nil, &out, &errb)
+		if code != 0 {
+			t.Fatalf("--predict-ttl %s: exit %d\n%s\n%s", ttl, code, out.String(), errb.String())
+		}
+		if !strings.Contains(out.String(), "kvrouter demo: "+label+"; engines prefill 20000 tokens/s") {
+			t.Errorf("--predict-ttl %s: the output does not say %q:\n%s", ttl, label, out.String())
+		}
+		line := `(?m)^  kvrouter  together\s+([0-9.]+)%   hit rate\s+([0-9.]+)%   \(` + regexp.QuoteMeta(label) + `\)$`
+		return demoFigure(t, out.String(), line), demoFigure(t, out.String(), `(?m)^  kvrouter  together\s+[0-9.]+%   hit rate\s+([0-9.]+)%`)
+	}
+	offTogether, offHits := together("0", "predict-on-route off (--predict-ttl 0)")
+	onTogether, onHits := together("2s", "predict-on-route on (--predict-ttl 2s)")
+	if !(onTogether >= 70 && onTogether > offTogether && onHits > offHits) {
+		t.Errorf("siblings together / their hit rate: %.1f%% / %.1f%% with predictions, %.1f%% / %.1f%% without; want at least 70%% together with them, and both higher",
+			onTogether, onHits, offTogether, offHits)
 	}
 }
 

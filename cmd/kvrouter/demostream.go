@@ -63,7 +63,7 @@ func streamThroughProxy(base string, prompts [][]uint32, clients int, stdout io.
 					firstErr = fmt.Errorf("request %d: %w", i, err)
 				}
 				if err == nil {
-					out.add(len(prompts[i]), r.cached, r.worker-1)
+					out.add(i, len(prompts[i]), r.cached, r.worker-1)
 					out.ttft = append(out.ttft, r.ttft)
 				}
 				done++

@@ -109,7 +109,15 @@ ext_proc port.
 Overload: with --max-inflight-routes N at most N route requests are worked
 on at once (POST /route, the proxy and the picker together); one more is
 answered at once, 503 overloaded with Retry-After on /route, 429 on the
-proxy and picker. A route request an index shard or the route actor takes
+proxy and picker. Before that, the edge takes or refuses POST /route,
+/select_and_reserve and the proxy's POSTs from their headers, before their
+bodies are read: past --edge-max-inflight requests in flight (default 512
+a core) or --edge-max-inflight-bytes of declared bodies (default 256 MiB),
+or while the --max-inflight-routes cap is full, one is answered 503
+overloaded (429 on the proxy) with Retry-After; a Content-Length over the
+body cap is answered 413 unread; a request arriving with nothing in flight
+is always taken (kvrouter_edge_refused_total{endpoint,reason}). A route
+request an index shard or the route actor takes
 after its --timeout has passed is answered 503 timeout without the work
 (kvrouter_route_expired_total). Profiles: --pprof-listen 127.0.0.1:PORT.
 
@@ -174,6 +182,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tlsf := addTLSFlags(fs)
 	drainTimeout := addDrainFlags(fs)
 	gf := addGuardFlags(fs)
+	ef := addEdgeFlags(fs)
 	maxRoutes := fs.Int("max-inflight-routes", 0, "route requests worked on at once at most (POST /route, proxy and picker together); past it a request is answered at once: 503 overloaded with Retry-After on /route, 429 on the proxy and picker (0, the default: no cap; package admission says why)")
 	predict := addPredictFlags(fs)
 	pprofAddr := fs.String("pprof-listen", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on HOST:PORT, a listener of their own without the API token: use loopback (a bare :PORT binds it); off when not given")
@@ -244,6 +253,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	gate := admission.New(*maxRoutes, logger)
+	edge, err := ef.build(gate, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	grd, err := gf.build(df.pool, df.mode)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
@@ -343,13 +357,13 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvrouter serve: --proxy-cert-dir needs --proxy-listen\n")
 		return 2
 	}
-	more = append(more, tlsSrcs.WriteMetrics)
+	more = append(more, tlsSrcs.WriteMetrics, edge.WriteMetrics)
 	rp := pf.path(host.Service, gate, grd, logger)
 	if rp != nil {
 		more = append(more, rp.WriteMetrics)
 	}
 	h, err := host.Handler(httpapi.Options{APIToken: token, ProtectReads: *protectReads, Logger: logger, RankWarnings: pr.rankWarnings, RankBreaker: grd.RankBreaker, RankHealth: grd.RankHealth, MaxTokens: *maxPrompt,
-		Admission: gate}, more...)
+		Admission: gate, Edge: edge}, more...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
@@ -371,6 +385,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	tlsSrcs.watch(ctx, tlsf.checkEvery)
 	go func() { errc <- listen(srv, httpSrc, policy) }()
 	if psrv != nil {
+		psrv.Handler = edgeProxy(edge, psrv.Handler)
 		stp.track(psrv)
 		go func() { errc <- listen(psrv, proxySrc, policy) }()
 		logger.Info("kvrouter proxy listening", "proxy", psrv.Addr, "tls", proxySrc != nil)

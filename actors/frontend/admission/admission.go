@@ -22,6 +22,49 @@
 // own shedding (actors/expiry) is what holds the router up; the cap is
 // for an operator who knows the router's concurrency.
 //
+// # The edge
+//
+// The Gate is asked after the body is decoded, so each refusal still
+// costs the decode. The Edge (edge.go, the pure EdgeState; edgeshell.go,
+// its lock, counters, trace events, log lines and HTTP shell) is asked
+// before the body is read, from facts the headers give: the requests in
+// flight on the host's edge and on the endpoint, the declared
+// Content-Length against a budget of body bytes in flight, and whether the
+// Gate is full (EdgeConfig.Overloaded). Its refusal costs a header parse
+// and a small write. The HTTP API puts POST /route and /select_and_reserve
+// behind it (the endpoint table's edged rows), kvrouter serve the proxy's
+// POSTs (cmd/kvrouter/edgeflags.go); the picker reads a gRPC stream, with
+// no request headers to decide on, and keeps the Gate only.
+//
+// It never refuses what an idle router would serve: a request arriving
+// with nothing in flight is always taken, whatever the caps, and the only
+// refusal with nothing in flight is a Content-Length over the endpoint's
+// body cap, answered 413 body_too_large as its body reader would answer
+// it after reading — here unread and without a buffer. A chunked body (no
+// Content-Length) is taken on the same terms and charged its endpoint's
+// whole body cap, the most its reader lets it hold, so the bytes budget
+// stays a bound on memory; clients that send Content-Length (every common
+// HTTP client does for a JSON body) are charged what they declared. The
+// slot is freed when the handler returns, however it returns: an answer,
+// an error, a client that went away (the Backend returns on the context),
+// a panic the handler recovers.
+//
+// The defaults (kvrouter serve --edge-max-inflight,
+// --edge-max-inflight-bytes) come from measured cost: a core answers a
+// /route in ~85 µs of CPU (bench/README.md, "Judged: the route targets"),
+// so in the route path's 50 ms deadline (serve --timeout) it finishes
+// ~600; DefaultEdgeInFlightPerCore, 512 a core × GOMAXPROCS, is about what
+// it can answer in time, and a request past it would only wait to expire.
+// The bytes budget, 256 MiB, bounds what a burst of bodies holds: 20 of
+// the largest /route bodies (12 MiB at the 1 M-token cap), 100,000 typical
+// ones (2.4 KB); it is never below one body cap in practice, and were it
+// set below, the idle rule still takes the one body. Why not the obvious
+// alternative, a cap on connections (net/http has none, and
+// netutil.LimitListener makes the excess wait in the accept queue, seen
+// by a client as a slow answer, not a fast refusal): the edge answers
+// each request it cannot serve at once, which is what a client's retry
+// and a load balancer's outlier detection act on.
+//
 // The HTTP API answers a refused /route 503 with Retry-After (reason
 // overloaded): the router itself is over capacity, which is what 503
 // says (RFC 9110 §15.6.4), as its other over-capacity answers (a full
@@ -102,6 +145,10 @@ func (g *Gate) refuse() {
 // logDue reports whether a refusal at now (Unix nanoseconds) gets a log
 // line when the last one was at last (0: never).
 func logDue(last, now int64) bool { return last == 0 || now-last >= int64(logEvery) }
+
+// Full reports whether the gate would refuse a request now (the edge's
+// overload state: EdgeConfig.Overloaded).
+func (g *Gate) Full() bool { return g != nil && Over(g.n.Load(), g.max) }
 
 // Max is the cap (0: none).
 func (g *Gate) Max() int {

@@ -148,7 +148,10 @@
 // (e.g. invalid_session_id), 404 (unknown_worker, unknown_request,
 // unknown_namespace, unknown_session), 409, 503; a /route over
 // Options.Admission's cap → 503 overloaded, once its body is decoded and
-// before the router works on it (every 503 carries Retry-After: 1); any
+// before the router works on it; a /route or /select_and_reserve the edge
+// refuses (Options.Edge: too much in flight, or the gate full) → 503
+// overloaded before its body is read, a Content-Length over the body cap
+// → 413 body_too_large unread (edge.go; every 503 carries Retry-After: 1); any
 // other error is logged and answered 500 "internal" without its text, as is
 // a recovered panic (counted in kvrouter_http_panics_total).
 //

@@ -57,6 +57,13 @@ type Options struct {
 	// as its body is decoded, before the router works on it (package
 	// admission says why 503, and why after the body). Nil: no bound.
 	Admission *admission.Gate
+	// Edge, when set, admits the endpoints the table marks edged (POST
+	// /route, /select_and_reserve) before their bodies are read, from
+	// what is in flight and the declared Content-Length (package
+	// admission, edge.go): a refusal is 503 overloaded with Retry-After
+	// (413 body_too_large for a Content-Length over MaxBodyBytes). Nil:
+	// no edge.
+	Edge *admission.Edge
 	// RankWarnings, when set, gives more warnings for a rank (the
 	// tokenizer parity guard's), appended to its own in GET /workers.
 	RankWarnings func(api.RankInfo) []string
@@ -194,7 +201,7 @@ var endpoints = []endpoint{
 	{"POST", "/query", reads, api.ReasonUnknownNamespace, (*Handler).query},
 	{"POST", "/query_by_hash", reads, api.ReasonUnknownNamespace, (*Handler).queryByHash},
 	{"GET", "/dump", reads, api.ReasonNotFound, (*Handler).dump},
-	{"POST", "/route", mutating, api.ReasonUnknownNamespace, (*Handler).route},
+	{"POST", "/route", mutating, api.ReasonUnknownNamespace, edged((*Handler).route)},
 	{"POST", "/route/{request_id}/prefill_done", mutating, api.ReasonUnknownRequest, (*Handler).prefillDone},
 	{"POST", "/route/{request_id}/free", mutating, api.ReasonUnknownRequest, (*Handler).free},
 	{"GET", "/sessions/{session_id}", reads, api.ReasonUnknownSession, (*Handler).session},
@@ -208,7 +215,7 @@ var endpoints = []endpoint{
 	{"GET", "/metrics", reads, api.ReasonNotFound, (*Handler).serveMetrics},
 	// Dynamo's standalone selection service (selection.go).
 	{"POST", "/select", reads, api.ReasonUnknownNamespace, (*Handler).selectWorker},
-	{"POST", "/select_and_reserve", mutating, api.ReasonUnknownNamespace, (*Handler).selectAndReserve},
+	{"POST", "/select_and_reserve", mutating, api.ReasonUnknownNamespace, edged((*Handler).selectAndReserve)},
 	{"POST", "/reservations", mutating, api.ReasonUnknownNamespace, (*Handler).reserve},
 	{"POST", "/reservations/{request_id}/prefill_complete", mutating, api.ReasonUnknownRequest, (*Handler).prefillComplete},
 	{"POST", "/reservations/{request_id}/output_block", mutating, api.ReasonUnknownRequest, (*Handler).outputBlock},

@@ -104,5 +104,11 @@
 // whose route actors Record them as their own (routing.RemotePrediction;
 // actors/service, cluster.go). A push can be lost (fire and forget): a
 // sibling another host routes then misses the prediction, as it would
-// without sharing; it is never wrong for longer than the TTL.
+// without sharing; it is never wrong for longer than the TTL. An
+// event-less worker's approximate cache is replicated the same way: each
+// host's Table holds a copy fed by its own decisions and the pushes, not
+// one copy on an owner host, because a decision reads the cache in the
+// step that books it (an owner would add a round trip per route). Copies
+// can differ by lost pushes and by a host's start time; each is bounded
+// by the worker's capacity and the event-less TTL.
 package predicted
