@@ -82,6 +82,7 @@ type fleetReq struct {
 	prefill, blocks int64
 	finish          float64
 	chain           []uint64 // BookChain's, for the active-block counts
+	outside         bool     // BookOutside's: not routed by the router under test
 }
 
 // Fleet is the engine model: pure, deterministic, driven one request at a
@@ -94,6 +95,7 @@ type Fleet struct {
 	reqs   []fleetReq
 	ttft   []float64
 	active []activeBlocks // per worker, the blocks of running requests
+	ext    []WorkerLoad   // per worker, the outside requests' share of loads (outside.go)
 }
 
 // NewFleet returns an idle fleet.
@@ -108,7 +110,7 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 		}
 	}
 	f := &Fleet{cfg: cfg, loads: make([]WorkerLoad, cfg.Workers), freeAt: make([]float64, cfg.Workers),
-		queues: make([][]int, cfg.Workers), active: make([]activeBlocks, cfg.Workers)}
+		queues: make([][]int, cfg.Workers), active: make([]activeBlocks, cfg.Workers), ext: make([]WorkerLoad, cfg.Workers)}
 	for w := range f.active {
 		f.active[w] = activeBlocks{}
 	}
@@ -181,9 +183,10 @@ func (f *Fleet) Advance() (done, freed []int) {
 				f.queues[r.worker] = append(q[:k:k], q[k+1:]...)
 			}
 		}
-		l := &f.loads[r.worker]
-		l.Running--
-		l.Blocks -= r.blocks
+		for _, l := range f.accounts(r) {
+			l.Running--
+			l.Blocks -= r.blocks
+		}
 		r.freed = true
 		act := f.active[r.worker]
 		for _, h := range r.chain {
@@ -200,9 +203,10 @@ func (f *Fleet) Advance() (done, freed []int) {
 func (f *Fleet) finishPrefill(i int) {
 	r := &f.reqs[i]
 	r.done = true
-	l := &f.loads[r.worker]
-	l.Waiting--
-	l.PrefillTokens -= r.prefill
+	for _, l := range f.accounts(r) {
+		l.Waiting--
+		l.PrefillTokens -= r.prefill
+	}
 }
 
 func indexOf(xs []int, x int) int {
@@ -222,6 +226,10 @@ func (f *Fleet) Book(w, prompt, cached int) float64 { return f.BookChain(w, prom
 // BookChain is Book with the request's block hashes, which count among
 // worker w's active blocks until the request is freed (ActiveBlocks).
 func (f *Fleet) BookChain(w, prompt, cached int, chain []uint64) float64 {
+	return f.book(w, prompt, cached, chain, false)
+}
+
+func (f *Fleet) book(w, prompt, cached int, chain []uint64, outside bool) float64 {
 	now := f.now()
 	cached = min(cached, prompt)
 	prefill := int64(prompt - cached)
@@ -229,16 +237,17 @@ func (f *Fleet) BookChain(w, prompt, cached int, chain []uint64) float64 {
 	start := max(now, f.freeAt[w])
 	finish := start + float64(prefill)/f.cfg.PrefillRate
 	f.freeAt[w] = finish
-	f.reqs = append(f.reqs, fleetReq{worker: int32(w), prefill: prefill, blocks: blocks, finish: finish, chain: chain})
+	f.reqs = append(f.reqs, fleetReq{worker: int32(w), prefill: prefill, blocks: blocks, finish: finish, chain: chain, outside: outside})
 	for _, h := range chain {
 		f.active[w][h]++
 	}
 	f.queues[w] = append(f.queues[w], len(f.reqs)-1)
-	l := &f.loads[w]
-	l.Running++
-	l.Waiting++
-	l.PrefillTokens += prefill
-	l.Blocks += blocks
+	for _, l := range f.accounts(&f.reqs[len(f.reqs)-1]) {
+		l.Running++
+		l.Waiting++
+		l.PrefillTokens += prefill
+		l.Blocks += blocks
+	}
 	t := finish - now
 	f.ttft = append(f.ttft, t)
 	return t

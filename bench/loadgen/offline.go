@@ -16,6 +16,8 @@ type Tally struct {
 	// TTFT is each request's time to first token in the engine model, in
 	// seconds (fleet.go; none for the clairvoyant bound).
 	TTFT []float64 `json:"-"`
+	// OutsideTTFT is the outside requests' (outside.go), in seconds.
+	OutsideTTFT []float64 `json:"-"`
 }
 
 // NewTally returns an empty tally over workers workers.
@@ -87,6 +89,14 @@ func (cfg CacheConfig) fleet() (*Fleet, error) {
 // there finds its blocks); p observes the events at the publish time of
 // cfg.Delay.
 func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
+	return ReplayMixed(Routed(reqs), p, cfg)
+}
+
+// ReplayMixed is ReplayOffline with outside requests (outside.go): each
+// is served on its own worker, booked on the engine model as outside
+// load, and its events reach p like any other's; the tally counts the
+// routed requests (their TTFT in TTFT, the outside ones' in OutsideTTFT).
+func ReplayMixed(reqs []Arrival, p Policy, cfg CacheConfig) (Tally, error) {
 	if cfg.Workers <= 0 {
 		return Tally{}, fmt.Errorf("loadgen: %d workers, want > 0", cfg.Workers)
 	}
@@ -111,6 +121,20 @@ func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
 		_ = due.release(now, observe)
 		sr := simengine.Request{Tokens: r.Tokens, SessionID: r.Session}
 		chain := caches[0].Hashes(sr, -1)
+		if r.Outside {
+			if r.Worker < 0 || r.Worker >= cfg.Workers {
+				return Tally{}, fmt.Errorf("loadgen: outside request for worker %d of %d", r.Worker, cfg.Workers)
+			}
+			cached, events := caches[r.Worker].ServeRequest(sr)
+			ttft := fleet.BookOutside(r.Worker, len(r.Tokens), cached*cfg.BlockSize)
+			t.OutsideTTFT = append(t.OutsideTTFT, ttft)
+			if at := cfg.Delay.publishAt(now, ttft); at < 0 {
+				p.Observe(r.Worker, events)
+			} else if len(events) > 0 {
+				due.push(at, r.Worker, events)
+			}
+			continue
+		}
 		w := p.Pick(Query{Chain: chain, Tokens: len(r.Tokens), BlockSize: cfg.BlockSize, Fleet: fleet})
 		if w < 0 || w >= cfg.Workers {
 			return Tally{}, fmt.Errorf("loadgen: policy %s picked worker %d of %d", p.Name(), w, cfg.Workers)
@@ -118,13 +142,13 @@ func ReplayOffline(reqs []Request, p Policy, cfg CacheConfig) (Tally, error) {
 		cached, events := caches[w].ServeRequest(sr)
 		t.Add(w, len(r.Tokens), cached*cfg.BlockSize)
 		ttft := fleet.BookChain(w, len(r.Tokens), cached*cfg.BlockSize, chain)
+		t.TTFT = append(t.TTFT, ttft)
 		if at := cfg.Delay.publishAt(now, ttft); at < 0 {
 			p.Observe(w, events)
 		} else if len(events) > 0 {
 			due.push(at, w, events)
 		}
 	}
-	t.TTFT = fleet.TTFT()
 	return t, nil
 }
 

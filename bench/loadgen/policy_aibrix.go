@@ -57,7 +57,7 @@ func (p *AIBrix) Pick(q Query) int {
 func (p *AIBrix) choose(q Query) int {
 	f := q.Fleet
 	n := f.Workers()
-	run := func(w int) int { return f.Load(w).Running }
+	run := func(w int) int { return f.Own(w).Running }
 	lo, hi, sum, sq := run(0), run(0), 0.0, 0.0
 	for w := range n {
 		r := run(w)

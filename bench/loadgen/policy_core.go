@@ -34,6 +34,7 @@ type Core struct {
 	cands []routing.Candidate
 	ovs   []routing.Overlap
 	n     int
+	sig   *coreSignals // engine signals (outside_signals.go); nil: off
 }
 
 // NewCore returns the decision core with cfg as a policy over workers
@@ -63,10 +64,11 @@ func (c *Core) Pick(q Query) int {
 		c.ovs = append(c.ovs, routing.Overlap{Key: coreKey(w), Blocks: uint32(depth[w])})
 	}
 	for w := range c.cands {
-		l := q.Fleet.Load(w)
+		l := q.Fleet.Own(w)
 		decode := int64(q.Fleet.ActiveBlocks(w) + q.Fleet.NewBlocks(w, q.Chain))
 		c.cands[w].Remote = routing.RemoteLoad{PrefillTokens: l.PrefillTokens, Blocks: decode, Requests: int64(l.Running)}
 	}
+	c.scrape(q.Fleet)
 	d, err := c.r.Decide(routing.Request{ID: "q" + strconv.Itoa(c.n), ISL: q.Tokens, BlockSize: q.BlockSize}, c.ovs, c.cands)
 	c.n++
 	if err != nil {

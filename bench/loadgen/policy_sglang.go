@@ -54,7 +54,7 @@ func (p *SGLang) Pick(q Query) int {
 
 func (p *SGLang) choose(q Query) int {
 	n := q.Fleet.Workers()
-	run := func(w int) int { return q.Fleet.Load(w).Running }
+	run := func(w int) int { return q.Fleet.Own(w).Running }
 	lo, hi, least := run(0), run(0), 0
 	for w := 1; w < n; w++ {
 		r := run(w)

@@ -124,7 +124,12 @@ type QualityRow struct {
 	// token (fleet.go; 0 for the clairvoyant bound, which has no fleet).
 	TTFTMeanMs float64 `json:"ttft_mean_ms"`
 	TTFTP99Ms  float64 `json:"ttft_p99_ms"`
-	Route      Latency `json:"route_latency,omitzero"`
+	// Outside labels an outside-load replay (outside.go; "" otherwise);
+	// OutsideTTFT* summarise its outside requests' TTFT estimate.
+	Outside           string  `json:"outside,omitempty"`
+	OutsideTTFTMeanMs float64 `json:"outside_ttft_mean_ms,omitempty"`
+	OutsideTTFTP99Ms  float64 `json:"outside_ttft_p99_ms,omitempty"`
+	Route             Latency `json:"route_latency,omitzero"`
 	// Partial counts route answers that lacked part of the index (a
 	// cluster: shard grains that missed the route deadline).
 	Partial int     `json:"partial_answers,omitempty"`

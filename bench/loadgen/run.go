@@ -38,8 +38,11 @@ type Config struct {
 	// default) and/or without (false: --predict-ttl 0).
 	Predict []bool
 	// Delay is the event-delay model of every quality replay (delay.go).
-	Delay  EventDelay
-	Shards []int // index shard counts (pipeline.Config.Index.Shards)
+	Delay EventDelay
+	// Outside, when its fraction is set, replaces the quality replays by
+	// the outside-load replays (outside_run.go).
+	Outside OutsideLoad
+	Shards  []int // index shard counts (pipeline.Config.Index.Shards)
 	// Hosts are the router host counts: 1 runs one router with each of
 	// Shards; n > 1 runs n cluster members on loopback in this process
 	// with clusterindex.DefaultShards shard grains. An ingest run and the
@@ -127,6 +130,9 @@ func QualityConfig() Config {
 
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
+	if err := c.Outside.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case len(c.Traces) == 0:
 		return errors.New("no trace")
@@ -248,6 +254,9 @@ func (r *runner) trace(path string, first bool) error {
 	reqs, err := LoadTrace(path, TraceOptions{TokensPerBlock: r.cfg.TokensPerBlock, Limit: r.cfg.Requests})
 	if err != nil {
 		return err
+	}
+	if r.cfg.Outside.Fraction > 0 {
+		return r.outsideTrace(name, reqs)
 	}
 	bounds := map[int]float64{}
 	for _, workers := range r.cfg.Workers {

@@ -139,6 +139,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			c.OverlapWeights, err = cli.FloatList("--overlap-weight", v)
 			return err
 		})
+	b.strFlag("outside-load", "share of every engine's load the router under test does not route (0-0.9, default 0): requests sent straight to the engines, unevenly; replaces the quality replays by the outside-load replays (bench/README.md, \"Outside load\")",
+		func(c *loadgen.Config, v string) (err error) {
+			c.Outside.Fraction, err = cli.ParseFloat("--outside-load", v)
+			return err
+		})
 	b.strFlag("temperature", "routing temperature of the kvrouter replays (serve's --temperature, default 0)",
 		func(c *loadgen.Config, v string) (err error) {
 			c.Temperature, err = cli.ParseFloat("--temperature", v)
