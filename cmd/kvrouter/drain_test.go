@@ -158,11 +158,15 @@ type inProcess struct {
 
 // serveInProcess runs kvrouter serve with args until the test ends (then
 // two SIGTERMs stop it). Its log is shown if the test fails. Tests using
-// it do not run in parallel: the signals go to the whole process.
+// it do not run in parallel: the signals go to the whole process. Serve
+// runs with --drain-timeout 0 unless args set it: two signals sent back to
+// back may reach the process as one, which would hold the test for a
+// whole default drain.
 func serveInProcess(t *testing.T, args ...string) *inProcess {
 	t.Helper()
 	s := &inProcess{log: &lockedBuffer{}, done: make(chan int, 1)}
-	go func() { s.done <- run(append([]string{"serve"}, args...), nil, io.Discard, s.log) }()
+	args = append([]string{"serve", "--drain-timeout", "0"}, args...) // a later --drain-timeout wins
+	go func() { s.done <- run(args, nil, io.Discard, s.log) }()
 	t.Cleanup(func() {
 		if !s.stopped {
 			s.signal(t)

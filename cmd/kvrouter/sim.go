@@ -57,6 +57,7 @@ prefix), from the engine's own queue, running set and KV occupancy;
 --max-running bounds the running set (more requests wait, and /metrics says
 so). --driver none serves HTTP requests only, until interrupted.
 
+`+simFleetHelp+`
 Examples:
   kvrouter sim                                    # vllm-map on :5557, replay on :5558
   kvrouter sim --encoding sglang --capacity 512 --rate 50
@@ -100,6 +101,10 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	status := fs.Duration("status", 5*time.Second, "status line interval")
 	holdOn := fs.Bool("hold", false, "keep publishing heartbeats and serving replay after the driver ends, until interrupted")
 	preEncode := fs.Int("pre-encode", 0, "replay publisher: encode batches holding this many stored blocks first, then publish them in a loop (0: off)")
+	disaggFleet := fs.String("disagg-fleet", "", "P:D: run a disaggregated fleet of P prefill and D decode engines in this process (see above); prints its workers file")
+	disaggProto := fs.String("disagg-protocol", "vllm", "with --disagg-fleet: the transfer protocol (vllm, sglang, trtllm)")
+	fleetHost := fs.String("fleet-host", "127.0.0.1", "with --disagg-fleet: the host the fleet's engines listen on (free ports)")
+	fleetModel := fs.String("model", "sim", "with --disagg-fleet: the model name of the fleet's registrations and answers")
 	hwm := fs.Int("hwm", 0, "PUB high-water mark in messages: past it new batches are dropped, as libzmq's PUB does (0: zmq4's unbounded queue; vLLM sets 100000)")
 	if code, done := cli.ParseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -120,6 +125,10 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	enc, err := simengine.ParseEncoding(*encoding)
 	if err != nil {
 		return fail(2, "%v", err)
+	}
+	if *disaggFleet != "" {
+		return simFleetMain(fs, pdFleet{protocol: *disaggProto, host: *fleetHost, model: *fleetModel, blockSize: *blockSize,
+			capacity: *capacity, completion: *completion, tokenInterval: *tokenInterval}, *disaggFleet, enc, stdout, fail)
 	}
 	rank := uint32(*dpRank)
 	pubEP, err := simengine.OffsetEndpoint(*endpoint, rank)
