@@ -57,7 +57,7 @@ prefix), from the engine's own queue, running set and KV occupancy;
 --max-running bounds the running set (more requests wait, and /metrics says
 so). --driver none serves HTTP requests only, until interrupted.
 
-`+simFleetHelp+`
+` + simFleetHelp + `
 Examples:
   kvrouter sim                                    # vllm-map on :5557, replay on :5558
   kvrouter sim --encoding sglang --capacity 512 --rate 50
