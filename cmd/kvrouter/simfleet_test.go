@@ -72,6 +72,16 @@ func TestSimDisaggFleetServesThroughServe(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"completion_tokens":3`) {
 				t.Fatalf("through the proxy: %d %s", resp.StatusCode, body)
 			}
+			// The one decision, and no other: every series but always/split is 0.
+			for _, l := range scrapeLines(t, "http://"+httpAddr+"/metrics", "kvrouter_disagg_decisions_total{") {
+				want := " 0"
+				if strings.HasPrefix(l, `kvrouter_disagg_decisions_total{reason="always",split="true"}`) {
+					want = " 1"
+				}
+				if !strings.HasSuffix(l, want) {
+					t.Errorf("after one split request: %s, want it to end in%s", l, want)
+				}
+			}
 			stop()
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -81,4 +91,26 @@ func TestSimDisaggFleetServesThroughServe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scrapeLines are the lines of the text exposition at url that start
+// with prefix (the test fails when there is none).
+func scrapeLines(t *testing.T, url, prefix string) []string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var found []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			found = append(found, l)
+		}
+	}
+	if len(found) == 0 {
+		t.Fatalf("no line of %s starts with %s", url, prefix)
+	}
+	return found
 }
