@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -81,9 +79,7 @@ type tap struct {
 }
 
 func newTap(t *testing.T, engine string) *tap {
-	u, _ := url.Parse("http://" + engine)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1
+	hop := engineHop(engine)
 	tp := &tap{arrived: make(chan struct{}, 8)}
 	tp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -99,8 +95,7 @@ func newTap(t *testing.T, engine string) *tap {
 			http.Error(w, "unavailable", int(code))
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		rp.ServeHTTP(w, r)
+		hop(w, r, body)
 	}))
 	t.Cleanup(tp.srv.Close)
 	return tp

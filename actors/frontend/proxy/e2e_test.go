@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +110,27 @@ func (f *fleet) serve(be requestpath.Backend, pc requestpath.Config, opts Option
 }
 
 var waitFor = frontendtest.WaitFor
+
+// engineHop is a test hop in front of the engine at addr, as the fake
+// engine fronts (recorder, flaky, tap) put one: it passes a request on
+// with the body it was given (nil: read from the request). The body is
+// held in memory before the engine is called: Go's HTTP/1 server closes a
+// request's body once its handler writes the response, and a body
+// streamed through the hop could still be waiting for its EOF then — the
+// hop's transport would fail the write and cut the engine's answer
+// mid-stream.
+func engineHop(addr string) func(w http.ResponseWriter, r *http.Request, body []byte) {
+	u, _ := url.Parse("http://" + addr)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	return func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if body == nil {
+			body, _ = io.ReadAll(r.Body)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rp.ServeHTTP(w, r)
+	}
+}
 
 // settle waits until every engine's stream is followed up to its last
 // batch.

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,15 +27,13 @@ type recorder struct {
 }
 
 func newRecorder(t *testing.T, engine string) *recorder {
-	u, _ := url.Parse("http://" + engine)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1
+	hop := engineHop(engine)
 	rec := &recorder{}
 	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.mu.Lock()
 		rec.ids = append(rec.ids, r.Header.Get(RequestIDHeader))
 		rec.mu.Unlock()
-		rp.ServeHTTP(w, r)
+		hop(w, r, nil)
 	}))
 	t.Cleanup(rec.srv.Close)
 	return rec

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,9 +29,7 @@ type flaky struct {
 
 func newFlaky(t *testing.T, status int, healthy string) *flaky {
 	t.Helper()
-	u, _ := url.Parse("http://" + healthy)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1
+	hop := engineHop(healthy)
 	fl := &flaky{status: status}
 	fl.failing.Store(true)
 	fl.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,7 +38,7 @@ func newFlaky(t *testing.T, status int, healthy string) *flaky {
 			http.Error(w, `{"error":{"message":"engine overloaded"}}`, fl.status)
 			return
 		}
-		rp.ServeHTTP(w, r)
+		hop(w, r, nil)
 	}))
 	t.Cleanup(fl.srv.Close)
 	return fl
