@@ -62,6 +62,7 @@ type flowState struct {
 	nextID   uint64
 	found    map[string]int // SetObjectives' bands, under cfg.Objectives
 	busy     bool           // a dispatcher runs
+	trying   int            // popped and woken, routing again: still waiting until it requeues or leaves
 	again    bool           // kicked while it ran
 	outcomes map[[2]string]int64
 }
@@ -240,6 +241,7 @@ func (g *Guard) flow(ctx context.Context, r Request, key string, try func() (*Bo
 			if ok, ne := f.waitable(err); ok {
 				g.mu.Lock()
 				w.noEP, w.popped = ne, false
+				f.trying--
 				if f.q.Requeue(w.item) {
 					f.waiters[w.item.ID] = w
 					g.mu.Unlock()
@@ -252,6 +254,7 @@ func (g *Guard) flow(ctx context.Context, r Request, key string, try func() (*Bo
 				return nil, err
 			}
 			g.mu.Lock()
+			f.trying--
 			if err == nil {
 				f.count(band, FlowDispatched)
 			}
@@ -269,6 +272,7 @@ func (g *Guard) flow(ctx context.Context, r Request, key string, try func() (*Bo
 				g.mu.Unlock()
 				return nil, ctx.Err()
 			}
+			f.trying--
 			g.mu.Unlock()
 			w.turn <- false // the dispatcher woke us: give its turn back
 			return nil, ctx.Err()
@@ -372,6 +376,7 @@ func (g *Guard) dispatchLoop() {
 		}
 		delete(f.waiters, it.ID)
 		w.popped = true
+		f.trying++
 		w.wake <- struct{}{}
 		g.mu.Unlock()
 		requeued := <-w.turn
@@ -401,15 +406,19 @@ func (g *Guard) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Queued is the number of requests waiting (tests, the bench).
+// Queued is the number of requests waiting (tests, the bench), the one
+// the dispatcher woke to route again included.
 func (g *Guard) Queued() int {
 	if g == nil || g.flowing == nil {
 		return 0
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.flowing.q.Len()
+	return g.flowing.waiting()
 }
+
+// waiting counts the queued requests and the one routing again (g.mu held).
+func (f *flowState) waiting() int { return f.q.Len() + f.trying }
 
 // FlowCount is how many requests of band had outcome (tests, the bench).
 func (g *Guard) FlowCount(band int, outcome string) int64 {

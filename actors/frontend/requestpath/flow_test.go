@@ -287,3 +287,42 @@ func TestFlowHeadroomKeepsRoomForHigherBands(t *testing.T) {
 		t.Errorf("no cap: threshold %d, want 0 (never shed)", got)
 	}
 }
+
+// A request the dispatcher woke to route again is still waiting until it
+// requeues or leaves: Queued (and the queue gauge) counts it all along,
+// never one short while it routes.
+func TestQueuedCountsTheRequestRoutingAgain(t *testing.T) {
+	g := newGuard(t, frontendtest.NewClock(), GuardConfig{BreakerOff: true, Flow: &FlowConfig{TTL: time.Minute}})
+	routing, answer := make(chan struct{}), make(chan error)
+	first := true
+	try := func() (*Booking, error) {
+		if first { // the arrival: no room, so it queues
+			first = false
+			return nil, ErrNoRoom
+		}
+		routing <- struct{}{}
+		return nil, <-answer
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.flow(context.Background(), Request{ID: "a", Model: "m"}, "k", try)
+		done <- err
+	}()
+	<-routing // queued, then woken by the dispatcher its arrival kicked
+	if q := g.Queued(); q != 1 {
+		t.Fatalf("while routing again: %d queued, want 1", q)
+	}
+	answer <- ErrNoRoom // still no room: back in the queue, woken again by the next dispatch
+	go g.Dispatch()
+	<-routing
+	if q := g.Queued(); q != 1 {
+		t.Fatalf("routing again a second time: %d queued, want 1", q)
+	}
+	answer <- nil // room: dispatched
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if q := g.Queued(); q != 0 {
+		t.Fatalf("after the dispatch: %d queued", q)
+	}
+}

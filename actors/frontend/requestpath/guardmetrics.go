@@ -89,7 +89,7 @@ func (g *Guard) WriteMetrics(w io.Writer) error {
 	var queued int
 	var queuedBytes int64
 	if g.flowing != nil {
-		flow, queued, queuedBytes = maps.Clone(g.flowing.outcomes), g.flowing.q.Len(), g.flowing.q.Bytes()
+		flow, queued, queuedBytes = maps.Clone(g.flowing.outcomes), g.flowing.waiting(), g.flowing.q.Bytes()
 	}
 	var checks, turned map[bool]int64
 	unhealthy := 0
