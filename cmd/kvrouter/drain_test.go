@@ -153,20 +153,21 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 type inProcess struct {
 	log     *lockedBuffer
 	done    chan int
+	sigs    chan os.Signal
 	stopped bool
 }
 
 // serveInProcess runs kvrouter serve with args until the test ends (then
-// two SIGTERMs stop it). Its log is shown if the test fails. Tests using
-// it do not run in parallel: the signals go to the whole process. Serve
-// runs with --drain-timeout 0 unless args set it: two signals sent back to
-// back may reach the process as one, which would hold the test for a
-// whole default drain.
+// two SIGTERMs stop it). Its log is shown if the test fails. Its signals
+// are its own, sent on the channel serve reads, not to the process: a
+// process signal could reach another test's serve. Serve runs with
+// --drain-timeout 0 unless args set it.
 func serveInProcess(t *testing.T, args ...string) *inProcess {
 	t.Helper()
-	s := &inProcess{log: &lockedBuffer{}, done: make(chan int, 1)}
-	args = append([]string{"serve", "--drain-timeout", "0"}, args...) // a later --drain-timeout wins
-	go func() { s.done <- run(args, nil, io.Discard, s.log) }()
+	s := &inProcess{log: &lockedBuffer{}, done: make(chan int, 1), sigs: make(chan os.Signal, 2)}
+	args = append([]string{"--drain-timeout", "0"}, args...) // a later --drain-timeout wins
+	own := func() (<-chan os.Signal, func()) { return s.sigs, func() {} }
+	go func() { s.done <- serve(args, io.Discard, s.log, own) }()
 	t.Cleanup(func() {
 		if !s.stopped {
 			s.signal(t)
@@ -180,12 +181,12 @@ func serveInProcess(t *testing.T, args ...string) *inProcess {
 	return s
 }
 
-// signal sends the process SIGTERM (serve has registered for it once it
-// answers anything).
+// signal tells serve it got SIGTERM.
 func (s *inProcess) signal(t *testing.T) {
 	t.Helper()
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	select {
+	case s.sigs <- syscall.SIGTERM:
+	default: // two unread signals already stop it
 	}
 }
 
@@ -236,5 +237,18 @@ func TestStopWaitsForCutHandlers(t *testing.T) {
 	s.stop()
 	if !finished.Load() {
 		t.Fatal("stop returned while the cut request's handler was still running")
+	}
+}
+
+// TestProcessSignalsDeliversSIGTERM checks the channel serve reads outside
+// tests: a SIGTERM sent to the process arrives on it.
+func TestProcessSignalsDeliversSIGTERM(t *testing.T) {
+	sigs, release := processSignals()
+	defer release()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-sigs; got != syscall.SIGTERM {
+		t.Fatalf("got %v, want SIGTERM", got)
 	}
 }

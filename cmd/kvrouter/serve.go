@@ -143,7 +143,26 @@ Example:
 Flags:
 `
 
+// runServe is `kvrouter serve`: it runs until SIGINT or SIGTERM.
 func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return serve(args, stdout, stderr, processSignals)
+}
+
+// stopSignals gives serve the channel that tells it to drain and stop,
+// and the function that releases it.
+type stopSignals func() (<-chan os.Signal, func())
+
+// processSignals is the process's SIGINT and SIGTERM. Tests that run serve
+// in process pass their own channel instead: a signal goes to the whole
+// process, and one sent by an earlier test could reach a later serve.
+func processSignals() (<-chan os.Signal, func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	return sigs, func() { signal.Stop(sigs) }
+}
+
+// serve is runServe, stopped by what stop gives.
+func serve(args []string, stdout, stderr io.Writer, stop stopSignals) int {
 	fs := cli.NewFlags("kvrouter serve", serveHelp, stderr)
 	addr := fs.String("http", "127.0.0.1:8090", "HTTP listen address (loopback by default)")
 	blockSize := fs.Int("block-size", 16, "tokens per block for workers registered without one")
@@ -374,9 +393,8 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	srv := httpapi.NewServer(*addr, h, httpapi.Options{})
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs, release := stop()
+	defer release()
 	ctx, stopRun := context.WithCancel(context.Background()) // ends at the stop, after the drain
 	defer stopRun()
 	stp := &stopper{logger: logger, svc: host.Service, picker: epps, stopEPP: stopRun, paths: []*requestpath.Path{eppPath, rp}}
