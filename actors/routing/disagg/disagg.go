@@ -119,7 +119,8 @@ type Prefill struct {
 // Outcome is the decision: whether to split and why (Reason, one of the
 // api.Disagg* words, Detail in prose); when split, the prefill worker,
 // its overlap and cached tokens, and the prefill tokens it is booked for
-// (ISL − cached).
+// (ISL − cached); and the alternate prefill worker a failed prefill leg
+// may be retried on (HasAlternate false when there is none).
 type Outcome struct {
 	Split  bool
 	Reason string
@@ -129,6 +130,17 @@ type Outcome struct {
 	OverlapBlocks uint32
 	CachedTokens  int64
 	PrefillTokens int64
+
+	Alternate    Choice
+	HasAlternate bool
+}
+
+// Choice is a prefill worker the decision names: its key, its overlap
+// with the request in blocks and the prompt tokens that overlap covers.
+type Choice struct {
+	Key           messages.WorkerKey
+	OverlapBlocks uint32
+	CachedTokens  int64
 }
 
 // Decide splits the request or not (doc.go, "The decision"). It is pure:
@@ -156,10 +168,14 @@ func Decide(cfg Config, req Request, dec Decode, prefills []Prefill) Outcome {
 		out = Outcome{Split: true, Reason: api.DisaggUncached,
 			Detail: fmt.Sprintf("%d uncached prompt tokens on the decode worker (at least %d)", uncached, cfg.MinUncachedTokens)}
 	}
-	p := choosePrefill(req, prefills)
+	p, alt, ok := choosePrefill(req, prefills)
 	out.Prefill, out.OverlapBlocks = p.Key, p.OverlapBlocks
 	out.CachedTokens = cachedTokens(req, p.OverlapBlocks)
 	out.PrefillTokens = req.ISL - out.CachedTokens
+	if ok {
+		out.Alternate = Choice{Key: alt.Key, OverlapBlocks: alt.OverlapBlocks, CachedTokens: cachedTokens(req, alt.OverlapBlocks)}
+		out.HasAlternate = true
+	}
 	return out
 }
 
@@ -171,17 +187,28 @@ func cachedTokens(req Request, overlap uint32) int64 {
 // choosePrefill is the prefill candidate that would finish the request's
 // prefill first: the fewest tokens to compute, queued plus the request's
 // uncached ones; then the larger overlap, the lower Tie, the lower key.
-// An unsaturated candidate always beats a saturated one.
-func choosePrefill(req Request, prefills []Prefill) Prefill {
-	best := prefills[0]
+// An unsaturated candidate always beats a saturated one. The alternate is
+// the runner-up by the same order among the candidates of other workers
+// than the best's (another rank of the same engine shares its failure);
+// ok is false when there is none.
+func choosePrefill(req Request, prefills []Prefill) (best, alt Prefill, ok bool) {
+	best = prefills[0]
 	bestWork := work(req, best)
 	for _, p := range prefills[1:] {
-		w := work(req, p)
-		if better(p, w, best, bestWork) {
+		if w := work(req, p); better(p, w, best, bestWork) {
 			best, bestWork = p, w
 		}
 	}
-	return best
+	var altWork int64
+	for _, p := range prefills {
+		if p.Key.Worker == best.Key.Worker {
+			continue
+		}
+		if w := work(req, p); !ok || better(p, w, alt, altWork) {
+			alt, altWork, ok = p, w, true
+		}
+	}
+	return best, alt, ok
 }
 
 func work(req Request, p Prefill) int64 {

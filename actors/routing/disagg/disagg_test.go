@@ -68,6 +68,49 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// The alternate is the runner-up of the same order, on another worker
+// than the chosen one: never the chosen leg, and none in a pool of one
+// worker (whatever its ranks).
+func TestDecideAlternate(t *testing.T) {
+	req := Request{ISL: 4096, BlockSize: 16}
+	rank := func(w, r int) messages.WorkerKey {
+		return messages.WorkerKey{Worker: messages.WorkerID(w), DpRank: messages.DpRank(r)}
+	}
+	cases := []struct {
+		name      string
+		prefills  []Prefill
+		prefill   messages.WorkerKey
+		alternate messages.WorkerKey
+		has       bool
+		cached    int64
+	}{
+		{"the runner-up by work", []Prefill{{Key: key(10), QueuedTokens: 500}, {Key: key(11), OverlapBlocks: 200}, {Key: key(12), QueuedTokens: 100}},
+			key(11), key(12), true, 0},
+		{"its own overlap and cached tokens", []Prefill{{Key: key(10), OverlapBlocks: 100}, {Key: key(11), OverlapBlocks: 200}},
+			key(11), key(10), true, 1600},
+		{"a saturated runner-up only when all are", []Prefill{{Key: key(10)}, {Key: key(11), Saturated: true}, {Key: key(12), QueuedTokens: 9000}},
+			key(10), key(12), true, 0},
+		{"another rank of the chosen worker is not an alternate", []Prefill{{Key: rank(10, 0)}, {Key: rank(10, 1)}, {Key: key(11), QueuedTokens: 9000}},
+			rank(10, 0), key(11), true, 0},
+		{"one worker has no alternate", []Prefill{{Key: rank(10, 0)}, {Key: rank(10, 1)}}, rank(10, 0), messages.WorkerKey{}, false, 0},
+		{"one prefill worker has no alternate", []Prefill{{Key: key(10)}}, key(10), messages.WorkerKey{}, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := Decide(DefaultConfig(), req, Decode{}, c.prefills)
+			if !o.Split || o.Prefill != c.prefill || o.HasAlternate != c.has || o.Alternate.Key != c.alternate || o.Alternate.CachedTokens != c.cached {
+				t.Fatalf("outcome %+v, want prefill %v alternate %v (%v, cached %d)", o, c.prefill, c.alternate, c.has, c.cached)
+			}
+			if o.HasAlternate && o.Alternate.Key.Worker == o.Prefill.Worker {
+				t.Fatalf("the alternate %v is on the chosen worker %v", o.Alternate.Key, o.Prefill)
+			}
+		})
+	}
+	if o := Decide(DefaultConfig(), req, Decode{CachedTokens: 4000}, []Prefill{{Key: key(10)}, {Key: key(11)}}); o.Split || o.HasAlternate {
+		t.Fatalf("an unsplit outcome names an alternate: %+v", o)
+	}
+}
+
 // The choice does not depend on the order of the prefill candidates.
 func TestDecidePermutation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -36,6 +36,13 @@
 // tied requests, the same request always to the same worker), then the
 // lower key. A saturated prefill worker is chosen only when every one is.
 //
+// The outcome also names an alternate: the runner-up by the same order
+// among the prefill workers other than the chosen one's worker (another
+// dp rank of the same engine would most likely fail with it). A front end
+// whose prefill leg failed before any byte reached its client retries the
+// leg there once (actors/frontend/proxy), moving the prefill booking; a
+// pool of one worker has no alternate.
+//
 // # What the references do
 //
 // Dynamo (ai-dynamo/dynamo) runs a prefill router as soon as prefill
