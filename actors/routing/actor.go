@@ -132,10 +132,13 @@ type BookkeepingReply struct {
 
 // Move books a routed request against another rank (Load.Move; answered
 // with *BookkeepingReply whose Released is the load that left the old
-// rank and joined To).
+// rank and joined To). Prefill moves a split request's prefill leg
+// instead, to another prefill-role candidate (its retry there): To must
+// be one (ErrNotCandidate).
 type Move struct {
-	ID string
-	To messages.WorkerKey
+	ID      string
+	To      messages.WorkerKey
+	Prefill bool
 }
 
 // RemoteUpdate sets one candidate's remote load (Candidate.Remote) between
@@ -330,6 +333,13 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		reply.Respond(ctx, m.Reply, a.reserve(m))
 	case *Move:
 		load := a.router.Load()
+		if m.Prefill {
+			if i, ok := a.index[m.To]; !ok || a.cands[i].Role != api.RolePrefill {
+				ctx.Respond(&BookkeepingReply{Err: fmt.Errorf("routing: move the prefill leg of %q to worker %d rank %d: %w", m.ID, m.To.Worker, m.To.DpRank, ErrNotCandidate)})
+				return
+			}
+			load = a.router.PrefillLoad()
+		}
 		held, _ := load.Held(m.ID)
 		if err := load.Move(m.ID, m.To); err != nil || held.Key == m.To {
 			ctx.Respond(&BookkeepingReply{Err: err})

@@ -20,6 +20,21 @@ import (
 // pushed delta off the old rank, one onto the new). An unknown request →
 // ErrNotFound; a rank not registered in the namespace → ErrInvalid.
 func (s *Service) Rebook(_ context.Context, model, tenant, id string, to messages.WorkerKey) error {
+	return s.move(model, tenant, &routing.Move{ID: id, To: to})
+}
+
+// MovePrefill books a split request's prefill leg against another
+// prefill worker of its namespace: the alternate the request path retried
+// the failed leg on. Rebook's errors; a rank that is not a registered
+// prefill worker of the namespace → ErrInvalid.
+func (s *Service) MovePrefill(_ context.Context, model, tenant, id string, to messages.WorkerKey) error {
+	return s.move(model, tenant, &routing.Move{ID: id, To: to, Prefill: true})
+}
+
+// move is Rebook and MovePrefill: the route actor moves the booking, the
+// other hosts see the load move.
+func (s *Service) move(model, tenant string, mv *routing.Move) error {
+	id, to := mv.ID, mv.To
 	ns, err := s.lookup(model, tenant)
 	if err != nil {
 		return err
@@ -30,13 +45,15 @@ func (s *Service) Rebook(_ context.Context, model, tenant, id string, to message
 	if !member {
 		return api.Errorf(api.ErrInvalid, "unknown_worker", "worker %d rank %d is not registered for model %q", to.Worker, to.DpRank, model)
 	}
-	r, err := request[*routing.BookkeepingReply](s, ns.route, &routing.Move{ID: id, To: to})
+	r, err := request[*routing.BookkeepingReply](s, ns.route, mv)
 	if err != nil {
 		return err
 	}
 	switch {
 	case errors.Is(r.Err, routing.ErrUnknownRequest):
-		return api.Errorf(api.ErrNotFound, "unknown_request", "request %q is not routed (or already freed or expired)", id)
+		return unknownRequest(id)
+	case errors.Is(r.Err, routing.ErrNotCandidate):
+		return api.Errorf(api.ErrInvalid, "unknown_worker", "worker %d rank %d is not a prefill worker of model %q", to.Worker, to.DpRank, model)
 	case r.Err != nil:
 		return api.Errorf(api.ErrInvalid, "invalid_request", "%v", r.Err)
 	}

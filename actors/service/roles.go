@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/kvrouter/kvrouter/actors/routing/disagg"
-	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/serving"
 )
@@ -68,15 +67,23 @@ func (s *Service) fillPrefill(out *api.RouteResult, o *disagg.Outcome) {
 	if !o.Split {
 		return
 	}
-	leg := &api.PrefillLeg{WorkerID: o.Prefill.Worker, DpRank: o.Prefill.DpRank, OverlapBlocks: o.OverlapBlocks,
-		CachedTokens: uint64(o.CachedTokens)}
+	out.PrefillWorker = s.prefillLeg(disagg.Choice{Key: o.Prefill, OverlapBlocks: o.OverlapBlocks, CachedTokens: o.CachedTokens})
+	if o.HasAlternate {
+		out.PrefillAlternate = s.prefillLeg(o.Alternate)
+	}
+}
+
+// prefillLeg is a prefill worker's leg of a /route answer, with its
+// registered serving endpoint and bootstrap address.
+func (s *Service) prefillLeg(c disagg.Choice) *api.PrefillLeg {
+	leg := &api.PrefillLeg{WorkerID: c.Key.Worker, DpRank: c.Key.DpRank, OverlapBlocks: c.OverlapBlocks, CachedTokens: uint64(c.CachedTokens)}
 	s.mu.Lock()
-	if w := s.workers[messages.WorkerKey(o.Prefill)]; w != nil {
+	if w := s.workers[c.Key]; w != nil {
 		leg.ServingEndpoint = w.reg.ServingEndpoint
 		leg.BootstrapHost, leg.BootstrapPort = bootstrapOf(w.reg)
 	}
 	s.mu.Unlock()
-	out.PrefillWorker = leg
+	return leg
 }
 
 // disaggReasons are the Disaggregation.Reason values, in the order

@@ -1,7 +1,9 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/frontend/httpapi"
 	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/bench/simengine"
+	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/api"
 )
 
@@ -73,24 +76,37 @@ func TestServeDisaggregatedFleet(t *testing.T) {
 	if split.WorkerID != 1 && split.WorkerID != 2 {
 		t.Fatalf("decode leg on worker %d", split.WorkerID)
 	}
+	alt := api.PrefillLeg{WorkerID: 3, ServingEndpoint: "10.0.0.3:8000"}
+	if p := split.PrefillAlternate; p == nil || *p != alt {
+		t.Fatalf("prefill alternate %+v, want %+v", p, alt)
+	}
 	local := h.route(warm, "", "warm", true)
-	if d := local.Disaggregation; local.WorkerID != 2 || d == nil || d.Split || d.Reason != api.DisaggWarmDecode || local.PrefillWorker != nil {
-		t.Fatalf("warm prompt: worker %d %+v %+v", local.WorkerID, d, local.PrefillWorker)
+	if d := local.Disaggregation; local.WorkerID != 2 || d == nil || d.Split || d.Reason != api.DisaggWarmDecode || local.PrefillWorker != nil ||
+		local.PrefillAlternate != nil {
+		t.Fatalf("warm prompt: worker %d %+v %+v %+v", local.WorkerID, d, local.PrefillWorker, local.PrefillAlternate)
+	}
+	// The request path's retry moves the prefill leg to the alternate;
+	// never to a decode worker.
+	ctx := context.Background()
+	if err := svc.MovePrefill(ctx, "llama", api.DefaultTenant, "cold", messages.WorkerKey{Worker: 1}); !errors.Is(err, api.ErrInvalid) {
+		t.Fatalf("prefill leg moved to a decode worker: %v", err)
+	}
+	if err := svc.MovePrefill(ctx, "llama", api.DefaultTenant, "cold", messages.WorkerKey{Worker: 3}); err != nil {
+		t.Fatal(err)
+	}
+	prefillOn := map[messages.WorkerID]uint64{}
+	for _, l := range loads(t, h)[0].Loads {
+		prefillOn[l.WorkerID] = l.PotentialPrefillTokens
+	}
+	if prefillOn[3] != 400 || prefillOn[4] != 0 {
+		t.Fatalf("prefill tokens booked after the move: %v, want the 400 booked on worker 4 (1,200 less its 800 cached) on worker 3", prefillOn)
 	}
 	for _, step := range []string{"/route/cold/prefill_done", "/route/cold/free", "/route/warm/free"} {
 		if code, out := h.post(step, nil); code != http.StatusOK {
 			t.Fatalf("%s: %d %s", step, code, out)
 		}
 	}
-	code, out := h.do("GET", "/loads")
-	if code != http.StatusOK {
-		t.Fatal(code, string(out))
-	}
-	var spaces []api.NamespaceLoads
-	if err := json.Unmarshal(out, &spaces); err != nil || len(spaces) != 1 || len(spaces[0].Loads) != 4 {
-		t.Fatalf("loads %s (%v)", out, err)
-	}
-	for _, l := range spaces[0].Loads {
+	for _, l := range loads(t, h)[0].Loads {
 		if l.ActiveRequests != 0 || l.PotentialPrefillTokens != 0 || l.PotentialDecodeBlocks != 0 {
 			t.Errorf("after prefill_done and free: %+v", l)
 		}
@@ -102,4 +118,15 @@ func TestServeDisaggregatedFleet(t *testing.T) {
 	if byID[1].Role != api.RoleDecode || byID[3].Role != api.RolePrefill || byID[4].BootstrapPort != 8998 || byID[4].BootstrapHost != "10.0.0.4" {
 		t.Errorf("/workers roles: %+v %+v %+v", byID[1], byID[3], byID[4])
 	}
+}
+
+// loads is GET /loads of the harness's one namespace of four ranks.
+func loads(t *testing.T, h *harness) []api.NamespaceLoads {
+	t.Helper()
+	code, out := h.do("GET", "/loads")
+	var spaces []api.NamespaceLoads
+	if err := json.Unmarshal(out, &spaces); code != http.StatusOK || err != nil || len(spaces) != 1 || len(spaces[0].Loads) != 4 {
+		t.Fatalf("loads %d %s (%v)", code, out, err)
+	}
+	return spaces
 }

@@ -454,8 +454,14 @@ type RouteResult struct {
 	// (WorkerID above is then the decode leg); nil when the chosen worker
 	// prefills locally. Disaggregation says why it split or not; nil when
 	// the namespace has no prefill or decode roles at all.
-	PrefillWorker  *PrefillLeg     `json:"prefill_worker,omitempty"`
-	Disaggregation *Disaggregation `json:"disaggregation,omitempty"`
+	PrefillWorker *PrefillLeg `json:"prefill_worker,omitempty"`
+	// PrefillAlternate is another prefill worker a split request's
+	// prefill leg may be retried on when it fails before any answer byte
+	// (the decision's runner-up, on another worker); nil when there is
+	// none, and when not split. Nothing is booked on it until a retry
+	// moves the prefill load there (the request path's MovePrefill).
+	PrefillAlternate *PrefillLeg     `json:"prefill_alternate,omitempty"`
+	Disaggregation   *Disaggregation `json:"disaggregation,omitempty"`
 }
 
 // RouteScore is one candidate's side of the cost function (actors/routing), present when
