@@ -65,7 +65,11 @@
 // actors/listener's tracker): Served(worker) — the rank that accepted the
 // request, which after a retry is not the first choice: the booking moves
 // there (Backend.Rebook, routing.Load.Move) —, FirstByte — prefill done —,
-// and Done — end, error, reset or client gone: free. Each call is made at
+// and Done — end, error, reset or client gone: free. A split request whose
+// prefill leg failed before any byte may move its prefill booking once to
+// the route answer's alternate prefill worker, where the front end
+// retries the leg (Booking.MovePrefill, Backend.MovePrefill), before its
+// prefill done. Each call is made at
 // most once and Done always frees, whatever order or repetition the
 // observations come in; out-of-turn ones are counted as ignored. The calls
 // are not cancelled with the request (a client that went away is still

@@ -91,7 +91,7 @@ var metricHelp = map[string][3]string{
 	"retries_refused": {"reason", "", "Retries a request wanted and did not get: budget (the fleet-wide retry budget is spent), attempts (the per-request cap)."},
 	"skipped_workers": {"reason", "", "Ranks left out of a request's candidates, by reason."},
 	"routed_by_load":  {"reason", "", "Requests routed by load alone (no token ids), by why there were none."},
-	"bookkeeping":     {"action", "result", "Bookkeeping calls from responses (rebook, prefill_done, free), by result."},
+	"bookkeeping":     {"action", "result", "Bookkeeping calls from responses (rebook, prefill_done, move_prefill, free), by result."},
 	"hit_reports":     {"result", "", "Answers read for the engine's reported cached tokens, by result: reported (to the prediction check), no_usage, moved (served by another rank than predicted), by_load (nothing predicted), split (a split request: the decode engine's report counts the transferred prompt)."},
 }
 

@@ -23,6 +23,10 @@ type Backend interface {
 	// Rebook moves a routed request's booking to another rank of its
 	// (model, tenant).
 	Rebook(ctx context.Context, model, tenant, requestID string, to messages.WorkerKey) error
+	// MovePrefill moves a split request's prefill booking to another
+	// prefill worker of its (model, tenant): the alternate its failed
+	// prefill leg is retried on.
+	MovePrefill(ctx context.Context, model, tenant, requestID string, to messages.WorkerKey) error
 	// Models lists the models with a registered worker.
 	Models(ctx context.Context) []string
 }
@@ -211,7 +215,7 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 	p.metrics.skip(skipped)
 	chosen := messages.WorkerKey{Worker: res.WorkerID, DpRank: res.DpRank}
 	b := &Booking{ID: r.ID, Model: req.ModelName, Tenant: req.TenantID, Candidates: cands, CachedTokens: res.CachedTokens,
-		Prefill: res.PrefillWorker, path: p, st: NewState(chosen),
+		Prefill: res.PrefillWorker, Alternate: res.PrefillAlternate, path: p, st: NewState(chosen),
 		hits: hitCheck{predictedOn: chosen, promptTokens: uint64(len(r.Tokens)), byLoad: r.Tokens == nil}}
 	var refuse error
 	limit := p.cfg.Guard.shedAbove(r.Objective, p.cfg.ShedAboveBlocks) // less the headroom kept for higher bands
@@ -281,6 +285,9 @@ type Booking struct {
 	// Candidates are then decode workers; the router booked the prefill
 	// load under ID until FirstByte); nil: the decode worker prefills.
 	Prefill *api.PrefillLeg
+	// Alternate is the prefill worker a failed prefill leg may be retried
+	// on (MovePrefill); nil when none.
+	Alternate *api.PrefillLeg
 
 	path *Path
 	mu   sync.Mutex
@@ -313,6 +320,25 @@ func (b *Booking) FirstByte(ctx context.Context) {
 	b.apply(ctx, func(s *State) Action { return s.FirstByte() })
 }
 
+// MovePrefill moves the split request's prefill booking to its
+// Alternate, on which the caller retries the prefill leg that failed: the
+// alternate leg, or nil when there is none, the booking is past its
+// prefill or already moved, or the router refused the move (logged and
+// counted). Prefill is the alternate afterwards.
+func (b *Booking) MovePrefill(ctx context.Context) *api.PrefillLeg {
+	if b.Alternate == nil {
+		return nil
+	}
+	to := messages.WorkerKey{Worker: b.Alternate.WorkerID, DpRank: b.Alternate.DpRank}
+	if !b.apply(ctx, func(s *State) Action { return s.MovePrefill(to) }) {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Prefill, b.Alternate = b.Alternate, nil
+	return b.Prefill
+}
+
 // Done frees the booking: the response ended, failed, was reset or
 // cancelled. Calls after the first are ignored.
 func (b *Booking) Done(ctx context.Context) {
@@ -326,23 +352,24 @@ func (b *Booking) Worker() messages.WorkerKey {
 	return b.st.Booked
 }
 
-// apply runs one observation and its bookkeeping call. The call runs
-// under the booking's lock, so a Free never overtakes the PrefillDone
-// before it; it is not cancelled with the request (a client that went
-// away must still be freed).
-func (b *Booking) apply(ctx context.Context, observe func(*State) Action) {
+// apply runs one observation and its bookkeeping call: true when a call
+// was made and the router took it. The call runs under the booking's
+// lock, so a Free never overtakes the PrefillDone before it; it is not
+// cancelled with the request (a client that went away must still be
+// freed).
+func (b *Booking) apply(ctx context.Context, observe func(*State) Action) bool {
 	ctx = context.WithoutCancel(ctx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	a := observe(&b.st)
 	if a.Ignored {
 		b.path.metrics.bookkeeping(a.Kind, ResultIgnored)
-		return
+		return false
 	}
 	var err error
 	switch a.Kind {
 	case None:
-		return
+		return false
 	case Free:
 		b.releaseAll()
 	}
@@ -351,6 +378,8 @@ func (b *Booking) apply(ctx context.Context, observe func(*State) Action) {
 		err = b.path.be.Rebook(ctx, b.Model, b.Tenant, b.ID, a.To)
 	case PrefillDone:
 		err = b.path.be.PrefillDone(ctx, b.ID)
+	case MovePrefill:
+		err = b.path.be.MovePrefill(ctx, b.Model, b.Tenant, b.ID, a.To)
 	case Free:
 		b.path.mu.Lock()
 		routed := b.path.inFlight[b.ID] == b
@@ -368,7 +397,8 @@ func (b *Booking) apply(ctx context.Context, observe func(*State) Action) {
 		// booking here is over either way.
 		b.path.metrics.bookkeeping(a.Kind, ResultError)
 		b.path.cfg.Logger.Warn("request path: bookkeeping failed", "action", a.Kind.String(), "request_id", b.ID, "error", err)
-		return
+		return false
 	}
 	b.path.metrics.bookkeeping(a.Kind, ResultOK)
+	return true
 }

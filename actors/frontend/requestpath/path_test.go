@@ -66,6 +66,9 @@ func (f *fakeBackend) Rebook(_ context.Context, model, tenant, id string, to mes
 	f.mu.Unlock()
 	return nil
 }
+func (f *fakeBackend) MovePrefill(_ context.Context, model, tenant, id string, to messages.WorkerKey) error {
+	return f.call(fmt.Sprintf("move_prefill %s %s/%s → %d", id, model, tenant, to.Worker), id)
+}
 func (f *fakeBackend) Models(context.Context) []string { return []string{"m"} }
 
 func (f *fakeBackend) Calls() string {

@@ -6,15 +6,16 @@ import "github.com/kvrouter/kvrouter/messages"
 // no I/O. Each method takes one observation of the response and returns
 // the single bookkeeping Action it calls for (often none). Whatever order
 // and however often the observations come, a request gets at most one
-// Rebook per serving rank change, at most one PrefillDone and exactly one
-// Free — the last one to ask for it, after which every observation is
-// ignored.
+// Rebook per serving rank change, at most one PrefillDone, at most one
+// MovePrefill (before PrefillDone) and exactly one Free — the last one to
+// ask for it, after which every observation is ignored.
 type State struct {
 	// Booked is the rank the request's load is booked on.
-	Booked    messages.WorkerKey
-	served    bool
-	prefilled bool
-	freed     bool
+	Booked       messages.WorkerKey
+	served       bool
+	prefilled    bool
+	prefillMoved bool
+	freed        bool
 }
 
 // NewState is the booking of a request the router booked on booked.
@@ -32,17 +33,20 @@ const (
 	PrefillDone
 	// Free: the response ended (done, error, reset, cancelled).
 	Free
+	// MovePrefill: move a split request's prefill booking to Action.To
+	// (the alternate its prefill leg is retried on).
+	MovePrefill
 )
 
 // String is the action's metric label.
 func (k ActionKind) String() string {
-	return [...]string{"none", "rebook", "prefill_done", "free"}[k]
+	return [...]string{"none", "rebook", "prefill_done", "free", "move_prefill"}[k]
 }
 
 // Action is what an observation asks the caller to do.
 type Action struct {
 	Kind ActionKind
-	To   messages.WorkerKey // for Rebook
+	To   messages.WorkerKey // for Rebook and MovePrefill
 	// Ignored: the observation came out of turn (after the booking was
 	// freed, a second Served) and changed nothing; Kind is then the call
 	// it would have made (the metric's label), not one to make.
@@ -76,6 +80,17 @@ func (s *State) FirstByte() Action {
 	}
 	s.prefilled = true
 	return Action{Kind: PrefillDone}
+}
+
+// MovePrefill: a split request's prefill leg failed before any response
+// byte and is retried on prefill worker to. Only the first counts, and
+// only before FirstByte (prefill done frees the prefill booking).
+func (s *State) MovePrefill(to messages.WorkerKey) Action {
+	if s.freed || s.prefilled || s.prefillMoved {
+		return Action{Kind: MovePrefill, Ignored: true}
+	}
+	s.prefillMoved = true
+	return Action{Kind: MovePrefill, To: to}
 }
 
 // Done: the response is over — complete, failed, reset or cancelled
