@@ -35,11 +35,19 @@ type DisaggOptions struct {
 	// (service.EngineOf; nil: none known).
 	Engines func(messages.WorkerID) string
 	// OnPrefillFailure is what a sequential protocol (vLLM, TensorRT-LLM)
-	// does when its prefill leg fails: PrefillFallbackLocal (the default)
+	// does when its prefill leg fails (after PrefillRetries): PrefillFallbackLocal (the default)
 	// sends the client's request to the decode worker alone, PrefillFail
 	// answers 502. SGLang's decode engines cannot prefill alone: a failed
 	// prefill leg is a 502 there either way.
 	OnPrefillFailure string
+	// PrefillRetries is how many times a prefill leg that failed before
+	// any byte reached the client (unreachable, 5xx, broken off, no
+	// transfer params) is retried on the route answer's alternate prefill
+	// worker: 0 (the zero value: none) or 1 (kvrouter serve's default). A
+	// retry moves the prefill booking there and is one of the request
+	// path's retries (its fleet-wide budget and backoff). OnPrefillFailure
+	// applies when none is made or it fails too.
+	PrefillRetries int
 	// Rand is the source of SGLang's rooms and TensorRT-LLM's request ids
 	// (default crypto/rand.Reader).
 	Rand io.Reader
@@ -50,6 +58,10 @@ const (
 	PrefillFallbackLocal = "fallback-local"
 	PrefillFail          = "fail"
 )
+
+// MaxPrefillRetries bounds DisaggOptions.PrefillRetries: a route answer
+// names one alternate prefill worker.
+const MaxPrefillRetries = 1
 
 // ProtocolAuto is DisaggOptions.Protocol's default: the prefill worker's
 // engine, registered or detected.
@@ -68,6 +80,9 @@ func (o *DisaggOptions) check() error {
 	case PrefillFallbackLocal, PrefillFail:
 	default:
 		return fmt.Errorf("proxy: on prefill failure %q, want %s or %s", o.OnPrefillFailure, PrefillFallbackLocal, PrefillFail)
+	}
+	if o.PrefillRetries < 0 || o.PrefillRetries > MaxPrefillRetries {
+		return fmt.Errorf("proxy: prefill retries %d, want 0..%d (one alternate prefill worker)", o.PrefillRetries, MaxPrefillRetries)
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Reader
@@ -100,8 +115,12 @@ const (
 	SpanDecode  = "kvrouter.proxy.decode_leg"
 )
 
-// spanProtocol is the legs' span attribute naming the transfer protocol.
-var spanProtocol = attribute.Key("kvrouter.protocol")
+// The legs' span attributes: the transfer protocol; the prefill leg's
+// attempt (1, or 2 when retried on the alternate prefill worker).
+var (
+	spanProtocol = attribute.Key("kvrouter.protocol")
+	spanAttempt  = attribute.Key("kvrouter.prefill_attempt")
+)
 
 // tracer is the tracer of the request's span (the process's provider).
 func tracer(ctx context.Context) trace.Tracer {
@@ -110,58 +129,136 @@ func tracer(ctx context.Context) trace.Tracer {
 
 // split serves a request the router split: the prefill leg, then (or, for
 // SGLang, at once) the decode leg on the booking's candidates, whose
-// answer the client gets. body is the client's (its transfer fields
-// stripped).
+// answer the client gets. A prefill leg that fails before any byte reached
+// the client is retried on the booking's alternate prefill worker
+// (retryPrefill); when that is not done or fails too, prefillFailed
+// answers. body is the client's (its transfer fields stripped).
 func (p *Proxy) split(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, body []byte) {
 	ctx := r.Context()
-	leg := b.Prefill
-	proto, ok := p.protocol(leg)
-	if !ok {
-		p.local(w, r, b, body, "", NoProtocol)
-		return
-	}
-	ep, err := serving.Parse(leg.ServingEndpoint)
-	if err != nil {
-		p.local(w, r, b, body, proto, BadPrefillEndpoint)
-		return
-	}
 	parsed, err := pdtransfer.Parse(body)
 	if err != nil { // completions read it as an object already
 		writeError(w, http.StatusBadRequest, api.ReasonBadJSON, err.Error())
 		return
 	}
-	host := leg.BootstrapHost
-	if host == "" {
-		host, _, _ = net.SplitHostPort(ep.HostPort)
-	}
-	legs, err := pdtransfer.Build(proto, parsed, pdtransfer.Prefill{BootstrapHost: host, BootstrapPort: leg.BootstrapPort}, p.opts.Disagg.Rand)
-	if err != nil {
-		p.opts.Logger.Warn("proxy: prefill leg not built", "request_id", b.ID, "protocol", proto, "error", err)
-		p.local(w, r, b, body, proto, PrefillNotBuilt)
+	leg := b.Prefill
+	for attempt := 1; ; attempt++ {
+		proto, ok := p.protocol(leg)
+		if !ok {
+			p.local(w, r, b, body, "", NoProtocol)
+			return
+		}
+		ep, err := serving.Parse(leg.ServingEndpoint)
+		if err != nil {
+			p.local(w, r, b, body, proto, BadPrefillEndpoint)
+			return
+		}
+		host := leg.BootstrapHost
+		if host == "" {
+			host, _, _ = net.SplitHostPort(ep.HostPort)
+		}
+		legs, err := pdtransfer.Build(proto, parsed, pdtransfer.Prefill{BootstrapHost: host, BootstrapPort: leg.BootstrapPort}, p.opts.Disagg.Rand)
+		if err != nil {
+			p.opts.Logger.Warn("proxy: prefill leg not built", "request_id", b.ID, "protocol", proto, "error", err)
+			p.local(w, r, b, body, proto, PrefillNotBuilt)
+			return
+		}
+		pl := prefillAttempt{leg: leg, ep: ep, n: attempt}
+		var outcome string
+		var failure error
+		if proto.Sequential() {
+			var decode []byte
+			outcome, failure = p.prefillLeg(ctx, r, b, pl, proto, legs.Prefill, func(answer []byte) (err error) {
+				decode, err = pdtransfer.Decode(legs, parsed, answer)
+				return err
+			})
+			if outcome == PrefillOK {
+				p.decodeLeg(w, r, b, proto, decode)
+				return
+			}
+		} else if outcome, failure = p.together(w, r, b, pl, legs); outcome == PrefillOK {
+			return
+		}
+		if outcome == PrefillCanceled {
+			return // the client went away; the booking is freed by the caller
+		}
+		if next := p.retryPrefill(ctx, b, proto, outcome, failure, attempt); next != nil {
+			leg = next
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.prefillFailed(w, r, b, body, proto, outcome)
 		return
 	}
-	if !proto.Sequential() {
-		p.together(w, r, b, ep, legs)
-		return
+}
+
+// prefillAttempt is one send of a split request's prefill leg: the
+// prefill worker, its serving endpoint, and which attempt (1, or 2 on
+// the alternate).
+type prefillAttempt struct {
+	leg *api.PrefillLeg
+	ep  serving.Endpoint
+	n   int
+}
+
+// retryablePrefill: a prefill leg's failure another prefill worker may
+// not have — its engine could not be reached, answered 5xx, broke off, or
+// answered without the transfer params.
+func retryablePrefill(outcome string, err error) bool {
+	var st statusError
+	switch outcome {
+	case PrefillConnect, PrefillDied, PrefillBadAnswer:
+		return true
+	case PrefillStatus:
+		return errors.As(err, &st) && st >= 500
 	}
-	var decode []byte
-	outcome := p.prefillLeg(ctx, r, b, ep, proto, legs.Prefill, func(answer []byte) (err error) {
-		decode, err = pdtransfer.Decode(legs, parsed, answer)
-		return err
-	})
+	return false
+}
+
+// retryPrefill moves the booking's prefill leg to its alternate for
+// retry attempt (1 ≤ attempt ≤ PrefillRetries) after a retryable
+// failure: the alternate leg, or nil when there is none (none named, of
+// another protocol, an unusable endpoint, the retry budget spent, the
+// router refused the move).
+func (p *Proxy) retryPrefill(ctx context.Context, b *requestpath.Booking, proto pdtransfer.Protocol, outcome string, err error, attempt int) *api.PrefillLeg {
+	alt := b.Alternate
+	if attempt > p.opts.Disagg.PrefillRetries || alt == nil || !retryablePrefill(outcome, err) {
+		return nil
+	}
+	if ap, ok := p.protocol(alt); !ok || ap != proto {
+		return nil
+	}
+	if _, err := serving.Parse(alt.ServingEndpoint); err != nil {
+		return nil
+	}
+	if b.Retry(ctx, attempt, "prefill_"+outcome) != nil {
+		return nil
+	}
+	leg := b.MovePrefill(ctx)
+	if leg != nil {
+		p.metrics.prefillRetry(ctx, proto, outcome)
+		p.opts.Logger.Info("proxy: prefill leg retried on the alternate", "request_id", b.ID, "protocol", proto, "reason", outcome,
+			"prefill_worker", leg.WorkerID)
+	}
+	return leg
+}
+
+// prefillFailed answers a split request whose prefill leg failed (and
+// was not, or no longer, retried): on the decode worker alone
+// (fallback-local, and always when the prefill engine finished the
+// request itself), or 502 prefill_failed (fail, and always for SGLang,
+// whose decode engines cannot prefill alone).
+func (p *Proxy) prefillFailed(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, body []byte, proto pdtransfer.Protocol, outcome string) {
 	switch {
-	case outcome == PrefillCanceled:
-		return // the client went away; the booking is freed by the caller
 	case outcome == PrefillFinished: // not a failure: the decode worker answers in the client's shape
 		p.local(w, r, b, body, proto, PrefillFinished)
-	case outcome != PrefillOK && p.opts.Disagg.OnPrefillFailure == PrefillFail:
-		p.metrics.fallback(ctx, proto, outcome, false)
+	case !proto.Sequential() || p.opts.Disagg.OnPrefillFailure == PrefillFail:
+		p.metrics.fallback(r.Context(), proto, outcome, false)
 		w.Header().Set(RequestIDHeader, b.ID)
 		writeError(w, http.StatusBadGateway, ErrPrefillFailed, fmt.Sprintf("the prefill leg failed (%s)", outcome))
-	case outcome != PrefillOK:
-		p.local(w, r, b, body, proto, outcome)
 	default:
-		p.decodeLeg(w, r, b, proto, decode)
+		p.local(w, r, b, body, proto, outcome)
 	}
 }
 
@@ -195,15 +292,16 @@ func (p *Proxy) decodeLeg(w http.ResponseWriter, r *http.Request, b *requestpath
 
 // prefillLeg sends a prefill leg and reads its whole answer (at most
 // pdtransfer.MaxAnswerBytes), which use (when set) takes the decode leg's
-// params from: an error there is a bad answer.
-func (p *Proxy) prefillLeg(ctx context.Context, r *http.Request, b *requestpath.Booking, ep serving.Endpoint, proto pdtransfer.Protocol,
-	body []byte, use func([]byte) error) string {
+// params from: an error there is a bad answer. It returns the outcome and
+// the failure's error (a statusError for a non-2xx answer).
+func (p *Proxy) prefillLeg(ctx context.Context, r *http.Request, b *requestpath.Booking, pa prefillAttempt, proto pdtransfer.Protocol,
+	body []byte, use func([]byte) error) (string, error) {
 	start := time.Now()
 	ctx, span := tracer(ctx).Start(ctx, SpanPrefill, trace.WithAttributes(spanProtocol.String(string(proto)),
-		tracectx.Worker.Int64(int64(b.Prefill.WorkerID)), tracectx.DpRank.Int64(int64(b.Prefill.DpRank)),
-		attribute.String("kvrouter.prefill_endpoint", ep.String())))
+		tracectx.Worker.Int64(int64(pa.leg.WorkerID)), tracectx.DpRank.Int64(int64(pa.leg.DpRank)),
+		attribute.String("kvrouter.prefill_endpoint", pa.ep.String()), spanAttempt.Int(pa.n)))
 	defer span.End()
-	answer, outcome, err := p.readPrefill(ctx, r, b.ID, ep, body)
+	answer, outcome, err := p.readPrefill(ctx, r, b.ID, pa.ep, body)
 	if outcome == PrefillOK && use != nil {
 		switch err = use(answer); {
 		case errors.Is(err, pdtransfer.ErrFinished):
@@ -215,14 +313,19 @@ func (p *Proxy) prefillLeg(ctx context.Context, r *http.Request, b *requestpath.
 	if outcome != PrefillOK {
 		span.SetStatus(codes.Error, outcome)
 		if outcome != PrefillCanceled {
-			p.opts.Logger.Warn("proxy: prefill leg failed", "request_id", b.ID, "protocol", proto, "prefill_worker", b.Prefill.WorkerID,
-				"endpoint", ep.String(), "outcome", outcome, "error", err)
+			p.opts.Logger.Warn("proxy: prefill leg failed", "request_id", b.ID, "protocol", proto, "prefill_worker", pa.leg.WorkerID,
+				"endpoint", pa.ep.String(), "attempt", pa.n, "outcome", outcome, "error", err)
 		}
 	}
 	span.SetAttributes(attribute.String("kvrouter.prefill_outcome", outcome))
 	p.metrics.prefillDone(ctx, proto, outcome, time.Since(start))
-	return outcome
+	return outcome, err
 }
+
+// statusError is a prefill engine's non-2xx answer status.
+type statusError int
+
+func (s statusError) Error() string { return fmt.Sprintf("status %d", int(s)) }
 
 func (p *Proxy) readPrefill(ctx context.Context, r *http.Request, id string, ep serving.Endpoint, body []byte) ([]byte, string, error) {
 	resp, err := p.post(ctx, r, id, ep.BaseURL(), body)
@@ -241,7 +344,7 @@ func (p *Proxy) readPrefill(ctx context.Context, r *http.Request, id string, ep 
 	case err != nil:
 		return nil, PrefillDied, err
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return nil, PrefillStatus, fmt.Errorf("status %d", resp.StatusCode)
+		return nil, PrefillStatus, statusError(resp.StatusCode)
 	case buf.Len() > pdtransfer.MaxAnswerBytes:
 		return nil, PrefillTooLarge, fmt.Errorf("more than %d bytes", pdtransfer.MaxAnswerBytes)
 	}
@@ -250,31 +353,34 @@ func (p *Proxy) readPrefill(ctx context.Context, r *http.Request, id string, ep 
 
 // together runs SGLang's legs at once: the prefill leg's answer is read
 // and dropped, the decode leg's goes to the client. A prefill leg that
-// fails before the client's answer started cancels the decode leg and is
-// answered 502; once the answer started, the decode engine ends it (its
-// transfer fails with the prefill).
-func (p *Proxy) together(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, ep serving.Endpoint, legs pdtransfer.Legs) {
+// fails before the client's answer started cancels the decode leg and
+// returns its outcome and error, nothing written to the client (the
+// caller retries or answers); once the answer started, the decode engine
+// ends it (its transfer fails with the prefill) and PrefillOK is returned.
+func (p *Proxy) together(w http.ResponseWriter, r *http.Request, b *requestpath.Booking, pa prefillAttempt, legs pdtransfer.Legs) (string, error) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	gw := &gatedWriter{w: w, hdr: http.Header{}}
-	failed := make(chan string, 1)
+	type result struct {
+		outcome string
+		err     error
+	}
+	failed := make(chan result, 1)
 	go func() {
-		outcome := p.prefillLeg(ctx, r, b, ep, legs.Protocol, legs.Prefill, nil)
+		outcome, err := p.prefillLeg(ctx, r, b, pa, legs.Protocol, legs.Prefill, nil)
 		if outcome != PrefillOK && outcome != PrefillCanceled && gw.abort() {
 			cancel()
 		}
-		failed <- outcome
+		failed <- result{outcome, err}
 	}()
 	p.decodeLeg(gw, r.WithContext(ctx), b, legs.Protocol, legs.Decode)
 	if !gw.aborted() {
 		cancel() // the answer is over: a prefill leg still out has nothing left to give
 		<-failed
-		return
+		return PrefillOK, nil
 	}
-	outcome := <-failed
-	p.metrics.fallback(r.Context(), legs.Protocol, outcome, false)
-	w.Header().Set(RequestIDHeader, b.ID)
-	writeError(w, http.StatusBadGateway, ErrPrefillFailed, fmt.Sprintf("the prefill leg failed (%s)", outcome))
+	res := <-failed
+	return res.outcome, res.err
 }
 
 // errAborted: the gated writer's answer was given up (its prefill leg

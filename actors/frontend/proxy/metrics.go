@@ -101,14 +101,15 @@ func (m *metrics) refused(ctx context.Context, reason string) {
 //	kvrouter_proxy_prefill_fallbacks_total{protocol,reason,action} split requests served without their remote prefill:
 //	                                                           action local (the decode worker prefilled) or failed (502)
 //	kvrouter_proxy_client_transfer_fields_total{field}         transfer fields removed from clients' bodies
+//	kvrouter_proxy_prefill_retries_total{protocol,reason}      prefill legs retried on the alternate prefill worker, by the failure
 type disaggMetrics struct {
-	legs, fallbacks, fields metric.Int64Counter
-	legTime                 metric.Float64Histogram
+	legs, fallbacks, fields, retries metric.Int64Counter
+	legTime                          metric.Float64Histogram
 }
 
 func newDisaggMetrics(m metric.Meter) (disaggMetrics, error) {
 	var out disaggMetrics
-	var errs [4]error
+	var errs [5]error
 	out.legs, errs[0] = m.Int64Counter("kvrouter.proxy.prefill_legs", metric.WithDescription("Prefill legs of split requests, by transfer protocol and outcome."))
 	out.legTime, errs[1] = m.Float64Histogram("kvrouter.proxy.prefill_leg.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from sending a prefill leg to its whole answer."), metric.WithExplicitBucketBoundaries(ttftBuckets...))
@@ -116,6 +117,8 @@ func newDisaggMetrics(m metric.Meter) (disaggMetrics, error) {
 		metric.WithDescription("Split requests served without their remote prefill, by reason: locally on the decode worker, or failed."))
 	out.fields, errs[3] = m.Int64Counter("kvrouter.proxy.client_transfer_fields",
 		metric.WithDescription("KV transfer fields removed from clients' request bodies, by field."))
+	out.retries, errs[4] = m.Int64Counter("kvrouter.proxy.prefill_retries",
+		metric.WithDescription("Prefill legs of split requests retried on the alternate prefill worker, by what the failed leg got."))
 	return out, errors.Join(errs[:]...)
 }
 
@@ -137,6 +140,10 @@ func (m *metrics) fallback(ctx context.Context, proto pdtransfer.Protocol, reaso
 		action = "local"
 	}
 	m.disagg.fallbacks.Add(ctx, 1, metric.WithAttributes(protocolKey.String(string(proto)), reasonKey.String(reason), actionKey.String(action)))
+}
+
+func (m *metrics) prefillRetry(ctx context.Context, proto pdtransfer.Protocol, reason string) {
+	m.disagg.retries.Add(ctx, 1, metric.WithAttributes(protocolKey.String(string(proto)), reasonKey.String(reason)))
 }
 
 func (m *metrics) clientField(ctx context.Context, field string) {
