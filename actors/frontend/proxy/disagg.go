@@ -59,10 +59,6 @@ const (
 	PrefillFail          = "fail"
 )
 
-// MaxPrefillRetries bounds DisaggOptions.PrefillRetries: a route answer
-// names one alternate prefill worker.
-const MaxPrefillRetries = 1
-
 // ProtocolAuto is DisaggOptions.Protocol's default: the prefill worker's
 // engine, registered or detected.
 const ProtocolAuto = "auto"
@@ -193,57 +189,6 @@ func (p *Proxy) split(w http.ResponseWriter, r *http.Request, b *requestpath.Boo
 	}
 }
 
-// prefillAttempt is one send of a split request's prefill leg: the
-// prefill worker, its serving endpoint, and which attempt (1, or 2 on
-// the alternate).
-type prefillAttempt struct {
-	leg *api.PrefillLeg
-	ep  serving.Endpoint
-	n   int
-}
-
-// retryablePrefill: a prefill leg's failure another prefill worker may
-// not have — its engine could not be reached, answered 5xx, broke off, or
-// answered without the transfer params.
-func retryablePrefill(outcome string, err error) bool {
-	var st statusError
-	switch outcome {
-	case PrefillConnect, PrefillDied, PrefillBadAnswer:
-		return true
-	case PrefillStatus:
-		return errors.As(err, &st) && st >= 500
-	}
-	return false
-}
-
-// retryPrefill moves the booking's prefill leg to its alternate for
-// retry attempt (1 ≤ attempt ≤ PrefillRetries) after a retryable
-// failure: the alternate leg, or nil when there is none (none named, of
-// another protocol, an unusable endpoint, the retry budget spent, the
-// router refused the move).
-func (p *Proxy) retryPrefill(ctx context.Context, b *requestpath.Booking, proto pdtransfer.Protocol, outcome string, err error, attempt int) *api.PrefillLeg {
-	alt := b.Alternate
-	if attempt > p.opts.Disagg.PrefillRetries || alt == nil || !retryablePrefill(outcome, err) {
-		return nil
-	}
-	if ap, ok := p.protocol(alt); !ok || ap != proto {
-		return nil
-	}
-	if _, err := serving.Parse(alt.ServingEndpoint); err != nil {
-		return nil
-	}
-	if b.Retry(ctx, attempt, "prefill_"+outcome) != nil {
-		return nil
-	}
-	leg := b.MovePrefill(ctx)
-	if leg != nil {
-		p.metrics.prefillRetry(ctx, proto, outcome)
-		p.opts.Logger.Info("proxy: prefill leg retried on the alternate", "request_id", b.ID, "protocol", proto, "reason", outcome,
-			"prefill_worker", leg.WorkerID)
-	}
-	return leg
-}
-
 // prefillFailed answers a split request whose prefill leg failed (and
 // was not, or no longer, retried): on the decode worker alone
 // (fallback-local, and always when the prefill engine finished the
@@ -321,11 +266,6 @@ func (p *Proxy) prefillLeg(ctx context.Context, r *http.Request, b *requestpath.
 	p.metrics.prefillDone(ctx, proto, outcome, time.Since(start))
 	return outcome, err
 }
-
-// statusError is a prefill engine's non-2xx answer status.
-type statusError int
-
-func (s statusError) Error() string { return fmt.Sprintf("status %d", int(s)) }
 
 func (p *Proxy) readPrefill(ctx context.Context, r *http.Request, id string, ep serving.Endpoint, body []byte) ([]byte, string, error) {
 	resp, err := p.post(ctx, r, id, ep.BaseURL(), body)

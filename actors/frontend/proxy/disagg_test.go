@@ -22,10 +22,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-// splitBackend routes with the real service and splits every answer: the
-// decode leg is the service's choice, the prefill leg a simulated prefill
-// engine (the router's split decision is not the proxy's to test). It
-// records the bookkeeping calls in order.
+// splitBackend routes with the real service and splits every answer the
+// router did not split itself: the decode leg is the service's choice,
+// the prefill leg a simulated prefill engine (the router's split decision
+// is not the proxy's to test). It records the bookkeeping calls in order.
 type splitBackend struct {
 	*service.Service
 	leg   api.PrefillLeg
@@ -35,7 +35,7 @@ type splitBackend struct {
 
 func (s *splitBackend) Route(ctx context.Context, req api.RouteRequest) (api.RouteResult, error) {
 	res, err := s.Service.Route(ctx, req)
-	if err != nil {
+	if err != nil || res.PrefillWorker != nil {
 		return res, err
 	}
 	leg := s.leg
@@ -47,6 +47,11 @@ func (s *splitBackend) Route(ctx context.Context, req api.RouteRequest) (api.Rou
 func (s *splitBackend) PrefillDone(ctx context.Context, id string) error {
 	s.note("prefill_done " + id)
 	return s.Service.PrefillDone(ctx, id)
+}
+
+func (s *splitBackend) MovePrefill(ctx context.Context, model, tenant, id string, to messages.WorkerKey) error {
+	s.note(fmt.Sprintf("move_prefill %s → %d", id, to.Worker))
+	return s.Service.MovePrefill(ctx, model, tenant, id, to)
 }
 
 func (s *splitBackend) Free(ctx context.Context, id string) error {
@@ -67,8 +72,9 @@ func (s *splitBackend) seen() []string {
 }
 
 // tap sits in front of a simulated engine: it records every body it is
-// sent, can answer a status itself instead (fail), and can hold a request
-// until the client goes away (hold, signalling arrived).
+// sent, can answer a status itself instead (fail), can hold a request
+// until the client goes away (hold, signalling arrived), and can answer
+// as answer says.
 type tap struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -76,7 +82,12 @@ type tap struct {
 	fail    atomic.Int32
 	hold    atomic.Bool
 	arrived chan struct{}
+	answer  atomic.Pointer[answerFunc]
 }
+
+// answerFunc answers a tap's request in the engine's stead; pass hands the
+// request on to the engine, its answer written to w.
+type answerFunc func(w http.ResponseWriter, pass func(w http.ResponseWriter))
 
 func newTap(t *testing.T, engine string) *tap {
 	hop := engineHop(engine)
@@ -91,6 +102,10 @@ func newTap(t *testing.T, engine string) *tap {
 			<-r.Context().Done()
 			return
 		}
+		if answer := tp.answer.Load(); answer != nil {
+			(*answer)(w, func(w http.ResponseWriter) { hop(w, r, body) })
+			return
+		}
 		if code := tp.fail.Load(); code != 0 {
 			http.Error(w, "unavailable", int(code))
 			return
@@ -100,6 +115,9 @@ func newTap(t *testing.T, engine string) *tap {
 	t.Cleanup(tp.srv.Close)
 	return tp
 }
+
+// answerWith makes the tap answer as a says.
+func (tp *tap) answerWith(a answerFunc) { tp.answer.Store(&a) }
 
 func (tp *tap) addr() string { return tp.srv.Listener.Addr().String() }
 

@@ -69,7 +69,13 @@ func newGuardedFleet(t *testing.T, n int, hold func(context.Context), opts Optio
 // newService is kvrouter's service, closed with the test.
 func newService(t *testing.T) *service.Service {
 	t.Helper()
-	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second})
+	return newRoutingService(t, routing.DefaultConfig())
+}
+
+// newRoutingService is newService routing by rc.
+func newRoutingService(t *testing.T, rc routing.Config) *service.Service {
+	t.Helper()
+	svc, err := service.New(actor.NewActorSystem(), service.Config{BlockSize: blockSize, Routing: rc, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
