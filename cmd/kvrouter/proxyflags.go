@@ -12,6 +12,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/frontend/proxy"
 	"github.com/kvrouter/kvrouter/actors/frontend/requestpath"
 	"github.com/kvrouter/kvrouter/actors/service"
+	"github.com/kvrouter/kvrouter/messages"
 )
 
 // proxyFlags are kvrouter serve's OpenAI proxy options.
@@ -22,6 +23,7 @@ type proxyFlags struct {
 	shedAbove             *uint64
 	disaggProtocol        *string
 	onPrefillFailure      *string
+	prefillRetries        *int
 }
 
 func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
@@ -36,7 +38,25 @@ func addProxyFlags(fs *flag.FlagSet) *proxyFlags {
 			"auto (the prefill worker's engine: registered, or detected from its KV events; until one is known the decode worker prefills), vllm, sglang or trtllm"),
 		onPrefillFailure: fs.String("proxy-on-prefill-failure", proxy.PrefillFallbackLocal, "proxy: when a split request's prefill leg fails before the client got a byte: "+
 			"fallback-local (the decode worker prefills itself; vLLM, TensorRT-LLM) or fail (502); SGLang always fails"),
+		prefillRetries: fs.Int("proxy-prefill-retries", proxy.MaxPrefillRetries, "proxy: 0 or 1: times a split request's prefill leg is sent again, to the route answer's alternate prefill worker "+
+			"(the runner-up on another worker; the prefill booking moves there), when it failed before the client got a byte: unreachable, 5xx, broken off, "+
+			"no transfer params; SGLang re-sends both legs with a fresh room. Not on a 4xx, without an alternate, past the retry budget (--retry-budget) "+
+			"or once the client left; then --proxy-on-prefill-failure applies"),
 	}
+}
+
+// check refuses proxy flags that cannot work, at start.
+func (f *proxyFlags) check() error {
+	if r := *f.prefillRetries; r < 0 || r > proxy.MaxPrefillRetries {
+		return fmt.Errorf("--proxy-prefill-retries %d: want 0 or %d (a route answer names one alternate prefill worker)", r, proxy.MaxPrefillRetries)
+	}
+	return nil
+}
+
+// disagg is the proxy's split-request options, engines naming each
+// worker's engine.
+func (f *proxyFlags) disagg(engines func(messages.WorkerID) string) proxy.DisaggOptions {
+	return proxy.DisaggOptions{Protocol: *f.disaggProtocol, Engines: engines, OnPrefillFailure: *f.onPrefillFailure, PrefillRetries: *f.prefillRetries}
 }
 
 // path is the request path the front ends share (nil without a front end).
@@ -61,7 +81,7 @@ func (f *proxyFlags) server(path *requestpath.Path, host *service.Host, token st
 	}
 	p, err := proxy.New(path, proxy.Options{APIToken: token, Prompts: prompts, ConnectTimeout: *f.connect, HeaderTimeout: *f.header,
 		IdleTimeout: *f.idle, Attempts: *f.attempts, Meter: host.Metrics().Meter("github.com/kvrouter/kvrouter/actors/frontend/proxy"), Logger: logger,
-		Disagg: proxy.DisaggOptions{Protocol: *f.disaggProtocol, Engines: host.Service.EngineOf, OnPrefillFailure: *f.onPrefillFailure}})
+		Disagg: f.disagg(host.Service.EngineOf)})
 	if err != nil {
 		return nil, err
 	}

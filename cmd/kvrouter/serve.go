@@ -255,6 +255,10 @@ func serve(args []string, stdout, stderr io.Writer, stop stopSignals) int {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2
 	}
+	if err := pf.check(); err != nil {
+		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
+		return 2
+	}
 	if *maxSessions <= 0 || *sessionIdle <= 0 {
 		fmt.Fprintf(stderr, "kvrouter serve: --max-sessions and --session-idle must be positive\n")
 		return 2
