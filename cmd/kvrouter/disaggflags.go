@@ -18,8 +18,11 @@ already holds --disagg-max-decode-hit of the prompt or less than
 --disagg-min-uncached-tokens of it is uncached; always splits whenever a
 prefill worker is registered; never does not. A split /route answer
 names the prefill leg (prefill_worker, with its serving endpoint and
-SGLang bootstrap address) and why (disaggregation); the endpoint picker
-sends x-prefiller-host-port. A namespace without roles routes as before.
+SGLang bootstrap address), the prefill worker a failed prefill leg may
+be retried on (prefill_alternate: the runner-up on another worker; the
+proxy retries once, --proxy-prefill-retries) and why (disaggregation);
+the endpoint picker sends x-prefiller-host-port. A namespace without
+roles routes as before.
 `
 
 // disaggFlags are kvrouter serve's prefill/decode options (package

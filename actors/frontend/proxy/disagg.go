@@ -35,10 +35,11 @@ type DisaggOptions struct {
 	// (service.EngineOf; nil: none known).
 	Engines func(messages.WorkerID) string
 	// OnPrefillFailure is what a sequential protocol (vLLM, TensorRT-LLM)
-	// does when its prefill leg fails (after PrefillRetries): PrefillFallbackLocal (the default)
-	// sends the client's request to the decode worker alone, PrefillFail
-	// answers 502. SGLang's decode engines cannot prefill alone: a failed
-	// prefill leg is a 502 there either way.
+	// does when its prefill leg fails (and is not, or no longer, retried):
+	// PrefillFallbackLocal (the default) sends the client's request to the
+	// decode worker alone, PrefillFail answers 502. SGLang's decode
+	// engines cannot prefill alone: a failed prefill leg is a 502 there
+	// either way.
 	OnPrefillFailure string
 	// PrefillRetries is how many times a prefill leg that failed before
 	// any byte reached the client (unreachable, 5xx, broken off, no

@@ -69,16 +69,51 @@
 //   - SGLang: both legs at once; the prefill leg's answer is read and
 //     dropped. The decode leg's answer is held back from the client until
 //     its headers (gatedWriter), so a prefill leg that fails first can
-//     cancel it and answer 502 instead.
+//     cancel it and be retried, or answered 502, instead.
 //
-// A prefill leg that fails (unreachable, a non-2xx answer, an answer
-// without transfer params) falls back to the decode worker alone with the
-// client's body (OnPrefillFailure fallback-local, the default) or is
-// answered 502 prefill_failed (fail); SGLang's decode engines cannot
-// prefill alone, so it is a 502 there. Another prefill worker is not
-// tried: the route answer names one, and choosing another is the
-// router's. The prefill endpoint is the router's registered one only: the
-// client's own transfer fields (kv_transfer_params, bootstrap_*,
+// A prefill leg that fails before any byte reached the client is sent
+// once more, to the route answer's alternate prefill worker
+// (api.RouteResult.PrefillAlternate: the router's runner-up for the
+// prefill, on another worker than the first — another dp rank of the same
+// engine would likely fail with it), when DisaggOptions.PrefillRetries is
+// 1 (kvrouter serve's default; the library's zero value is 0: never)
+// (prefill_retry.go):
+//   - which failures: the engine could not be reached (refused, dropped
+//     before an answer), answered 5xx, broke off mid-answer, or answered
+//     without the protocol's transfer params. Not a 4xx (the request is
+//     the trouble), an answer over 1 MiB, nor a TensorRT-LLM context
+//     answer that finished the request itself;
+//   - when not: no alternate named (a pool of one prefill worker), the
+//     alternate of another protocol or without a usable endpoint, the
+//     request path's fleet-wide retry budget spent, the client gone
+//     (during the leg or the backoff), or once the client received a byte
+//     — which for SGLang means the decode leg's answer started; each is
+//     logged with why;
+//   - how: the retry is one of the request path's (the budget, then its
+//     backoff); the prefill booking moves to the alternate first
+//     (Booking.MovePrefill: the failed worker's prefill load is released,
+//     the same prefill tokens are booked on the alternate); the legs are
+//     built again for the alternate. vLLM and TensorRT-LLM (a fresh
+//     disagg_request_id) send the prefill leg there, and the decode leg
+//     carries the params the alternate returned; SGLang sends both legs
+//     again, with the alternate's bootstrap address and a fresh room (the
+//     first decode leg was cancelled before its answer reached the
+//     client);
+//   - what the client sees: nothing of the first attempt, only a later
+//     first byte; the answer is the decode leg's as without a retry.
+//
+// Counted in kvrouter_proxy_prefill_retries_total{protocol,reason} (reason:
+// the failed leg's outcome, connect_failed, bad_status, engine_died or
+// bad_answer) and in the request path's retries (reason prefill_OUTCOME);
+// each attempt is a prefill leg span with kvrouter.prefill_attempt 1 or 2,
+// its outcome counted in kvrouter_proxy_prefill_legs_total. A leg that is
+// not retried, or fails on the alternate too, falls back to the decode
+// worker alone with the client's body (OnPrefillFailure fallback-local,
+// the default) or is answered 502 prefill_failed (fail); SGLang's decode
+// engines cannot prefill alone, so it is a 502 there.
+//
+// The prefill endpoint is the router's registered one only: the client's
+// own transfer fields (kv_transfer_params, bootstrap_*,
 // disaggregated_params) are removed from every body first, counted. The
 // booking is the router's: its prefill load is freed by prefill_done at
 // the decode leg's first byte, the rest by free at the end, whatever
@@ -96,7 +131,9 @@
 // # Not done here
 //
 // No request is retried once any byte of the answer reached the client,
-// nor on a 500 or another status than 502/503/504. Responses are passed
+// nor (its decode leg, an unsplit request) on a 500 or another status than
+// 502/503/504; a prefill leg is retried at most once, on the one
+// alternate the route answer names. Responses are passed
 // through byte for byte (no re-chunking, no usage rewriting). Breakers,
 // retry budget, rate limits and the flow-control queue are per router
 // host: nothing of them crosses hosts.
@@ -106,6 +143,8 @@
 // real KV event streams; not against a real vLLM or SGLang server. Split
 // requests (disagg_test.go) are tested against simulated prefill and
 // decode engines that check each protocol's fields, with the router's
-// split faked (every answer split onto one prefill engine); not against a
-// real engine's KV transfer.
+// split faked (every answer split onto one prefill engine); the prefill
+// retry (prefill_retry_test.go) over the router's own split of a fleet of
+// two prefill engines and one decode engine. Not against a real engine's
+// KV transfer.
 package proxy
