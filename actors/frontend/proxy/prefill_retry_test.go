@@ -354,7 +354,15 @@ func (s *seq) Read(b []byte) (int, error) {
 func TestPrefillRetrySGLang(t *testing.T) {
 	f := newRetryFleet(t, "sglang", []messages.WorkerID{8, 9}, [][]uint32{warmPrompt},
 		Options{Disagg: DisaggOptions{PrefillRetries: 1, Rand: &seq{}}}, requestpath.Config{})
-	f.pre[8].fail.Store(http.StatusInternalServerError)
+	decodeLegs := make(chan struct{}, 2)
+	f.dec.answerWith(func(w http.ResponseWriter, pass func(http.ResponseWriter)) {
+		decodeLegs <- struct{}{}
+		pass(w)
+	})
+	f.pre[8].answerWith(func(w http.ResponseWriter, _ func(http.ResponseWriter)) {
+		<-decodeLegs // fail once the first decode leg waits for its room
+		http.Error(w, "unavailable", http.StatusInternalServerError)
+	})
 	code, events, _ := f.complete("r1")
 	if code != http.StatusOK || len(events) != 5 {
 		t.Fatalf("client got %d %q", code, events)
