@@ -41,7 +41,7 @@ func TestCosts(t *testing.T) {
 			cfg.OverlapWeight, cfg.CacheFalloff = tc.weight, tc.falloff
 			r := newRouter(t, cfg)
 			loadOn(t, r, "busy", A, 64, 2)
-			d, err := r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}, []Overlap{{A, 3}}, cands(A, B))
+			d, err := r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}, []Overlap{{Key: A, Blocks: 3}}, cands(A, B))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestCacheFalloff(t *testing.T) {
 			for i := range tc.n {
 				loadOn(t, r, "a"+strconv.Itoa(i), A, 0, 1)
 			}
-			d, err := r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}, []Overlap{{A, 4}}, cands(A, B, C, D))
+			d, err := r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}, []Overlap{{Key: A, Blocks: 4}}, cands(A, B, C, D))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestCacheFalloff(t *testing.T) {
 	cs := cands(A, B)
 	cs[1].Remote = RemoteLoad{Requests: 3}
 	loadOn(t, r, "a", A, 0, 1)
-	d, err := r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}, []Overlap{{A, 4}}, cs)
+	d, err := r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}, []Overlap{{Key: A, Blocks: 4}}, cs)
 	if err != nil {
 		t.Fatal(err)
 	}

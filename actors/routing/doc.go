@@ -10,7 +10,10 @@
 // PredictingProps the route actor also owns a predicted.Table (predict.go,
 // package predicted): each request's predicted overlaps join its
 // overlaps (the larger per candidate counts), and the chosen worker gets
-// the request's blocks predicted.
+// the request's blocks predicted. A predicted overlap still to be prefilled
+// by requests routed there earlier earns less credit the more of them wait
+// and the more candidates are idle (Config.PredictedWaitFalloff, wait.go):
+// a burst spreads over idle workers rather than queue behind one prefill.
 //
 // # Cost
 //

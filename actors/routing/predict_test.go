@@ -14,8 +14,14 @@ import (
 // over the given candidates.
 func predictingActor(t *testing.T, pc predicted.Config, cands []Candidate, eventLess map[messages.WorkerKey]int) (ask func(msg any) any, send func(msg any)) {
 	t.Helper()
+	return predictingActorWith(t, DefaultConfig(), pc, cands, eventLess)
+}
+
+// predictingActorWith is predictingActor with the router configured by cfg.
+func predictingActorWith(t *testing.T, cfg Config, pc predicted.Config, cands []Candidate, eventLess map[messages.WorkerKey]int) (ask func(msg any) any, send func(msg any)) {
+	t.Helper()
 	system := actor.NewActorSystem()
-	props, err := PredictingProps(DefaultConfig(), pc)
+	props, err := PredictingProps(cfg, pc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,16 +53,27 @@ func routeHashes(ask func(any) any, id string, hashes []messages.LocalHash, over
 
 // Siblings whose events have not arrived (the index reports no overlap
 // for any of them) land together with predictions and spread without.
+// With the predicted-wait falloff (wait.go, on by default) the fourth,
+// three siblings already waiting on the first one's prefill and three
+// workers idle, goes to an idle worker.
 func TestActorSiblingsColocateWithPredictions(t *testing.T) {
 	cands := []Candidate{{Key: wk(1, 0)}, {Key: wk(2, 0)}, {Key: wk(3, 0)}, {Key: wk(4, 0)}}
 	p := blocks(100, 64)
+	noWait := DefaultConfig()
+	noWait.PredictedWaitFalloff = 0
 	for _, tc := range []struct {
-		name    string
-		ttl     time.Duration
-		workers int
-	}{{"on", 0, 1}, {"off", predicted.Off, 4}} {
+		name      string
+		cfg       Config
+		ttl       time.Duration
+		workers   int
+		predicted string
+	}{
+		{"on", DefaultConfig(), 0, 2, "[0 64 64 0]"},
+		{"on, predicted blocks in full", noWait, 0, 1, "[0 64 64 64]"},
+		{"off", DefaultConfig(), predicted.Off, 4, "[0 0 0 0]"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ask, _ := predictingActor(t, predicted.Config{TTL: tc.ttl}, cands, nil)
+			ask, _ := predictingActorWith(t, tc.cfg, predicted.Config{TTL: tc.ttl}, cands, nil)
 			seen := map[messages.WorkerKey]bool{}
 			var predictedBlocks []uint32
 			for i := range 4 {
@@ -70,8 +87,8 @@ func TestActorSiblingsColocateWithPredictions(t *testing.T) {
 			if len(seen) != tc.workers {
 				t.Fatalf("4 siblings on %d workers, want %d", len(seen), tc.workers)
 			}
-			if tc.workers == 1 && fmt.Sprint(predictedBlocks) != "[0 64 64 64]" {
-				t.Fatalf("predicted blocks %v, want [0 64 64 64]", predictedBlocks)
+			if fmt.Sprint(predictedBlocks) != tc.predicted {
+				t.Fatalf("predicted blocks %v, want %s", predictedBlocks, tc.predicted)
 			}
 		})
 	}

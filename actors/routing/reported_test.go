@@ -26,7 +26,7 @@ func TestOutsideTrafficRoutesAway(t *testing.T) {
 	cs[0].Reported = Reported{Seq: 1, Running: 6, KVBlocks: 48, HasKVBlocks: true}
 	cs[1].Reported = Reported{Seq: 1}
 	r.Observe(cs)
-	d := scored(t, r, cs, Overlap{A, 1})
+	d := scored(t, r, cs, Overlap{Key: A, Blocks: 1})
 	if d.Worker != B {
 		t.Fatalf("chose %v; A carries 6 outside requests", d.Worker)
 	}
@@ -36,7 +36,7 @@ func TestOutsideTrafficRoutesAway(t *testing.T) {
 	// Without the report, A's cached block wins.
 	plain := cands(A, B)
 	r.Observe(plain)
-	if d := scored(t, r, plain, Overlap{A, 1}); d.Worker != A {
+	if d := scored(t, r, plain, Overlap{Key: A, Blocks: 1}); d.Worker != A {
 		t.Fatalf("without signals chose %v", d.Worker)
 	}
 }
@@ -110,7 +110,7 @@ func TestSaturatedChosenOnlyWhenAllAre(t *testing.T) {
 		cs[2].Reported = Reported{Seq: 1, Saturated: true}
 		r.Observe(cs)
 		for i := range 200 {
-			d, err := r.Decide(Request{ID: fmt.Sprint(i), ISL: 64, BlockSize: 16}, []Overlap{{A, 4}}, cs)
+			d, err := r.Decide(Request{ID: fmt.Sprint(i), ISL: 64, BlockSize: 16}, []Overlap{{Key: A, Blocks: 4}}, cs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +122,7 @@ func TestSaturatedChosenOnlyWhenAllAre(t *testing.T) {
 		// and the decision says so.
 		cs[1].Reported = Reported{Seq: 1, Saturated: true}
 		r.Observe(cs)
-		d := scored(t, r, cs, Overlap{A, 4})
+		d := scored(t, r, cs, Overlap{Key: A, Blocks: 4})
 		if temp == 0 && d.Worker != A {
 			t.Fatalf("all saturated: chose %v, want the cheapest A", d.Worker)
 		}
@@ -151,29 +151,29 @@ func TestLoraAffinity(t *testing.T) {
 		return d.Worker
 	}
 	// C holds the whole prompt, B part of it: the adapter decides first.
-	if got := route("sql", Overlap{C, 4}, Overlap{B, 2}); got != A {
+	if got := route("sql", Overlap{Key: C, Blocks: 4}, Overlap{Key: B, Blocks: 2}); got != A {
 		t.Errorf("sql: chose %v, want A, which runs it", got)
 	}
 	// Nobody runs "new": A and B have a free slot, C's two are taken.
-	if got := route("new", Overlap{C, 4}, Overlap{B, 2}); got != B {
+	if got := route("new", Overlap{Key: C, Blocks: 4}, Overlap{Key: B, Blocks: 2}); got != B {
 		t.Errorf("new: chose %v, want B (room, and the better cache of the two with room)", got)
 	}
 	// With A's and B's single slots taken, "code", already waiting on
 	// the full C, goes there: it loads with the next free slot.
 	cs[0].Reported.Lora.Max, cs[1].Reported.Lora.Max = 1, 1
-	if got := route("code", Overlap{A, 4}); got != C {
+	if got := route("code", Overlap{Key: A, Blocks: 4}); got != C {
 		t.Errorf("code: chose %v, want C, where it waits", got)
 	}
 	cs[0].Reported.Lora.Max, cs[1].Reported.Lora.Max = 2, 2
 	// No adapter: the cost alone.
-	if got := route("", Overlap{C, 4}); got != C {
+	if got := route("", Overlap{Key: C, Blocks: 4}); got != C {
 		t.Errorf("no adapter: chose %v, want C", got)
 	}
 	// Every one full: the cost decides.
 	for i := range cs {
 		cs[i].Reported.Lora.Max = 1
 	}
-	if got := route("new", Overlap{C, 4}); got != C {
+	if got := route("new", Overlap{Key: C, Blocks: 4}); got != C {
 		t.Errorf("all full: chose %v, want the cheapest C", got)
 	}
 }

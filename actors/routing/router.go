@@ -52,6 +52,12 @@ type Config struct {
 	// (mean + 1). 0: every cached block earns the full weight. CostDynamo
 	// ignores it.
 	CacheFalloff float64
+	// PredictedWaitFalloff is how fast the credit of blocks a candidate
+	// only holds by prediction (Overlap.Predicted) falls with the requests
+	// still to prefill them there and the share of idle candidates
+	// (wait.go): credited at 1 / (1 + waiting × idle share /
+	// PredictedWaitFalloff). 0: predicted blocks earn full credit.
+	PredictedWaitFalloff float64
 	// Temperature 0 picks the argmin deterministically; > 0 samples (doc.go).
 	Temperature float64
 	// Rand drives sampling at Temperature > 0 (one Uint64 per decision).
@@ -73,13 +79,16 @@ const (
 	DefaultOverlapWeight = 16
 	// DefaultCacheFalloff is Config.CacheFalloff's default.
 	DefaultCacheFalloff = 1
+	// DefaultPredictedWaitFalloff is Config.PredictedWaitFalloff's default.
+	DefaultPredictedWaitFalloff = 1
 )
 
 // DefaultConfig returns the router's defaults: kvrouter's cost, overlap
 // weight DefaultOverlapWeight, cache falloff DefaultCacheFalloff,
-// temperature 0.
+// predicted-wait falloff DefaultPredictedWaitFalloff, temperature 0.
 func DefaultConfig() Config {
-	return Config{Cost: CostKVRouter, OverlapWeight: DefaultOverlapWeight, CacheFalloff: DefaultCacheFalloff}
+	return Config{Cost: CostKVRouter, OverlapWeight: DefaultOverlapWeight, CacheFalloff: DefaultCacheFalloff,
+		PredictedWaitFalloff: DefaultPredictedWaitFalloff}
 }
 
 // DynamoConfig returns the reference router's (Dynamo's KV router) cost at
@@ -129,6 +138,12 @@ type Request struct {
 type Overlap struct {
 	Key    messages.WorkerKey
 	Blocks uint32
+	// Predicted is how many of Blocks (the last ones) only a prediction
+	// says Key holds, and Waiting how many requests routed there are still
+	// to prefill them (both 0 for the index's overlaps): with
+	// Config.PredictedWaitFalloff those blocks earn less credit (wait.go).
+	Predicted uint32
+	Waiting   uint32
 }
 
 // Candidate is one (worker, dp_rank) that may take the request. Degraded
@@ -236,6 +251,8 @@ type Router struct {
 	rows   []row
 	scores []Score
 	hints  []hint // per candidate position: its rank slot in load
+	// waiting: the decision's predicted overlaps still to prefill (wait.go)
+	waiting []Overlap
 	// observed is each candidate's outside load at its last scrape
 	// (reported.go).
 	observed map[messages.WorkerKey]observed
@@ -271,6 +288,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if !finiteNonNeg(cfg.CacheFalloff) {
 		return nil, fmt.Errorf("routing: cache falloff %v: %w", cfg.CacheFalloff, ErrInvalidConfig)
+	}
+	if !finiteNonNeg(cfg.PredictedWaitFalloff) {
+		return nil, fmt.Errorf("routing: predicted wait falloff %v: %w", cfg.PredictedWaitFalloff, ErrInvalidConfig)
 	}
 	if !finiteNonNeg(cfg.Temperature) {
 		return nil, fmt.Errorf("routing: temperature %v: %w", cfg.Temperature, ErrInvalidConfig)
@@ -373,6 +393,9 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 		if c.Reported.Saturated {
 			saturated++
 		}
+	}
+	if r.cfg.PredictedWaitFalloff > 0 && ov != nil {
+		r.discountWaiting(overlaps, cands, ov, rows)
 	}
 	cost := costTerms{cost: r.cfg.Cost, weight: r.cfg.OverlapWeight, falloff: r.cfg.CacheFalloff,
 		meanReqs: float64(reqSum) / float64(n), bs: bs, isl: isl}

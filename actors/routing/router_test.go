@@ -73,7 +73,7 @@ func TestCost(t *testing.T) {
 		{
 			// A: (0+64−32)/16 = 2; B: 64/16 = 4.
 			name: "overlap wins when idle", weight: 1, isl: 64, bs: 16,
-			overlaps: []Overlap{{A, 2}},
+			overlaps: []Overlap{{Key: A, Blocks: 2}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     A, logits: []float64{2, 4}, cached: 32, prefillT: 32, reqBlks: 4,
 		},
@@ -81,7 +81,7 @@ func TestCost(t *testing.T) {
 			// A: (160+64−64)/16 + 10 = 20; B: 4.
 			name: "load beats a full hit", weight: 1, isl: 64, bs: 16,
 			loads:    []rankLoad{{A, 160, 10}},
-			overlaps: []Overlap{{A, 4}},
+			overlaps: []Overlap{{Key: A, Blocks: 4}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     B, logits: []float64{20, 4}, cached: 0, prefillT: 64, reqBlks: 4,
 		},
@@ -89,7 +89,7 @@ func TestCost(t *testing.T) {
 			// weight 2: A: 2×(64−32)/16 + 3 = 7; B: 2×4 = 8.
 			name: "weight 2 favours the cache", weight: 2, isl: 64, bs: 16,
 			loads:    []rankLoad{{A, 0, 3}},
-			overlaps: []Overlap{{A, 2}},
+			overlaps: []Overlap{{Key: A, Blocks: 2}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     A, logits: []float64{7, 8}, cached: 32, prefillT: 32, reqBlks: 4,
 		},
@@ -97,7 +97,7 @@ func TestCost(t *testing.T) {
 			// weight 1: A: 2 + 3 = 5; B: 4.
 			name: "weight 1 same inputs", weight: 1, isl: 64, bs: 16,
 			loads:    []rankLoad{{A, 0, 3}},
-			overlaps: []Overlap{{A, 2}},
+			overlaps: []Overlap{{Key: A, Blocks: 2}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     B, logits: []float64{5, 4}, cached: 0, prefillT: 64, reqBlks: 4,
 		},
@@ -105,14 +105,14 @@ func TestCost(t *testing.T) {
 			// isl 70: A cached 64, (70−64)/16 = 0.375; B 70/16 = 4.375;
 			// request blocks ⌈70/16⌉ = 5.
 			name: "partial last block", weight: 1, isl: 70, bs: 16,
-			overlaps: []Overlap{{A, 4}},
+			overlaps: []Overlap{{Key: A, Blocks: 4}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     A, logits: []float64{0.375, 4.375}, cached: 64, prefillT: 6, reqBlks: 5,
 		},
 		{
 			// An overlap longer than the request is capped at isl: A 0.
 			name: "overlap capped at isl", weight: 1, isl: 64, bs: 16,
-			overlaps: []Overlap{{A, 10}},
+			overlaps: []Overlap{{Key: A, Blocks: 10}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     A, logits: []float64{0, 4}, cached: 64, prefillT: 0, reqBlks: 4,
 		},
@@ -121,7 +121,7 @@ func TestCost(t *testing.T) {
 			// plays no role here; C wins with 0.
 			name: "weight 0 is load only", weight: 0, isl: 64, bs: 16,
 			loads:    []rankLoad{{A, 0, 1}, {B, 500, 2}},
-			overlaps: []Overlap{{A, 4}},
+			overlaps: []Overlap{{Key: A, Blocks: 4}},
 			cands:    []messages.WorkerKey{A, B, C},
 			want:     C, logits: []float64{1, 2, 0}, cached: 0, prefillT: 64, reqBlks: 4,
 		},
@@ -131,7 +131,7 @@ func TestCost(t *testing.T) {
 			// fewer blocks (1 < 2).
 			name: "dp ranks are separate candidates", weight: 1, isl: 64, bs: 16,
 			loads:    []rankLoad{{A, 48, 0}, {B, 0, 2}, {C, 0, 1}},
-			overlaps: []Overlap{{B, 1}},
+			overlaps: []Overlap{{Key: B, Blocks: 1}},
 			cands:    []messages.WorkerKey{A, B, C},
 			want:     C, logits: []float64{7, 5, 5}, cached: 0, prefillT: 64, reqBlks: 4,
 		},
@@ -139,7 +139,7 @@ func TestCost(t *testing.T) {
 			// Empty prompt: logit = decode blocks.
 			name: "isl 0", weight: 1, isl: 0, bs: 16,
 			loads:    []rankLoad{{A, 0, 2}, {B, 0, 1}},
-			overlaps: []Overlap{{A, 3}},
+			overlaps: []Overlap{{Key: A, Blocks: 3}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     B, logits: []float64{2, 1}, cached: 0, prefillT: 0, reqBlks: 0,
 		},
@@ -147,7 +147,7 @@ func TestCost(t *testing.T) {
 			// Block size 1 (SGLang pages): A (10+100−40) = 70; B 100.
 			name: "block size 1", weight: 1, isl: 100, bs: 1,
 			loads:    []rankLoad{{A, 10, 0}},
-			overlaps: []Overlap{{A, 40}},
+			overlaps: []Overlap{{Key: A, Blocks: 40}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     A, logits: []float64{70, 100}, cached: 40, prefillT: 60, reqBlks: 100,
 		},
@@ -155,14 +155,14 @@ func TestCost(t *testing.T) {
 			// Block size 3 (not a power of two): A (10−6)/3 = 4/3, B 10/3;
 			// ⌈10/3⌉ = 4 blocks.
 			name: "block size 3", weight: 1, isl: 10, bs: 3,
-			overlaps: []Overlap{{A, 2}},
+			overlaps: []Overlap{{Key: A, Blocks: 2}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     A, logits: []float64{4.0 / 3, 10.0 / 3}, cached: 6, prefillT: 4, reqBlks: 4,
 		},
 		{
 			// Overlap of a non-candidate is ignored; duplicates take the max.
 			name: "stray and duplicate overlaps", weight: 1, isl: 64, bs: 16,
-			overlaps: []Overlap{{wk(9, 0), 4}, {B, 1}, {B, 3}},
+			overlaps: []Overlap{{Key: wk(9, 0), Blocks: 4}, {Key: B, Blocks: 1}, {Key: B, Blocks: 3}},
 			cands:    []messages.WorkerKey{A, B},
 			want:     B, logits: []float64{4, 1}, cached: 48, prefillT: 16, reqBlks: 4,
 		},
@@ -342,7 +342,7 @@ func randomScenario(rng *rand.Rand, n int) (keys []messages.WorkerKey, loads []r
 			loads = append(loads, rankLoad{k, int64(rng.IntN(3)) * 16, int64(rng.IntN(3))})
 		}
 		if rng.IntN(2) == 0 {
-			ov = append(ov, Overlap{k, uint32(rng.IntN(3))})
+			ov = append(ov, Overlap{Key: k, Blocks: uint32(rng.IntN(3))})
 		}
 	}
 	return
@@ -397,7 +397,7 @@ func TestOverlapPaths(t *testing.T) {
 		}
 		var ov []Overlap
 		for range rng.IntN(80) {
-			ov = append(ov, Overlap{wk(uint64(rng.IntN(n/3+2)), uint32(rng.IntN(3))), uint32(rng.IntN(10))})
+			ov = append(ov, Overlap{Key: wk(uint64(rng.IntN(n/3+2)), uint32(rng.IntN(3))), Blocks: uint32(rng.IntN(10))})
 		}
 		if rng.IntN(2) == 0 {
 			slices.SortFunc(ov, func(a, b Overlap) int {
@@ -437,7 +437,7 @@ func TestDegraded(t *testing.T) {
 	r := newRouter(t, DynamoConfig())
 	c := []Candidate{{Key: A}, {Key: B, Degraded: true}, {Key: C, Degraded: true}}
 	// B is degraded but its reported overlap is scored honestly and wins.
-	d, err := r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}, []Overlap{{B, 3}}, c)
+	d, err := r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}, []Overlap{{Key: B, Blocks: 3}}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +449,7 @@ func TestDegraded(t *testing.T) {
 			t.Errorf("score %v degraded = %v", s.Key, s.Degraded)
 		}
 	}
-	d, _ = r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16}, []Overlap{{A, 3}}, c)
+	d, _ = r.Decide(Request{ID: "q", ISL: 64, BlockSize: 16}, []Overlap{{Key: A, Blocks: 3}}, c)
 	if d.Worker != A || d.Degraded || d.DegradedCandidates != 2 {
 		t.Errorf("decision = %+v, want A not degraded, 2 degraded candidates", d)
 	}
@@ -466,13 +466,13 @@ func TestRemoteLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := Request{ID: "q", ISL: 64, BlockSize: 16, WithScores: true}
-	d, err := r.Decide(req, []Overlap{{A, 2}}, []Candidate{{Key: A}, {Key: B}})
+	d, err := r.Decide(req, []Overlap{{Key: A, Blocks: 2}}, []Candidate{{Key: A}, {Key: B}})
 	if err != nil || d.Worker != A {
 		t.Fatalf("without remote load: %+v, %v; want A", d, err)
 	}
 	// Elsewhere A carries 3 requests in decode (12 blocks) and one prefill.
 	c := []Candidate{{Key: A, Remote: RemoteLoad{PrefillTokens: 48, Blocks: 12}}, {Key: B}}
-	d, err = r.Decide(req, []Overlap{{A, 2}}, c)
+	d, err = r.Decide(req, []Overlap{{Key: A, Blocks: 2}}, c)
 	if err != nil || d.Worker != B {
 		t.Fatalf("with A's remote load: %+v, %v; want B", d, err)
 	}
@@ -617,7 +617,7 @@ func TestRoute(t *testing.T) {
 	A, B := wk(1, 0), wk(2, 0)
 	r := newRouter(t, DynamoConfig())
 	c := cands(A, B)
-	d, err := r.Route(Request{ID: "r1", ISL: 70, BlockSize: 16}, []Overlap{{A, 2}}, c, t0)
+	d, err := r.Route(Request{ID: "r1", ISL: 70, BlockSize: 16}, []Overlap{{Key: A, Blocks: 2}}, c, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +628,7 @@ func TestRoute(t *testing.T) {
 		t.Errorf("load %+v, want %+v", got, want)
 	}
 	// A now holds (38+70−32)/16 + 5 = 9.75 vs B 70/16 = 4.375.
-	d, err = r.Route(Request{ID: "r2", ISL: 70, BlockSize: 16}, []Overlap{{A, 2}}, c, t0)
+	d, err = r.Route(Request{ID: "r2", ISL: 70, BlockSize: 16}, []Overlap{{Key: A, Blocks: 2}}, c, t0)
 	if err != nil || d.Worker != B {
 		t.Fatalf("second route: %v %v", d.Worker, err)
 	}

@@ -3,9 +3,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"time"
 
+	"github.com/kvrouter/kvrouter/actors/routing"
 	"github.com/kvrouter/kvrouter/actors/routing/predicted"
+	"github.com/kvrouter/kvrouter/cmd/internal/cli"
 )
 
 // predictFlags are serve's predict-on-route and event-less worker flags
@@ -13,6 +16,7 @@ import (
 type predictFlags struct {
 	ttl, eventLessTTL          *time.Duration
 	maxBlocks, eventLessBlocks *int
+	waitFalloff                *float64
 }
 
 func addPredictFlags(fs *flag.FlagSet) *predictFlags {
@@ -25,7 +29,22 @@ func addPredictFlags(fs *flag.FlagSet) *predictFlags {
 			`how long an event-less worker's (registered with "events":"none") block counts as cached without another request routed there`),
 		eventLessBlocks: fs.Int("eventless-cache-blocks", predicted.DefaultEventLessBlocks,
 			fmt.Sprintf(`approximate cache size, in blocks, of an event-less worker registered without cache_blocks (at most %d); LRU-evicted past it`, predicted.MaxEventLessBlocks)),
+		waitFalloff: fs.Float64("predict-wait-falloff", routing.DefaultPredictedWaitFalloff,
+			"with --cost kvrouter: how fast the credit of blocks a worker holds only by prediction falls while requests routed there still wait to prefill them (1 / (1 + waiting × idle share / falloff), idle share: the workers with no prefill queued; 0: full credit). Spreads a burst's siblings over idle workers instead of queueing them all behind the first one's prefill"),
 	}
+}
+
+// routing sets rc's predicted-wait falloff when the flag was given (the
+// cost's default otherwise).
+func (f *predictFlags) routing(fs *flag.FlagSet, rc *routing.Config) error {
+	if !cli.FlagSet(fs, "predict-wait-falloff") {
+		return nil
+	}
+	if v := *f.waitFalloff; v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return fmt.Errorf("--predict-wait-falloff %v: want 0 (off) or a finite positive number", v)
+	}
+	rc.PredictedWaitFalloff = *f.waitFalloff
+	return nil
 }
 
 // config checks the flags and returns the prediction configuration.

@@ -50,7 +50,11 @@ Predictions: a routed request's blocks count as held by its worker for
 --predict-ttl, until the engine's events confirm them (a BlockRemoved or
 AllBlocksCleared ends a prediction at once), so siblings of one prompt that
 arrive before its events land together; /route says how many of the
-overlap blocks were predicted (predicted_blocks). A worker registered with
+overlap blocks were predicted (predicted_blocks). While requests routed to
+a worker still wait to prefill its predicted blocks, those blocks earn less
+credit the more requests wait and the more workers are idle
+(--predict-wait-falloff), so a large burst spreads over idle workers
+instead of queueing behind one prefill. A worker registered with
 "events":"none" (and no endpoint) publishes no events: it is routed from an
 approximate cache of what the router sent it, of its registration's
 cache_blocks (default --eventless-cache-blocks), LRU-evicted, each block
@@ -291,6 +295,9 @@ func serve(args []string, stdout, stderr io.Writer, stop stopSignals) int {
 		return 2
 	}
 	predictions, err := predict.config()
+	if err == nil {
+		err = predict.routing(fs, &rc)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter serve: %v\n", err)
 		return 2

@@ -33,6 +33,13 @@
 //   - BlockRemoved of a confirmed block kills its prediction at once;
 //     AllBlocksCleared (or the router clearing the stream) kills every
 //     prediction of the stream; unregistering kills the worker's.
+//   - Waiting: a block 0 predicted on an event-publishing worker counts
+//     the requests routed there with it since an event last confirmed it
+//     (Overlap.Waiting; 0 from its BlockStored on). Those requests'
+//     prefills are queued or running there and the predicted blocks are a
+//     hit only once they have run; the router credits such blocks less
+//     the more requests wait (actors/routing, wait.go). An event-less
+//     worker's count stays 0: nothing would ever confirm it.
 //   - The TTL expires the rest: a prediction the engine never confirmed
 //     (another hash scheme, a failed request) stops counting.
 //   - Predictions never enter the event-driven tree: the engine's hash

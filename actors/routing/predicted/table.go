@@ -3,6 +3,7 @@ package predicted
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kvrouter/kvrouter/actors/internal/hashtab"
@@ -82,6 +83,11 @@ type Stats struct {
 type Overlap struct {
 	Key    messages.WorkerKey
 	Blocks uint32
+	// Waiting counts the requests recorded on Key with this block 0 since
+	// an event last confirmed it there (0 once confirmed, and always for
+	// an event-less worker): requests whose prefills are queued or running
+	// there, that the predicted blocks wait on.
+	Waiting uint32
 }
 
 const none = -1
@@ -103,6 +109,10 @@ type entry struct {
 	hnext      int32
 	confirmed  bool
 	first      bool // on its hash's chain
+	// waiting counts the requests recorded with this block 0 on an
+	// event-publishing worker since an event last confirmed it
+	// (Overlap.Waiting).
+	waiting uint32
 }
 
 // pairKey combines a block's hash and a worker into the pair table's key.
@@ -321,8 +331,14 @@ func (t *Table) Record(k messages.WorkerKey, hashes []messages.LocalHash, confir
 			t.pushFront(li, i)
 			t.pairs.Put(pk, i)
 		}
-		if j == 0 && !t.entries[i].first {
-			t.chain(i)
+		if j == 0 {
+			e := &t.entries[i]
+			if !e.first {
+				t.chain(i)
+			}
+			if li == 0 && !e.confirmed && e.waiting < math.MaxUint32 {
+				e.waiting++
+			}
 		}
 	}
 }
@@ -375,6 +391,9 @@ func (t *Table) Overlaps(hashes []messages.LocalHash, now time.Time, confirmed f
 			c = min(confirmed(e.key), uint32(len(hashes)))
 		}
 		o := Overlap{Key: e.key, Blocks: max(c, 1)}
+		if !e.confirmed {
+			o.Waiting = e.waiting
+		}
 		for d := int(o.Blocks); d < len(hashes); d++ {
 			j, ok := t.lookup(hashes[d], e.key)
 			if !ok || t.entries[j].expires <= ns {
@@ -411,7 +430,7 @@ func (t *Table) Apply(ev messages.RouterEvent) {
 			} else {
 				t.stats.Confirmed++
 			}
-			e.ext, e.confirmed = b.BlockHash, true
+			e.ext, e.confirmed, e.waiting = b.BlockHash, true, 0
 			w.ext[b.BlockHash] = i
 		}
 	case messages.KindRemoved:

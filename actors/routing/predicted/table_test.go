@@ -316,3 +316,34 @@ func TestConfirmedPrefixContinuedByPredictions(t *testing.T) {
 		t.Fatalf("the index lost blocks 3..5: %v, want 3 (the predictions do not bridge the gap)", got)
 	}
 }
+
+// Waiting counts the requests routed with a block 0 that no event has
+// confirmed yet on that worker: each sibling of a burst adds one, an
+// event-less worker's never do (nothing will confirm them), and the
+// BlockStored of block 0 sets it back to 0 for good.
+func TestWaitingCountsRoutesUntilConfirmed(t *testing.T) {
+	tb := newTable(t, Config{})
+	tb.SetEventLess(wC, 100)
+	p := prompt(1, 4)
+	waiting := func(k messages.WorkerKey) uint32 {
+		for _, o := range tb.Overlaps(p, t0, nil, nil) {
+			if o.Key == k {
+				return o.Waiting
+			}
+		}
+		return 0
+	}
+	for range 3 {
+		tb.Record(wA, p, 0, t0)
+		tb.Record(wC, p, 0, t0)
+	}
+	tb.Record(wB, p, 0, t0)
+	if a, b, c := waiting(wA), waiting(wB), waiting(wC); a != 3 || b != 1 || c != 0 {
+		t.Fatalf("waiting A %d B %d C (event-less) %d, want 3 1 0", a, b, c)
+	}
+	tb.Apply(stored(wA, p[:1], 100))
+	tb.Record(wA, p, 1, t0)
+	if a, b := waiting(wA), waiting(wB); a != 0 || b != 1 {
+		t.Fatalf("after A's BlockStored of block 0: waiting A %d B %d, want 0 1", a, b)
+	}
+}

@@ -1,0 +1,66 @@
+package routing
+
+// Predicted blocks that are still to be prefilled.
+//
+// A prediction says a worker will hold a request's blocks once its prefill
+// has run there (predict.go). Until an event confirms them, every sibling
+// routed after the first to the same worker waits behind the prefills
+// already queued there for that prefix: its blocks are a cache hit only
+// once those have run. With idle candidates elsewhere, sending one more
+// sibling to the predicted worker can cost more time-to-first-token than
+// prefilling the prefix again on an idle one, and the more siblings
+// already wait there, the likelier that is. With every candidate busy,
+// the queue is everywhere and co-locating still wins.
+//
+// So the credit of a candidate's predicted blocks (Overlap.Predicted, the
+// part of its overlap no event confirmed) is multiplied by
+//
+//	1 / (1 + waiting × idle / PredictedWaitFalloff)
+//
+// waiting being the requests routed there with the same block 0 since an
+// event last confirmed it (Overlap.Waiting), idle the share of candidates
+// with no prefill queued. Confirmed blocks keep their full credit. The
+// falloff's default, 1, was chosen on kvrouter-bench's delayed-event
+// quality runs (bench/README.md, "Predicted blocks still to prefill"); 0
+// credits predicted blocks in full, the behaviour before this term.
+
+// discountWaiting lowers rows[i].credit for the candidates whose overlap
+// is a prediction still to be prefilled. ov is resolveOverlaps' result: an
+// overlap applies only where it is the candidate's largest (the one
+// Decide scores).
+func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uint32, rows []row) {
+	r.waiting = r.waiting[:0]
+	for _, o := range overlaps {
+		if o.Waiting > 0 && o.Predicted > 0 {
+			r.waiting = append(r.waiting, o)
+		}
+	}
+	if len(r.waiting) == 0 {
+		return
+	}
+	idle := 0
+	for i := range rows {
+		if rows[i].prefill == 0 {
+			idle++
+		}
+	}
+	if idle == 0 {
+		return
+	}
+	share := float64(idle) / float64(len(rows))
+	for i := range cands {
+		if ov[i] == 0 {
+			continue
+		}
+		for _, o := range r.waiting {
+			if o.Key != cands[i].Key || o.Blocks != ov[i] {
+				continue
+			}
+			total := float64(ov[i])
+			pred := float64(min(o.Predicted, ov[i]))
+			keep := 1 / (1 + float64(o.Waiting)*share/r.cfg.PredictedWaitFalloff)
+			rows[i].credit *= (total - pred + pred*keep) / total
+			break
+		}
+	}
+}
