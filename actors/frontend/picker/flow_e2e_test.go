@@ -72,7 +72,7 @@ func (f *flowE2E) hold(t *testing.T) (hs []*et.Stream, dests []string) {
 func (f *flowE2E) queue(t *testing.T, n int, objective, fairness string, want int) (*et.Stream, <-chan et.Reply) {
 	t.Helper()
 	h := f.open(n, objective, fairness)
-	waitFor(t, fmt.Sprintf("request %d queued", n), func() (bool, any) { return f.g.Queued() == want, f.g.Queued() })
+	waitFor(t, fmt.Sprintf("request %d queued", n), func() (bool, any) { q, ok := f.g.Resting(); return ok && q == want, q })
 	return h, h.Next()
 }
 

@@ -103,7 +103,7 @@ func (f *fleet) queue(ctx context.Context, g *requestpath.Guard, id, objective, 
 		b, _ := io.ReadAll(resp.Body)
 		out <- answer{resp.StatusCode, string(b), resp.Header.Get("Retry-After")}
 	}()
-	waitFor(f.t, id+" queued", func() (bool, any) { return g.Queued() == want, g.Queued() })
+	waitFor(f.t, id+" queued", func() (bool, any) { q, ok := g.Resting(); return ok && q == want, q })
 	return out
 }
 

@@ -417,6 +417,20 @@ func (g *Guard) Queued() int {
 	return g.flowing.waiting()
 }
 
+// Resting returns the number of queued requests once no dispatcher runs,
+// ok false while one does (tests, the bench): a request the dispatcher
+// woke may be routing again, and room freed meanwhile goes to it rather
+// than by the queue's order. Waiting for ok makes the order certain.
+func (g *Guard) Resting() (queued int, ok bool) {
+	if g == nil || g.flowing == nil {
+		return 0, true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.flowing
+	return f.q.Len(), !f.busy && f.trying == 0
+}
+
 // waiting counts the queued requests and the one routing again (g.mu held).
 func (f *flowState) waiting() int { return f.q.Len() + f.trying }
 

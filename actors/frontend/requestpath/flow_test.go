@@ -64,7 +64,8 @@ func (x *flowFixture) start(ctx context.Context, id, objective, flow string, wan
 		out <- result{b, err}
 	}()
 	eventually.True(x.t, fmt.Sprintf("%s queued", id), func() (bool, string) {
-		return x.g.Queued() == want, fmt.Sprint(x.g.Queued(), " queued")
+		q, ok := x.g.Resting()
+		return ok && q == want, fmt.Sprint(q, " queued, dispatcher resting ", ok)
 	})
 	return out
 }
