@@ -12,8 +12,9 @@
 // overlaps (the larger per candidate counts), and the chosen worker gets
 // the request's blocks predicted. A predicted overlap still to be prefilled
 // by requests routed there earlier earns less credit the more of them wait
-// and the more candidates are idle (Config.PredictedWaitFalloff, wait.go):
-// a burst spreads over idle workers rather than queue behind one prefill.
+// and the more candidates are idle with Config.PredictedWaitFalloff (off
+// by default, wait.go): a burst spreads over idle workers rather than
+// queue behind one prefill.
 //
 // # Cost
 //

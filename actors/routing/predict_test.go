@@ -53,14 +53,14 @@ func routeHashes(ask func(any) any, id string, hashes []messages.LocalHash, over
 
 // Siblings whose events have not arrived (the index reports no overlap
 // for any of them) land together with predictions and spread without.
-// With the predicted-wait falloff (wait.go, on by default) the fourth,
-// three siblings already waiting on the first one's prefill and three
-// workers idle, goes to an idle worker.
+// With the predicted-wait falloff (wait.go) the fourth, three siblings
+// already waiting on the first one's prefill and three workers idle, goes
+// to an idle worker.
 func TestActorSiblingsColocateWithPredictions(t *testing.T) {
 	cands := []Candidate{{Key: wk(1, 0)}, {Key: wk(2, 0)}, {Key: wk(3, 0)}, {Key: wk(4, 0)}}
 	p := blocks(100, 64)
-	noWait := DefaultConfig()
-	noWait.PredictedWaitFalloff = 0
+	wait := DefaultConfig()
+	wait.PredictedWaitFalloff = 1
 	for _, tc := range []struct {
 		name      string
 		cfg       Config
@@ -68,8 +68,8 @@ func TestActorSiblingsColocateWithPredictions(t *testing.T) {
 		workers   int
 		predicted string
 	}{
-		{"on", DefaultConfig(), 0, 2, "[0 64 64 0]"},
-		{"on, predicted blocks in full", noWait, 0, 1, "[0 64 64 64]"},
+		{"on", DefaultConfig(), 0, 1, "[0 64 64 64]"},
+		{"on, with the predicted-wait falloff", wait, 0, 2, "[0 64 64 0]"},
 		{"off", DefaultConfig(), predicted.Off, 4, "[0 0 0 0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

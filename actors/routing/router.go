@@ -79,8 +79,10 @@ const (
 	DefaultOverlapWeight = 16
 	// DefaultCacheFalloff is Config.CacheFalloff's default.
 	DefaultCacheFalloff = 1
-	// DefaultPredictedWaitFalloff is Config.PredictedWaitFalloff's default.
-	DefaultPredictedWaitFalloff = 1
+	// DefaultPredictedWaitFalloff is Config.PredictedWaitFalloff's
+	// default: off. It pays on large fleets under bursts and costs small
+	// ones hit rate and time (wait.go, bench/README.md).
+	DefaultPredictedWaitFalloff = 0
 )
 
 // DefaultConfig returns the router's defaults: kvrouter's cost, overlap

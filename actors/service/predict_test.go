@@ -68,12 +68,7 @@ func TestServeSiblingsBeforeTheirEvents(t *testing.T) {
 		hits    int // blocks the engines found cached serving the burst
 	}{{"predictions on", 0, 1, 3 * 64}, {"predictions off", predicted.Off, 4, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Predicted blocks in full: with the predicted-wait falloff
-			// (routing, wait.go) the fourth sibling would go to one of
-			// the three idle workers; that term has its own tests.
-			rc := routing.DefaultConfig()
-			rc.PredictedWaitFalloff = 0
-			h := newHarnessWith(t, Config{BlockSize: 4, Routing: rc, Timeout: time.Second,
+			h := newHarnessWith(t, Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: time.Second,
 				Predictions: predicted.Config{TTL: tc.ttl}}, 4)
 			h.settle()
 			ids := []string{"s0", "s1", "s2", "s3"}

@@ -109,15 +109,10 @@ func TestDelayedEventsHideSiblingsFromEventFedPolicies(t *testing.T) {
 // over every worker without it (the load term, seeing no overlap anywhere).
 func TestDelayedReplaySiblingsColocateOnlyWithPrediction(t *testing.T) {
 	reqs, at := siblings(4, 2048)
-	// Predicted blocks in full: with the predicted-wait falloff (routing,
-	// wait.go) the fourth sibling would go to an idle worker; that term has
-	// its own tests.
-	rc := routing.DefaultConfig()
-	rc.PredictedWaitFalloff = 0
 	run := func(predict bool) Tally {
 		t.Helper()
 		c, err := startCluster(clusterConfig{Workers: 4, BlockSize: 16, Capacity: 4096, Shards: 1, Hosts: 1,
-			Routing: rc, SessionCredit: DefaultSessionCredit, NoPredict: !predict})
+			Routing: routing.DefaultConfig(), SessionCredit: DefaultSessionCredit, NoPredict: !predict})
 		if err != nil {
 			t.Fatal(err)
 		}

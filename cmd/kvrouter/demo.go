@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -72,6 +73,8 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	hold := fs.Bool("hold", false, "after the run, keep the router, the engines and the fleet page up until interrupted")
 	predictTTL := fs.Duration("predict-ttl", predicted.DefaultTTL,
 		"predict-on-route, as kvrouter serve's: how long a routed request's blocks count as held before the engine's events confirm them (0: off, to see the bursts spread)")
+	waitFalloff := fs.Float64("predict-wait-falloff", routing.DefaultPredictedWaitFalloff,
+		"as kvrouter serve's: how fast predicted blocks lose credit while requests routed there still wait to prefill them (0, the default: full credit, every sibling of a burst follows the first)")
 	prefillRate := fs.Float64("prefill-tokens-per-second", 100000,
 		"each engine's prefill rate in uncached tokens, one request at a time (faster than a GPU's so the demo ends in seconds; what matters is the prefill time against the siblings' gaps)")
 	publish := fs.Duration("publish-interval", 20*time.Millisecond, "time from a prefill's end to the publish of its KV events (the engine step's batch)")
@@ -112,7 +115,16 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer stopTracing()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
-	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Routing: routing.DefaultConfig(), Timeout: time.Second,
+	if *waitFalloff < 0 || math.IsInf(*waitFalloff, 0) || math.IsNaN(*waitFalloff) {
+		fmt.Fprintf(stderr, "kvrouter demo: --predict-wait-falloff %v: want 0 (off) or a finite positive number\n", *waitFalloff)
+		return 2
+	}
+	rc := routing.DefaultConfig()
+	rc.PredictedWaitFalloff = *waitFalloff
+	if *waitFalloff > 0 {
+		predictLabel += fmt.Sprintf(", --predict-wait-falloff %g", *waitFalloff)
+	}
+	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Routing: rc, Timeout: time.Second,
 		Predictions: predictions})
 	if err != nil {
 		return fail(err)

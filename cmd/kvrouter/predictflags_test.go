@@ -18,7 +18,7 @@ func TestPredictWaitFalloffFlag(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	if code := run([]string{"serve", "--help"}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "-predict-wait-falloff") ||
-		!strings.Contains(out.String(), "spreads over idle workers") {
+		!strings.Contains(out.String(), "spreads a burst over idle") {
 		t.Errorf("serve --help says nothing of the predicted-wait falloff:\n%s", out.String())
 	}
 }
