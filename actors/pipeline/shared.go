@@ -140,6 +140,28 @@ func (p *Pipeline) removePod(ref podRef, stream messages.StreamID) (stop *actor.
 	return nil, err
 }
 
+// SharedSocketStats answers the whole Stats of each socket shared by topic,
+// by endpoint: what no pod's view carries (messages refused before they
+// reached a pod's stream: topics outside the convention, pods no
+// registration names, pods past the cap), besides every pod's figures.
+func (p *Pipeline) SharedSocketStats(timeout time.Duration) (map[string]*listener.Stats, error) {
+	p.mu.Lock()
+	pids := make(map[string]*actor.PID, len(p.shared))
+	for ep, s := range p.shared {
+		pids[ep] = s.pid
+	}
+	p.mu.Unlock()
+	out := make(map[string]*listener.Stats, len(pids))
+	for ep, pid := range pids {
+		st, err := request[*listener.Stats](p.system, pid, &listener.StatsRequest{}, timeout)
+		if err != nil {
+			return nil, fmt.Errorf("shared socket %s: %w", ep, err)
+		}
+		out[ep] = st
+	}
+	return out, nil
+}
+
 // uniqueListeners returns every listener once (a shared socket's serves
 // several streams).
 func uniqueListeners(ls map[messages.StreamID]*actor.PID) []*actor.PID {

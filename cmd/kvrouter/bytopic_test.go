@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,7 +20,8 @@ import (
 // its own worker (GET /workers shows each with its topic_pod and its
 // engine's block count, /query scores a pod's prompt for its worker
 // only); a third engine whose pod no --worker names is refused (logged,
-// reason unknown_pod) and nothing of it reaches the index; unregistering
+// reason unknown_pod, counted in kvrouter_shared_socket_refused_messages_total)
+// and nothing of it reaches the index; unregistering
 // one pod keeps the other flowing.
 func TestServeSharesOneBoundSocketByTopic(t *testing.T) {
 	endpoint := "tcp://127.0.0.1:" + freePort(t)
@@ -103,6 +105,21 @@ func TestServeSharesOneBoundSocketByTopic(t *testing.T) {
 		t.Errorf("the unregistered pod's prompt scored %v: its blocks reached the index", q.Scores)
 	}
 
+	eventually.True(t, "the refusal counted in /metrics", func() (bool, string) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "kvrouter_shared_socket_refused_messages_total{") && strings.Contains(l, `endpoint="`+endpoint+`"`) &&
+				strings.Contains(l, `reason="unknown_pod"`) && !strings.HasSuffix(l, " 0") {
+				return true, ""
+			}
+		}
+		return false, tail(string(b), 2048)
+	})
 	if log := s.log.String(); !strings.Contains(log, "reason=unknown_pod") || !strings.Contains(log, "10.0.0.3:8000") {
 		t.Errorf("no logged refusal of the unregistered pod (reason unknown_pod) in serve's log:\n%s", tail(log, 4096))
 	}
