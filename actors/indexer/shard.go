@@ -82,7 +82,7 @@ func (a *shardActor) lost(ctx actor.Context) {
 	}
 	for s, pid := range a.listeners() {
 		if ShardOf(s.Worker, a.shards) == a.n {
-			ctx.Request(pid, &listener.Rebuild{})
+			ctx.Request(pid, &listener.Rebuild{Stream: s})
 		}
 	}
 }

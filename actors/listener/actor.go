@@ -41,8 +41,10 @@ type Stats struct {
 // checked once it is back).
 func (s *Stats) Recovering() bool { return s.Replaying || !s.Connected }
 
-// StatsRequest asks a listener for its Stats (answered with ctx.Respond).
-type StatsRequest struct{}
+// StatsRequest asks a listener for its Stats (answered with ctx.Respond):
+// the socket's, or with Pod, on a socket shared by topic, that pod's view
+// (podStats).
+type StatsRequest struct{ Pod string }
 
 // stream is one publisher heard on the socket: its identity, its Tracker,
 // the resync to attach to its next delivered batch, and the topic of its
@@ -55,10 +57,12 @@ type stream struct {
 	// dropped: a Drop emptied the stream's state and nothing was delivered
 	// since; a Resync then drops nothing more and is not counted again.
 	dropped bool
-	// pod, received and resyncs: a stream of a socket shared by topic
-	// (topicStreams), its batches and the times its state was dropped.
-	pod               string
-	received, resyncs uint64
+	// pod, received, delivered, resyncs and reasons: a stream of a socket
+	// shared by topic (topicStreams), its batches received and delivered,
+	// the times its state was dropped and its resyncs by reason.
+	pod                          string
+	received, delivered, resyncs uint64
+	reasons                      map[string]uint64
 }
 
 // Actor is one engine endpoint's listener (or, with TopicIdentity, one
@@ -106,7 +110,12 @@ func Props(cfg Config) (*actor.Props, error) {
 				Replays: map[string]uint64{}},
 		}
 		a.main = a.newStream(cfg.Stream, cfg.ReplayEndpoint != "")
-		a.topics = newTopicStreams(cfg.MaxStreams, func(id messages.StreamID) *stream { return a.newStream(id, false) })
+		pods := cfg.Pods
+		if cfg.CurrentPods != nil {
+			pods = cfg.CurrentPods()
+		}
+		a.topics = newTopicStreams(cfg.MaxStreams, cfg.Stream.DpRank, cfg.KnownPodsOnly, pods,
+			func(id messages.StreamID) *stream { return a.newStream(id, false) })
 		if pos := resume.Swap(nil); pos != nil {
 			a.main.tracker.Resume(pos.Seq, pos.Exact)
 		}
@@ -115,35 +124,11 @@ func Props(cfg Config) (*actor.Props, error) {
 }
 
 func (a *Actor) newStream(id messages.StreamID, replay bool) *stream {
-	return &stream{id: id, tracker: NewTracker(TrackerConfig{
+	return &stream{id: id, reasons: map[string]uint64{}, tracker: NewTracker(TrackerConfig{
 		Replay:          replay,
 		SeqStartsAtZero: a.adapter.Stream().SeqStartsAtZero,
 		DetectSeqStart:  a.adapter.Stream().SeqStartDetected,
 	})}
-}
-
-// streamOf returns the stream a message on topic belongs to, or nil (the
-// message is dropped and counted).
-func (a *Actor) streamOf(topic []byte) *stream {
-	if !a.cfg.TopicIdentity {
-		return a.main
-	}
-	t, ok := a.adapter.ParseTopic(topic)
-	if !ok {
-		a.stats.BadFrames[refuseTopic]++
-		return nil
-	}
-	id := messages.StreamID{Worker: a.cfg.workerOf(t.Pod), DpRank: a.cfg.Stream.DpRank}
-	st, created, refused := a.topics.lookup(t.Pod, id)
-	switch {
-	case refused != "":
-		if a.stats.BadFrames[refused]++; a.stats.BadFrames[refused] == 1 {
-			a.log.Warn("engine on a shared socket refused", "pod", t.Pod, "worker", id.Worker, "reason", refused)
-		}
-	case created:
-		a.log.Info("new engine on a shared socket", "pod", t.Pod, "worker", id.Worker)
-	}
-	return st
 }
 
 // Receive implements actor.Actor.
@@ -210,7 +195,15 @@ func (a *Actor) Receive(ctx actor.Context) {
 		}
 	case *Rebuild:
 		a.startRebuild(ctx, m)
+	case *AddPod:
+		a.addPod(ctx, m)
+	case *ForgetPod:
+		a.forgetPod(ctx, m)
 	case *StatsRequest:
+		if m.Pod != "" {
+			ctx.Respond(a.podStats(m.Pod))
+			return
+		}
 		s := a.stats
 		s.InFlight, s.Replaying, s.Connected = a.window.inFlight(), a.main.tracker.Replaying(), a.connected
 		s.NextSeq, _ = a.main.tracker.Next()
@@ -249,7 +242,7 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		switch act.Kind {
 		case Resync:
 			if !st.dropped {
-				a.stats.Resyncs[act.Reason.String()]++
+				a.countResync(st, act.Reason)
 				if !act.Exact && !act.Keep {
 					st.resyncs++
 				}
@@ -272,7 +265,7 @@ func (a *Actor) do(ctx actor.Context, st *stream, acts []Action) {
 		case Drop:
 			st.dropped = true
 			st.resyncs++
-			a.stats.Resyncs[act.Reason.String()]++
+			a.countResync(st, act.Reason)
 			a.log.Warn("stream degraded: index state dropped", "worker", st.id.Worker, "reason", act.Reason.String())
 			st.resync = messages.Resync{Reason: act.Reason.String()}
 			a.deliver(ctx, st, act.Seq, nil, false)
@@ -327,6 +320,7 @@ func (a *Actor) deliver(ctx actor.Context, st *stream, seq uint64, payload []byt
 	})
 	sp.End()
 	st.resync = messages.Resync{}
+	st.delivered++
 	a.stats.Delivered++
 	a.window.delivered(live)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/kvrouter/kvrouter/actors/zmtpguard"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/engine"
-	"github.com/zeebo/xxh3"
 )
 
 // Config describes one engine publisher endpoint.
@@ -44,12 +43,22 @@ type Config struct {
 	// again; batches published meanwhile are recovered by replay.
 	Silence time.Duration
 	// TopicIdentity tells engines apart by the topic convention
-	// kv@<pod>@<model> — for a bound socket that many engines dial (llm-d
-	// style). Each pod is its own stream (own sequence numbers, no replay:
-	// its replay endpoint is not known); its worker id is Pods[pod], or a
+	// kv@<pod>@<model> — for one socket that many engines publish on: a
+	// bound socket they dial (llm-d style), or a dialed one (a forwarder).
+	// Each pod is its own stream (own sequence numbers, no replay: its
+	// replay endpoint is not known); its worker id is Pods[pod], or a
 	// stable hash of the pod name when unmapped.
 	TopicIdentity bool
 	Pods          map[string]messages.WorkerID
+	// CurrentPods, when set, is read instead of Pods by each incarnation
+	// of the actor as it starts: the owner's current map, which it changes
+	// with AddPod and ForgetPod, so a restarted listener keeps the pods
+	// added since it was configured.
+	CurrentPods func() map[string]messages.WorkerID
+	// KnownPodsOnly refuses pods the map does not name (unknown_pod)
+	// instead of giving them the hash of their name: kvrouter serve, whose
+	// registrations name every worker it routes to.
+	KnownPodsOnly bool
 	// MaxStreams caps the pods one socket tracks (default 1024); messages of
 	// further pods are dropped and counted.
 	MaxStreams int
@@ -59,14 +68,6 @@ type Config struct {
 	Resume *messages.Position
 	// Next receives the stream's EngineBatches (the normalizer pool).
 	Next *actor.PID
-}
-
-// workerOf maps a topic pod to its worker id.
-func (c *Config) workerOf(pod string) messages.WorkerID {
-	if id, ok := c.Pods[pod]; ok {
-		return id
-	}
-	return messages.WorkerID(xxh3.HashString(pod))
 }
 
 func (c *Config) defaults() error {
@@ -94,6 +95,9 @@ func (c *Config) defaults() error {
 	}
 	if c.TopicIdentity && c.ReplayEndpoint != "" {
 		return errors.New("listener: a replay endpoint names one engine; it cannot serve a socket shared by topic")
+	}
+	if !c.TopicIdentity && (c.Pods != nil || c.CurrentPods != nil || c.KnownPodsOnly) {
+		return errors.New("listener: pods map the topics of a socket shared by topic: set TopicIdentity")
 	}
 	if c.MaxStreams <= 0 {
 		c.MaxStreams = 1024

@@ -14,8 +14,13 @@ import (
 // the sender with Rebuilt once the replay has ended and every batch it
 // delivered has been acknowledged downstream (so the batches have left the
 // index front, or in one process been applied, before the answer is
-// sent). Tag is echoed.
-type Rebuild struct{ Tag uint64 }
+// sent). Tag is echoed. Stream names the stream the index lost: on a
+// socket shared by topic, a pod's (answered at once, inexact: no replay);
+// elsewhere the listener has one stream, and the answer names it.
+type Rebuild struct {
+	Stream messages.StreamID
+	Tag    uint64
+}
 
 // Rebuilt answers Rebuild. Exact says the rebuilt stream is complete: the
 // buffer held its history since the publisher's first batch. Otherwise
@@ -46,14 +51,19 @@ type rebuildWaiter struct {
 
 // startRebuild handles Rebuild: without a replay endpoint (or on a socket
 // shared by topic) there is nothing to replay and the answer is at once
-// inexact; otherwise the stream recovers, and a second Rebuild while one
+// inexact, naming the stream asked for when the socket is shared by
+// topic; otherwise the stream recovers, and a second Rebuild while one
 // runs restarts the replay and is answered with it.
 func (a *Actor) startRebuild(ctx actor.Context, m *Rebuild) {
 	if ctx.Sender() == nil {
 		return
 	}
 	w := rebuildWaiter{tag: m.Tag, to: ctx.Sender()}
-	if a.cfg.TopicIdentity || a.cfg.ReplayEndpoint == "" {
+	if a.cfg.TopicIdentity {
+		ctx.Send(w.to, &Rebuilt{Stream: m.Stream, Tag: w.tag})
+		return
+	}
+	if a.cfg.ReplayEndpoint == "" {
 		ctx.Send(w.to, &Rebuilt{Stream: a.main.id, Tag: w.tag})
 		return
 	}

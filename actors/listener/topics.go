@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/zeebo/xxh3"
 )
 
 // Why a message on a socket shared by topic (Config.TopicIdentity) is
@@ -20,31 +21,60 @@ const (
 	// batches would interleave with the other pod's in one stream's
 	// state, so they are dropped instead.
 	refuseCollision = "topic_worker_collision"
+	// refuseUnknown: with Config.KnownPodsOnly, a pod no registration
+	// names (Config.Pods, AddPod).
+	refuseUnknown = "unknown_pod"
 )
 
-// topicStreams tells apart the engines that dial one bound socket, by the
-// pod their topic names: one stream per pod, each with its own Tracker (so
-// its own seqs, and its order kept), at most max of them. A plain value
-// for the listener actor's goroutine; newStream makes a pod's stream the
-// first time it is heard.
+// topicStreams tells apart the engines publishing on one socket, by the pod
+// their topic names: one stream per pod, each with its own Tracker (so its
+// own seqs, and its order kept), at most max of them. pods maps a pod to its
+// worker id; a pod it does not name takes the hash of its name, or with
+// known is refused. A plain value for the listener actor's goroutine;
+// newStream makes a pod's stream the first time it is heard.
 type topicStreams struct {
 	max       int
+	rank      messages.DpRank
+	known     bool
+	pods      map[string]messages.WorkerID
 	byPod     map[string]*stream
 	owner     map[messages.StreamID]string // the pod each stream belongs to
 	newStream func(messages.StreamID) *stream
 }
 
-func newTopicStreams(max int, newStream func(messages.StreamID) *stream) topicStreams {
-	return topicStreams{max: max, byPod: map[string]*stream{}, owner: map[messages.StreamID]string{}, newStream: newStream}
+func newTopicStreams(max int, rank messages.DpRank, known bool, pods map[string]messages.WorkerID,
+	newStream func(messages.StreamID) *stream) topicStreams {
+	t := topicStreams{max: max, rank: rank, known: known, pods: map[string]messages.WorkerID{},
+		byPod: map[string]*stream{}, owner: map[messages.StreamID]string{}, newStream: newStream}
+	for pod, w := range pods {
+		t.pods[pod] = w
+	}
+	return t
 }
 
-// lookup returns pod's stream, made now (created) when pod is new and id
-// (its stream id) free, or the reason its message is dropped.
-func (t *topicStreams) lookup(pod string, id messages.StreamID) (st *stream, created bool, refused string) {
+// streamID is the stream a pod's batches make, and whether it may have one.
+func (t *topicStreams) streamID(pod string) (messages.StreamID, bool) {
+	w, ok := t.pods[pod]
+	if !ok {
+		if t.known {
+			return messages.StreamID{}, false
+		}
+		w = messages.WorkerID(xxh3.HashString(pod))
+	}
+	return messages.StreamID{Worker: w, DpRank: t.rank}, true
+}
+
+// lookup returns pod's stream, made now (created) when pod is new and its
+// stream id free, or the reason its message is dropped.
+func (t *topicStreams) lookup(pod string) (st *stream, created bool, refused string) {
 	if st, ok := t.byPod[pod]; ok {
 		return st, false, ""
 	}
-	if len(t.byPod) >= t.max {
+	id, ok := t.streamID(pod)
+	switch {
+	case !ok:
+		return nil, false, refuseUnknown
+	case len(t.byPod) >= t.max:
 		return nil, false, refuseFull
 	}
 	if _, taken := t.owner[id]; taken {
@@ -54,6 +84,34 @@ func (t *topicStreams) lookup(pod string, id messages.StreamID) (st *stream, cre
 	st.pod = pod
 	t.byPod[pod], t.owner[id] = st, pod
 	return st, true, ""
+}
+
+// add maps pod to worker w. A stream the pod has under another id is
+// dropped (its next message makes the new one); it is returned.
+func (t *topicStreams) add(pod string, w messages.WorkerID) (dropped *stream) {
+	t.pods[pod] = w
+	if st, ok := t.byPod[pod]; ok && st.id.Worker != w {
+		t.remove(pod)
+		return st
+	}
+	return nil
+}
+
+// forget unmaps pod and drops its stream (returned, nil when it had none):
+// with known, its messages are refused from now on; otherwise they make a
+// new stream under the pod's hash.
+func (t *topicStreams) forget(pod string) *stream {
+	delete(t.pods, pod)
+	st := t.byPod[pod]
+	if st != nil {
+		t.remove(pod)
+	}
+	return st
+}
+
+func (t *topicStreams) remove(pod string) {
+	delete(t.owner, t.byPod[pod].id)
+	delete(t.byPod, pod)
 }
 
 // sorted returns the streams by pod.
@@ -83,13 +141,18 @@ type TopicStream struct {
 	Resyncs  uint64
 }
 
+// state returns the stream's TopicStream.
+func (st *stream) state() TopicStream {
+	next, _ := st.tracker.Next()
+	return TopicStream{Pod: st.pod, Topic: string(st.topic), Stream: st.id, NextSeq: next,
+		Received: st.received, Gaps: st.tracker.Gaps(), Resyncs: st.resyncs}
+}
+
 // topicStats returns the per-pod state, sorted by pod.
 func (t *topicStreams) topicStats() []TopicStream {
 	out := make([]TopicStream, 0, len(t.byPod))
 	for _, st := range t.sorted() {
-		next, _ := st.tracker.Next()
-		out = append(out, TopicStream{Pod: st.pod, Topic: string(st.topic), Stream: st.id, NextSeq: next,
-			Received: st.received, Gaps: st.tracker.Gaps(), Resyncs: st.resyncs})
+		out = append(out, st.state())
 	}
 	return out
 }

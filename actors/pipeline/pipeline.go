@@ -1,7 +1,10 @@
 // Package pipeline assembles kvrouter's ingest actors — listeners →
 // normalizer pool → coalescer hub → index, which the session lineage index
 // follows — in one actor system, and gives the commands and tests one handle
-// to add engine endpoints and read state.
+// to add engine endpoints and read state. An endpoint is one engine's
+// socket (AddListener), or one socket several registered pods share, told
+// apart by topic (AddPod, shared.go: one listener, each pod its own
+// stream).
 package pipeline
 
 import (
@@ -64,6 +67,10 @@ type Pipeline struct {
 
 	mu        sync.Mutex // listeners: the index's rebuild reads them from its own goroutine
 	listeners map[messages.StreamID]*actor.PID
+	// shared are the sockets shared by topic, by endpoint (AddPod); pods
+	// each of their streams' place.
+	shared map[string]*sharedSocket
+	pods   map[messages.StreamID]podRef
 }
 
 // Start spawns the session index, the index (which forwards every applied
@@ -74,7 +81,8 @@ func Start(system *actor.ActorSystem, cfg Config) (*Pipeline, error) {
 		cfg.Normalizers = 2
 	}
 	root := system.Root
-	p := &Pipeline{system: system, listeners: map[messages.StreamID]*actor.PID{}}
+	p := &Pipeline{system: system, listeners: map[messages.StreamID]*actor.PID{},
+		shared: map[string]*sharedSocket{}, pods: map[messages.StreamID]podRef{}}
 	if cfg.PublishRouterEvents != "" {
 		props, err := publisher.Props(cfg.PublishRouterEvents, "")
 		if err != nil {
@@ -107,6 +115,9 @@ func (p *Pipeline) AddListener(cfg listener.Config) error {
 	if _, dup := p.listeners[cfg.Stream]; dup {
 		return fmt.Errorf("worker %d rank %d already has a listener", cfg.Stream.Worker, cfg.Stream.DpRank)
 	}
+	if _, shared := p.shared[cfg.Endpoint]; shared {
+		return fmt.Errorf("worker %d rank %d: %s is a socket shared by topic: add its pods (AddPod)", cfg.Stream.Worker, cfg.Stream.DpRank, cfg.Endpoint)
+	}
 	cfg.Next = p.normalizerOf(cfg.Stream)
 	props, err := listener.Props(cfg)
 	if err != nil {
@@ -119,12 +130,21 @@ func (p *Pipeline) AddListener(cfg listener.Config) error {
 	return nil
 }
 
-// RemoveListener stops the listener of one endpoint. The index keeps the
-// stream's blocks until RemoveWorker.
+// RemoveListener stops the listener of one endpoint, or removes a pod
+// from its shared socket (AddPod), closing the socket with its last pod.
+// The index keeps the stream's blocks until RemoveWorker.
 func (p *Pipeline) RemoveListener(s messages.StreamID) error {
 	p.mu.Lock()
 	pid, ok := p.listeners[s]
 	delete(p.listeners, s)
+	if ref, pod := p.pods[s]; ok && pod {
+		var err error
+		pid, err = p.removePod(ref, s)
+		if pid == nil {
+			p.mu.Unlock()
+			return err
+		}
+	}
 	p.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("no listener for worker %d rank %d", s.Worker, s.DpRank)
@@ -208,11 +228,18 @@ func (p *Pipeline) Dump(timeout time.Duration) (*indexer.DumpResult, error) {
 // NormalizerStats returns the counters of the normalizer handling a stream
 // (its own in PoolStats.Stream).
 func (p *Pipeline) NormalizerStats(s messages.StreamID, timeout time.Duration) (*normalizer.PoolStats, error) {
-	return request[*normalizer.PoolStats](p.system, p.normalizerOf(s), &normalizer.StatsRequest{Stream: s}, timeout)
+	p.mu.Lock()
+	pid := p.normalizerOf(s)
+	p.mu.Unlock()
+	return request[*normalizer.PoolStats](p.system, pid, &normalizer.StatsRequest{Stream: s}, timeout)
 }
 
-// normalizerOf is the normalizer of a stream's batches.
+// normalizerOf is the normalizer of a stream's batches: a pod's on a
+// shared socket goes to that socket's.
 func (p *Pipeline) normalizerOf(s messages.StreamID) *actor.PID {
+	if ref, ok := p.pods[s]; ok {
+		return ref.socket.next
+	}
 	return p.normalizers[normalizer.Of(s, len(p.normalizers))]
 }
 
@@ -235,20 +262,22 @@ func (p *Pipeline) Status(timeout time.Duration) (*coalescer.Status, error) {
 	return request[*coalescer.Status](p.system, p.hub, &coalescer.StatusRequest{}, timeout)
 }
 
-// ListenerStats returns one listener's counters.
+// ListenerStats returns one listener's counters; for a pod of a shared
+// socket (AddPod), the pod's view of them (listener.StatsRequest.Pod).
 func (p *Pipeline) ListenerStats(s messages.StreamID, timeout time.Duration) (*listener.Stats, error) {
 	p.mu.Lock()
 	pid, ok := p.listeners[s]
+	ref := p.pods[s]
 	p.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("no listener for worker %d rank %d", s.Worker, s.DpRank)
 	}
-	return request[*listener.Stats](p.system, pid, &listener.StatsRequest{}, timeout)
+	return request[*listener.Stats](p.system, pid, &listener.StatsRequest{Pod: ref.pod}, timeout)
 }
 
 // Stop stops every actor of the pipeline, listeners first.
 func (p *Pipeline) Stop() {
-	for _, pid := range p.listenerPIDs() {
+	for _, pid := range uniqueListeners(p.listenerPIDs()) {
 		_ = p.system.Root.StopFuture(pid).Wait()
 	}
 	for _, pid := range append(slices.Clone(p.normalizers), p.hub) {

@@ -157,7 +157,7 @@ func (b *bootSink) finish() error {
 			reg := api.Registration{InstanceID: w, DpRank: st.DpRank, Endpoint: st.Endpoint, ReplayEndpoint: st.ReplayEndpoint,
 				LoraName: st.LoraName, ServingEndpoint: st.ServingEndpoint, Engine: st.Engine,
 				MetricsEndpoint: st.MetricsEndpoint, Role: st.Role, BootstrapHost: st.BootstrapHost, BootstrapPort: st.BootstrapPort,
-				ModelName: b.hdr.ModelName, TenantID: b.hdr.TenantID, BlockSize: b.hdr.BlockSize}
+				Bind: st.Bind, Topic: st.Topic, TopicPod: st.TopicPod, ModelName: b.hdr.ModelName, TenantID: b.hdr.TenantID, BlockSize: b.hdr.BlockSize}
 			if err := b.s.register(reg, pos); err != nil {
 				return fmt.Errorf("worker %d rank %d: %w", w, st.DpRank, err)
 			}

@@ -77,6 +77,9 @@ func (s *Service) followRegistry() {
 // registerClustered checks a registration against the cluster's registry
 // and writes it there; the owner starts its listener.
 func (s *Service) registerClustered(reg api.Registration) error {
+	if err := checkUnclustered(reg); err != nil {
+		return err
+	}
 	if err := s.withEngine(&reg); err != nil {
 		return err
 	}

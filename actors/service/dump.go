@@ -50,8 +50,9 @@ func (s *Service) dumpStreams(ns *namespace, pos map[messages.StreamID]messages.
 		reg := s.workers[k].reg
 		st := api.DumpStream{WorkerID: k.Worker, DpRank: k.DpRank, Endpoint: reg.Endpoint,
 			ReplayEndpoint: reg.ReplayEndpoint, LoraName: reg.LoraName, ServingEndpoint: reg.ServingEndpoint, Engine: reg.Engine,
-			MetricsEndpoint: reg.MetricsEndpoint, Role: reg.Role, BootstrapHost: reg.BootstrapHost, BootstrapPort: reg.BootstrapPort}
-		if p, ok := pos[messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}]; ok {
+			MetricsEndpoint: reg.MetricsEndpoint, Role: reg.Role, BootstrapHost: reg.BootstrapHost, BootstrapPort: reg.BootstrapPort,
+			Bind: reg.Bind, Topic: reg.Topic, TopicPod: reg.TopicPod}
+		if p, ok := pos[messages.StreamID{Worker: k.Worker, DpRank: k.DpRank}]; ok && !reg.SharedSocket() {
 			seq := p.Seq
 			st.Seq, st.Exact = &seq, p.Exact
 		}

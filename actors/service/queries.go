@@ -435,7 +435,7 @@ func (s *Service) Workers(context.Context) ([]api.WorkerInfo, error) {
 func (s *Service) rankInfo(k messages.WorkerKey, w *worker) api.RankInfo {
 	ri := api.RankInfo{DpRank: k.DpRank, ModelName: w.ns.key.model, TenantID: w.ns.key.tenant,
 		Endpoint: w.reg.Endpoint, ReplayEndpoint: w.reg.ReplayEndpoint, LoraName: w.reg.LoraName, ServingEndpoint: w.reg.ServingEndpoint,
-		Engine: w.reg.Engine, BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Mode: api.ModeEvents, Warnings: []string{}}
+		Engine: w.reg.Engine, TopicPod: w.reg.TopicPod, BlockSize: uint32(w.ns.blockSize), State: api.StateRecovering, Mode: api.ModeEvents, Warnings: []string{}}
 	withRole(&ri, w.reg)
 	if w.reg.EventLess() {
 		return s.eventLessInfo(k, w, ri)

@@ -358,8 +358,8 @@ func (s *Service) register(reg api.Registration, resume *messages.Position) erro
 		if err := checkEventLess(reg); err != nil {
 			return err
 		}
-	} else if err := ns.pipe.AddListener(s.listenerConfig(reg, bs, resume)); err != nil {
-		return api.Errorf(api.ErrInvalid, "invalid_endpoint", "%v", err)
+	} else if err := s.listen(ns, reg, bs, resume); err != nil {
+		return err
 	}
 	// An event-less worker has nothing to sync: readiness never waits for it.
 	s.workers[key] = &worker{reg: reg, ns: ns, at: time.Now(), synced: reg.EventLess()}
@@ -386,6 +386,8 @@ func (s *Service) listenerConfig(reg api.Registration, bs int, resume *messages.
 		Engine:         reg.Engine,
 		Endpoint:       reg.Endpoint,
 		ReplayEndpoint: reg.ReplayEndpoint,
+		Bind:           reg.Bind,
+		Topic:          reg.Topic,
 		BlockSize:      bs,
 		Resume:         resume,
 	}

@@ -134,10 +134,10 @@ func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdo
 
 // observed are the asynchronous instruments fed by one read of the Source.
 type observed struct {
-	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, readErrors, contradictions, expired, stored metric.Int64ObservableCounter
-	sessionReasons                                                                                                         [unitCount]metric.Int64ObservableCounter
-	state, blocks, sessions, lineages, sessionBlocks, mailboxes                                                            metric.Int64ObservableGauge
-	lag                                                                                                                    metric.Float64ObservableGauge
+	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, refused, readErrors, contradictions, expired, stored metric.Int64ObservableCounter
+	sessionReasons                                                                                                                  [unitCount]metric.Int64ObservableCounter
+	state, blocks, sessions, lineages, sessionBlocks, mailboxes                                                                     metric.Int64ObservableGauge
+	lag                                                                                                                             metric.Float64ObservableGauge
 }
 
 func (m *Metrics) instruments(meter metric.Meter) error {
@@ -168,6 +168,9 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	keep()
 	o.dropped, err = meter.Int64ObservableCounter("kvrouter.dropped_messages",
 		metric.WithDescription("Messages a listener dropped before sequencing them (malformed frames, topics, socket errors), by reason."))
+	keep()
+	o.refused, err = meter.Int64ObservableCounter("kvrouter.shared_socket.refused_messages",
+		metric.WithDescription("Messages a socket shared by topic dropped before they reached a pod's stream (a topic outside kv@<pod>@<model>, a pod no registration names, a pod past the cap), by endpoint and reason."))
 	keep()
 	o.contradictions, err = meter.Int64ObservableCounter("kvrouter.engine.contradictions",
 		metric.WithDescription("Batches showing what the stream's registered engine never sends (a timestamp seq, a layout): decoded as registered, check the registration."))
@@ -224,7 +227,7 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	_, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		m.observe(obs, &o)
 		return nil
-	}, o.events, o.hints, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.contradictions, o.expired, o.mailboxes, o.readErrors, o.state, o.blocks, o.stored, o.lag,
+	}, o.events, o.hints, o.batches, o.gaps, o.replays, o.resyncs, o.recoveries, o.lost, o.dropped, o.refused, o.contradictions, o.expired, o.mailboxes, o.readErrors, o.state, o.blocks, o.stored, o.lag,
 		o.sessionReasons[unitEvents], o.sessionReasons[unitSessions], o.sessionReasons[unitLineages],
 		o.sessionReasons[unitBlocks], o.sessions, o.lineages, o.sessionBlocks)
 	keep()
@@ -252,6 +255,7 @@ func (m *Metrics) observe(obs metric.Observer, o *observed) {
 	ints(o.recoveries, r.recoveries)
 	ints(o.lost, r.lost)
 	ints(o.dropped, r.dropped)
+	ints(o.refused, r.refused)
 	ints(o.contradictions, r.contradictions)
 	for _, d := range mailbox.Depths() {
 		obs.ObserveInt64(o.mailboxes, d.Len, metric.WithAttributes(labelActor.String(d.Kind)))

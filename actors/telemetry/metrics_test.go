@@ -28,6 +28,7 @@ import (
 type fakePipeline struct {
 	status    coalescer.Status
 	listeners map[messages.StreamID]*listener.Stats
+	sockets   map[string]*listener.Stats // shared by topic, by endpoint
 	norm      map[messages.StreamID]normalizer.Stats
 	lost      map[messages.StreamID]uint64
 	index     indexer.Stats
@@ -50,6 +51,13 @@ func (f *fakePipeline) ListenerStats(s messages.StreamID, _ time.Duration) (*lis
 		return nil, errDown
 	}
 	return ls, nil
+}
+
+func (f *fakePipeline) SharedSocketStats(time.Duration) (map[string]*listener.Stats, error) {
+	if f.down {
+		return nil, errDown
+	}
+	return f.sockets, nil
 }
 
 func (f *fakePipeline) NormalizerStats(s messages.StreamID, _ time.Duration) (*normalizer.PoolStats, error) {
@@ -75,6 +83,9 @@ func (f *fakePipeline) SessionStats(time.Duration) (*sessions.Stats, error) {
 
 var w7 = messages.StreamID{Worker: 7, DpRank: 1}
 
+// sharedEndpoint is the fake's socket shared by topic.
+const sharedEndpoint = "tcp://0.0.0.0:5557"
+
 func newFake() *fakePipeline {
 	f := &fakePipeline{
 		status: coalescer.Status{Streams: map[messages.StreamID]coalescer.StreamStatus{
@@ -82,6 +93,8 @@ func newFake() *fakePipeline {
 		listeners: map[messages.StreamID]*listener.Stats{w7: {Delivered: 5, Gaps: 1, Recoveries: 2, Connected: true, Subscribed: 1,
 			BadFrames: map[string]uint64{"topic": 3, "socket: dial tcp 10.0.0.5:5557: connection refused": 1, "socket: EOF": 2},
 			Replays:   map[string]uint64{"ok": 2}, Resyncs: map[string]uint64{"start": 1}}},
+		sockets: map[string]*listener.Stats{sharedEndpoint: {
+			BadFrames: map[string]uint64{"unknown_pod": 2, "too_many_streams": 1, "socket: EOF": 5}}},
 		norm:     map[messages.StreamID]normalizer.Stats{w7: {}},
 		lost:     map[messages.StreamID]uint64{w7: 4},
 		index:    indexer.Stats{Shards: []radix.Size{{Blocks: 10}, {Blocks: 4}}, StoredBlocks: 70, ShardStoredBlocks: []uint64{50, 20}},
@@ -139,31 +152,32 @@ func TestMetricNames(t *testing.T) {
 	m.RecordRoute(context.Background(), 300*time.Microsecond, 32, 64)
 	fams := scrape(t, m)
 	want := map[string]dto.MetricType{
-		"kvrouter_events_total":                   dto.MetricType_COUNTER,
-		"kvrouter_dropped_hints_total":            dto.MetricType_COUNTER,
-		"kvrouter_batches_total":                  dto.MetricType_COUNTER,
-		"kvrouter_seq_gaps_total":                 dto.MetricType_COUNTER,
-		"kvrouter_replays_total":                  dto.MetricType_COUNTER,
-		"kvrouter_resyncs_total":                  dto.MetricType_COUNTER,
-		"kvrouter_recoveries_total":               dto.MetricType_COUNTER,
-		"kvrouter_history_lost_batches_total":     dto.MetricType_COUNTER,
-		"kvrouter_dropped_messages_total":         dto.MetricType_COUNTER,
-		"kvrouter_mailbox_depth":                  dto.MetricType_GAUGE,
-		"kvrouter_route_expired_total":            dto.MetricType_COUNTER,
-		"kvrouter_session_events_total":           dto.MetricType_COUNTER,
-		"kvrouter_sessions_dropped_total":         dto.MetricType_COUNTER,
-		"kvrouter_session_lineages_dropped_total": dto.MetricType_COUNTER,
-		"kvrouter_session_blocks_dropped_total":   dto.MetricType_COUNTER,
-		"kvrouter_sessions":                       dto.MetricType_GAUGE,
-		"kvrouter_session_lineages":               dto.MetricType_GAUGE,
-		"kvrouter_session_blocks":                 dto.MetricType_GAUGE,
-		"kvrouter_telemetry_read_errors_total":    dto.MetricType_COUNTER,
-		"kvrouter_stream_lag_seconds":             dto.MetricType_GAUGE,
-		"kvrouter_worker_state":                   dto.MetricType_GAUGE,
-		"kvrouter_index_blocks":                   dto.MetricType_GAUGE,
-		"kvrouter_index_stored_blocks_total":      dto.MetricType_COUNTER,
-		"kvrouter_route_duration_seconds":         dto.MetricType_HISTOGRAM,
-		"kvrouter_route_cached_tokens_ratio":      dto.MetricType_HISTOGRAM,
+		"kvrouter_events_total":                         dto.MetricType_COUNTER,
+		"kvrouter_dropped_hints_total":                  dto.MetricType_COUNTER,
+		"kvrouter_batches_total":                        dto.MetricType_COUNTER,
+		"kvrouter_seq_gaps_total":                       dto.MetricType_COUNTER,
+		"kvrouter_replays_total":                        dto.MetricType_COUNTER,
+		"kvrouter_resyncs_total":                        dto.MetricType_COUNTER,
+		"kvrouter_recoveries_total":                     dto.MetricType_COUNTER,
+		"kvrouter_history_lost_batches_total":           dto.MetricType_COUNTER,
+		"kvrouter_dropped_messages_total":               dto.MetricType_COUNTER,
+		"kvrouter_shared_socket_refused_messages_total": dto.MetricType_COUNTER,
+		"kvrouter_mailbox_depth":                        dto.MetricType_GAUGE,
+		"kvrouter_route_expired_total":                  dto.MetricType_COUNTER,
+		"kvrouter_session_events_total":                 dto.MetricType_COUNTER,
+		"kvrouter_sessions_dropped_total":               dto.MetricType_COUNTER,
+		"kvrouter_session_lineages_dropped_total":       dto.MetricType_COUNTER,
+		"kvrouter_session_blocks_dropped_total":         dto.MetricType_COUNTER,
+		"kvrouter_sessions":                             dto.MetricType_GAUGE,
+		"kvrouter_session_lineages":                     dto.MetricType_GAUGE,
+		"kvrouter_session_blocks":                       dto.MetricType_GAUGE,
+		"kvrouter_telemetry_read_errors_total":          dto.MetricType_COUNTER,
+		"kvrouter_stream_lag_seconds":                   dto.MetricType_GAUGE,
+		"kvrouter_worker_state":                         dto.MetricType_GAUGE,
+		"kvrouter_index_blocks":                         dto.MetricType_GAUGE,
+		"kvrouter_index_stored_blocks_total":            dto.MetricType_COUNTER,
+		"kvrouter_route_duration_seconds":               dto.MetricType_HISTOGRAM,
+		"kvrouter_route_cached_tokens_ratio":            dto.MetricType_HISTOGRAM,
 	}
 	var got []string
 	for name, fam := range fams {
@@ -228,6 +242,8 @@ func TestCountersFollowThePipeline(t *testing.T) {
 		{"kvrouter_history_lost_batches_total", stream, 4},
 		{"kvrouter_dropped_messages_total", with("reason", "topic"), 3},
 		{"kvrouter_dropped_messages_total", with("reason", "socket_error"), 3},
+		{"kvrouter_shared_socket_refused_messages_total", map[string]string{"endpoint": sharedEndpoint, "reason": "unknown_pod"}, 2},
+		{"kvrouter_shared_socket_refused_messages_total", map[string]string{"endpoint": sharedEndpoint, "reason": "too_many_streams"}, 1},
 		{"kvrouter_mailbox_depth", map[string]string{"actor": "index"}, 0},
 		{"kvrouter_sessions", nil, 3},
 		{"kvrouter_session_lineages", nil, 4},
@@ -249,6 +265,11 @@ func TestCountersFollowThePipeline(t *testing.T) {
 		if got := value(t, fams, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	// A shared socket's socket errors are in each pod's dropped messages
+	// already, not counted twice.
+	if n := len(fams["kvrouter_shared_socket_refused_messages_total"].GetMetric()); n != 2 {
+		t.Errorf("shared socket refusals: %d series, want unknown_pod and too_many_streams only", n)
 	}
 
 	// More events flow; a replay times out and the stream resyncs, degraded.
@@ -297,10 +318,10 @@ func TestPipelinesAreSummedAndFailuresCounted(t *testing.T) {
 	if got := value(t, fams, "kvrouter_batches_total", map[string]string{"worker": "7"}); got != 10 {
 		t.Errorf("batches over two pipelines = %v, want 10", got)
 	}
-	// The pipeline that does not answer costs its Status, IndexStats and
-	// SessionStats.
-	if got := value(t, fams, "kvrouter_telemetry_read_errors_total", nil); got != 3 {
-		t.Errorf("read errors = %v, want 3", got)
+	// The pipeline that does not answer costs its Status, SharedSocketStats,
+	// IndexStats and SessionStats.
+	if got := value(t, fams, "kvrouter_telemetry_read_errors_total", nil); got != 4 {
+		t.Errorf("read errors = %v, want 4", got)
 	}
 }
 

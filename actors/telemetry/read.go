@@ -29,6 +29,9 @@ const (
 	labelShard   = attribute.Key("shard")
 	labelEngine  = attribute.Key("engine")
 	labelStage   = attribute.Key("stage")
+	// labelEndpoint is a socket shared by topic's endpoint (one series
+	// per such socket a registration names).
+	labelEndpoint = attribute.Key("endpoint")
 )
 
 // Worker states as reported by the state gauge (as /workers reports them).
@@ -60,16 +63,16 @@ func (s series) add(v float64, kv ...attribute.KeyValue) {
 
 // readings are one scrape's ingest figures.
 type readings struct {
-	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, lag, state, blocks, stored, contradictions series
-	sessions                                                                                                              sessionReadings
-	errors                                                                                                                int // requests that failed (figures left out)
+	events, hints, batches, gaps, replays, resyncs, recoveries, lost, dropped, lag, state, blocks, stored, contradictions, refused series
+	sessions                                                                                                                       sessionReadings
+	errors                                                                                                                         int // requests that failed (figures left out)
 }
 
 // read asks every pipeline for its counters, each request bounded by
 // timeout; what does not answer is left out and counted in errors.
 func read(pipes []Pipeline, timeout time.Duration) *readings {
 	r := &readings{events: series{}, hints: series{}, batches: series{}, gaps: series{}, replays: series{}, resyncs: series{},
-		recoveries: series{}, lost: series{}, dropped: series{}, lag: series{}, state: series{}, blocks: series{}, stored: series{}, contradictions: series{},
+		recoveries: series{}, lost: series{}, dropped: series{}, lag: series{}, state: series{}, blocks: series{}, stored: series{}, contradictions: series{}, refused: series{},
 		sessions: newSessionReadings()}
 	for _, p := range pipes {
 		if st, err := p.Status(timeout); err != nil {
@@ -78,6 +81,11 @@ func read(pipes []Pipeline, timeout time.Duration) *readings {
 			for id, ss := range st.Streams {
 				r.stream(p, id, ss, timeout)
 			}
+		}
+		if socks, err := p.SharedSocketStats(timeout); err != nil {
+			r.errors++
+		} else {
+			r.sharedSockets(socks)
 		}
 		if ix, err := p.IndexStats(timeout); err != nil {
 			r.errors++
@@ -91,6 +99,19 @@ func read(pipes []Pipeline, timeout time.Duration) *readings {
 		}
 	}
 	return r
+}
+
+// sharedSockets adds the messages each socket shared by topic refused
+// before they reached a pod's stream. Its socket errors are left out: each
+// pod's view counts them already (dropped).
+func (r *readings) sharedSockets(socks map[string]*listener.Stats) {
+	for ep, ls := range socks {
+		for why, n := range ls.BadFrames {
+			if !strings.HasPrefix(why, "socket:") {
+				r.refused.add(float64(n), labelEndpoint.String(ep), labelReason.String(why))
+			}
+		}
+	}
 }
 
 // index adds the index's blocks and stored blocks applied, per shard

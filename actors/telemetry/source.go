@@ -17,6 +17,9 @@ type Pipeline interface {
 	// Status lists the streams and their states.
 	Status(timeout time.Duration) (*coalescer.Status, error)
 	ListenerStats(s messages.StreamID, timeout time.Duration) (*listener.Stats, error)
+	// SharedSocketStats is each socket shared by topic's whole Stats, by
+	// endpoint (none: an empty map).
+	SharedSocketStats(timeout time.Duration) (map[string]*listener.Stats, error)
 	NormalizerStats(s messages.StreamID, timeout time.Duration) (*normalizer.PoolStats, error)
 	IndexStats(timeout time.Duration) (*indexer.Stats, error)
 	SessionStats(timeout time.Duration) (*sessions.Stats, error)

@@ -66,7 +66,7 @@ func (a *agent) claim(ctx actor.Context, m *clusterpb.RebuildRequest) {
 		if rebuild {
 			a.tag++
 			a.rebuilds[a.tag] = rebuilding{index: f.index, shard: shard, round: rd}
-			ctx.Request(f.pid, &listener.Rebuild{Tag: a.tag})
+			ctx.Request(f.pid, &listener.Rebuild{Stream: f.stream, Tag: a.tag})
 		}
 	}
 	ctx.Respond(c)

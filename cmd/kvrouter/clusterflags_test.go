@@ -82,8 +82,9 @@ func TestClusterFlags(t *testing.T) {
 }
 
 // serve's --worker workers register in serve's namespace, with their
-// engine= when given (an unknown one is refused); tap's options are
-// refused, naming the option.
+// engine= when given (an unknown one is refused); bind and topic= pass
+// through, and by-topic registers this --worker as one pod of a shared
+// socket: exactly one pod=POD, no other worker id.
 func TestServeWorkerFlags(t *testing.T) {
 	var flags workerFlags
 	if err := flags.Set("2:1=tcp://127.0.0.1:3,replay=tcp://127.0.0.1:4,serving=127.0.0.1:8000"); err != nil {
@@ -107,9 +108,20 @@ func TestServeWorkerFlags(t *testing.T) {
 	if err := flags.Set("5=tcp://127.0.0.1:6,engine=llamacpp"); err == nil || !strings.Contains(err.Error(), "unknown engine") {
 		t.Errorf("engine=llamacpp: err %v, want unknown engine", err)
 	}
-	var tapOnly workerFlags
-	_ = tapOnly.Set("4=tcp://127.0.0.1:5,bind")
-	if _, err := registrations(tapOnly, "m", "t"); err == nil || !strings.Contains(err.Error(), "bind") {
-		t.Errorf("a tap-only option: err %v, want it to name bind", err)
+	var shared workerFlags
+	_ = shared.Set("4=tcp://127.0.0.1:5,bind,topic=kv@,by-topic,pod=10.0.0.4:8000")
+	regs, err = registrations(shared, "m", "t")
+	if err != nil || len(regs) != 1 || !regs[0].Bind || regs[0].Topic != "kv@" || regs[0].TopicPod != "10.0.0.4:8000" {
+		t.Errorf("bind,topic=,by-topic,pod=POD: %+v, %v", regs, err)
+	}
+	for _, bad := range []string{"6=tcp://127.0.0.1:5,bind,by-topic", "6=tcp://127.0.0.1:5,bind,by-topic,pod=10.0.0.4:8000=7",
+		"6=tcp://127.0.0.1:5,bind,by-topic,pod=10.0.0.4:8000,pod=10.0.0.5:8000"} {
+		var f workerFlags
+		if err := f.Set(bad); err != nil {
+			t.Fatalf("%s: %v", bad, err)
+		}
+		if _, err := registrations(f, "m", "t"); err == nil || !strings.Contains(err.Error(), "pod=POD") {
+			t.Errorf("%s: err %v, want it refused asking for pod=POD", bad, err)
+		}
 	}
 }

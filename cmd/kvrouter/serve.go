@@ -65,7 +65,15 @@ Workers are registered over HTTP (POST /register), in a file of /register
 bodies (--workers-file), or given as flags:
   --worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT]
       [,role=prefill|decode|both][,bootstrap=[HOST:]PORT]
+      [,topic=PREFIX][,bind][,by-topic,pod=POD]
       (repeatable; model --model, tenant --tenant)
+  With bind kvrouter binds ENDPOINT and the engine dials it; topic=
+  filters by prefix. With by-topic,pod=POD several workers share one
+  socket (each --worker naming the same ENDPOINT, its own pod): the
+  engines publish on it with the topic kv@<pod>@<model> (llm-d and vLLM:
+  kv@<pod IP>:<port>@<model>), and a message goes to the worker whose
+  pod its topic names (a pod no --worker names is refused and counted).
+  Such a pod has no replay; not with --cluster.
 
 OpenAI proxy: --proxy-listen HOST:PORT serves POST /v1/completions,
 /v1/chat/completions and GET /v1/models. Each request is routed, its body
@@ -172,7 +180,7 @@ func serve(args []string, stdout, stderr io.Writer, stop stopSignals) int {
 	blockSize := fs.Int("block-size", 16, "tokens per block for workers registered without one")
 	engineName := fs.String("engine", engine.Auto, "engine of registrations that name none (/register's engine, --worker's engine=, the workers file, the kvrouter.io/engine label): "+strings.Join(engine.Choices(), ", ")+"; auto decides per stream from what its batches show (GET /workers says what and why)")
 	var workers workerFlags
-	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT] to register at start (repeatable; serving= is where the proxy sends the rank's requests, http(s):// allowed; engine= as --engine; role= prefill, decode or both (the default) in a disaggregated fleet, see --disagg; bootstrap= an SGLang prefill engine's KV transfer bootstrap port, on the serving host unless HOST: is given)")
+	fs.Var(&workers, "worker", "engine endpoint ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT][,topic=PREFIX][,bind][,by-topic,pod=POD] to register at start (repeatable; serving= is where the proxy sends the rank's requests, http(s):// allowed; engine= as --engine; role= prefill, decode or both (the default) in a disaggregated fleet, see --disagg; bootstrap= an SGLang prefill engine's KV transfer bootstrap port, on the serving host unless HOST: is given; topic=PREFIX, bind, and by-topic,pod=POD for a socket several workers share, see above)")
 	model := fs.String("model", "default", "model name of --worker workers")
 	tenant := fs.String("tenant", api.DefaultTenant, "tenant of --worker workers")
 	costName := fs.String("cost", routing.CostKVRouter.String(), "routing cost: kvrouter (weight × the request's uncached blocks + queued prefill blocks + decode blocks) or dynamo (the reference's: weight × (queued + uncached) prefill blocks + decode blocks)")
@@ -455,21 +463,6 @@ func serve(args []string, stdout, stderr io.Writer, stop stopSignals) int {
 		stp.drain(sig, *drainTimeout, sigs, eppErr)
 	}
 	return 0
-}
-
-// registrations are serve's --worker workers, in namespace (model,
-// tenant); tap's options are refused.
-func registrations(workers workerFlags, model, tenant string) ([]api.Registration, error) {
-	var regs []api.Registration
-	for _, w := range workers {
-		if w.Bind || w.TopicIdentity || w.Topic != "" {
-			return nil, fmt.Errorf("--worker %d: serve takes ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT] only (topic=, bind and by-topic are kvrouter tap options)", w.Stream.Worker)
-		}
-		regs = append(regs, api.Registration{InstanceID: w.Stream.Worker, DpRank: w.Stream.DpRank,
-			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ServingEndpoint: w.ServingEndpoint, Engine: w.Engine,
-			Role: w.Role, BootstrapHost: w.BootstrapHost, BootstrapPort: w.BootstrapPort, ModelName: model, TenantID: tenant})
-	}
-	return regs, nil
 }
 
 // apiToken reads the token from a file, the environment or the flag, in

@@ -36,13 +36,13 @@ simulated engines in-process on loopback and drives them with a Mooncake
 trace (--trace) or random prompts, then checks at the end that the index
 equals every engine's cache.
 
---worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine={engines}][,topic=PREFIX][,bind][,by-topic][,pod=POD=ID]
+--worker ID[:RANK]=ENDPOINT[,replay=ENDPOINT][,engine={engines}][,topic=PREFIX][,bind][,by-topic][,pod=POD[=ID]]
   ENDPOINT is the engine's PUB (tcp://host:port); with bind the listener
   binds it and engines dial in; with by-topic as well, many engines share
   that socket and are told apart by their topic kv@<pod>@<model> (llm-d:
   kv@<pod IP>:<serving port>@<model>), each its own stream, at most 1024;
-  its worker id is ID for each pod=POD=ID given (repeatable), else a stable
-  hash of the pod. topic=PREFIX only filters. Repeat for every engine and
+  its worker id is ID for each pod=POD=ID given (repeatable; pod=POD: this
+  --worker's ID), else a stable hash of the pod. topic=PREFIX only filters. Repeat for every engine and
   dp rank.
 
 Examples:

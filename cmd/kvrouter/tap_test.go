@@ -23,6 +23,10 @@ func TestParseWorker(t *testing.T) {
 	if err != nil || len(shared.Pods) != 2 || shared.Pods["10.0.0.5:8000"] != 11 || shared.Pods["10.0.0.6:8000"] != 12 {
 		t.Errorf("pod=: %+v, %v", shared, err)
 	}
+	own, err := parseWorker("8=tcp://*:5556,bind,by-topic,pod=10.0.0.5:8000")
+	if err != nil || len(own.Pods) != 1 || own.Pods["10.0.0.5:8000"] != 8 {
+		t.Errorf("pod=POD (the --worker's own ID): %+v, %v", own, err)
+	}
 	spec, err := parseWorker("3=tcp://10.0.0.5:5557,serving=http://10.0.0.5:8000")
 	if err != nil || spec.ServingEndpoint != "http://10.0.0.5:8000" {
 		t.Errorf("serving=: %+v, %v", spec, err)
@@ -42,7 +46,7 @@ func TestParseWorker(t *testing.T) {
 	for _, bad := range []string{"tcp://x:1", "x=tcp://a:1", "1:y=tcp://a:1", "1=a:1", "1=tcp://a:1,color=red", "-1=tcp://a:1",
 		"1=tcp://a:1,serving=a", "1=tcp://a:1,serving=tcp://a:1", "1=tcp://a:1,role=encode", "1=tcp://a:1,bootstrap=0",
 		"1=tcp://a:1,bootstrap=h:70000", "1=tcp://a:1,bootstrap=a/b:1",
-		"1=tcp://a:1,bind,pod=a:1=2", "1=tcp://a:1,bind,by-topic,pod=a:1", "1=tcp://a:1,bind,by-topic,pod==2", "1=tcp://a:1,bind,by-topic,pod=a=x"} {
+		"1=tcp://a:1,bind,pod=a:1=2", "1=tcp://a:1,bind,by-topic,pod==2", "1=tcp://a:1,bind,by-topic,pod=a=x"} {
 		if _, err := parseWorker(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,7 +42,7 @@ func (w *workerFlags) Set(v string) error {
 	return nil
 }
 
-// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT][,topic=PREFIX][,bind][,by-topic][,pod=POD=ID…].
+// parseWorker parses ID[:RANK]=ENDPOINT[,replay=EP][,serving=HOST:PORT][,engine=NAME][,role=ROLE][,bootstrap=[HOST:]PORT][,topic=PREFIX][,bind][,by-topic][,pod=POD[=ID]…].
 func parseWorker(v string) (workerSpec, error) {
 	var cfg workerSpec
 	id, rest, ok := strings.Cut(v, "=")
@@ -95,12 +97,16 @@ func parseWorker(v string) (workerSpec, error) {
 		case "topic":
 			cfg.Topic = val
 		case "pod":
-			// POD=ID: the pod of a kv@<pod>@<model> topic (an address, so
-			// it may hold ':') and the worker id its stream takes.
-			pod, idStr, ok := strings.Cut(val, "=")
-			id, err := strconv.ParseUint(idStr, 10, 64)
-			if !ok || pod == "" || err != nil {
-				return cfg, fmt.Errorf("worker %q: pod=%s: want pod=POD=ID (POD as the topic names it, ID an unsigned integer)", v, val)
+			// POD[=ID]: the pod of a kv@<pod>@<model> topic (an address, so
+			// it may hold ':') and the worker id its stream takes (the
+			// --worker's own ID when not given).
+			pod, idStr, hasID := strings.Cut(val, "=")
+			id := worker
+			if hasID {
+				id, err = strconv.ParseUint(idStr, 10, 64)
+			}
+			if pod == "" || err != nil {
+				return cfg, fmt.Errorf("worker %q: pod=%s: want pod=POD or pod=POD=ID (POD as the topic names it, ID an unsigned integer)", v, val)
 			}
 			if cfg.Pods == nil {
 				cfg.Pods = map[string]messages.WorkerID{}
@@ -114,6 +120,29 @@ func parseWorker(v string) (workerSpec, error) {
 		return cfg, fmt.Errorf("worker %q: pod= maps the pods of a socket shared by topic: it needs by-topic", v)
 	}
 	return cfg, nil
+}
+
+// registrations are serve's --worker workers, in namespace (model,
+// tenant). A by-topic --worker is one pod of a socket several workers
+// share: it names its one pod, whose worker is the --worker's own.
+func registrations(workers workerFlags, model, tenant string) ([]api.Registration, error) {
+	var regs []api.Registration
+	for _, w := range workers {
+		reg := api.Registration{InstanceID: w.Stream.Worker, DpRank: w.Stream.DpRank,
+			Endpoint: w.Endpoint, ReplayEndpoint: w.ReplayEndpoint, ServingEndpoint: w.ServingEndpoint, Engine: w.Engine,
+			Role: w.Role, BootstrapHost: w.BootstrapHost, BootstrapPort: w.BootstrapPort, ModelName: model, TenantID: tenant,
+			Bind: w.Bind, Topic: w.Topic}
+		if w.TopicIdentity {
+			pods := slices.Sorted(maps.Keys(w.Pods))
+			if len(pods) != 1 || w.Pods[pods[0]] != w.Stream.Worker {
+				return nil, fmt.Errorf("--worker %d: by-topic registers one pod of the shared socket %s as this worker: give it as pod=POD (pods %v)",
+					w.Stream.Worker, w.Endpoint, pods)
+			}
+			reg.TopicPod = pods[0]
+		}
+		regs = append(regs, reg)
+	}
+	return regs, nil
 }
 
 // parseBootstrap reads an SGLang bootstrap address: PORT (on the serving

@@ -165,7 +165,22 @@ type Registration struct {
 	Role          string `json:"role,omitempty"`
 	BootstrapHost string `json:"bootstrap_host,omitempty"`
 	BootstrapPort uint16 `json:"bootstrap_port,omitempty"`
+	// Bind: the router binds Endpoint and the engine dials it (llm-d
+	// style). Topic is a subscription prefix ("": every topic). TopicPod,
+	// when set, is the pod this worker's engine names in its topic
+	// kv@<pod>@<model> (vLLM's kv@<pod IP>:<port>@<model>) on a socket
+	// several workers share, told apart by that topic
+	// (actors/listener/README.md, "Topics"). Set by kvrouter serve's
+	// --worker (bind, topic=, by-topic,pod=); POST /register takes none
+	// of them.
+	Bind     bool   `json:"bind,omitempty"`
+	Topic    string `json:"topic,omitempty"`
+	TopicPod string `json:"topic_pod,omitempty"`
 }
+
+// SharedSocket reports whether the registration is a pod of a socket
+// shared by topic.
+func (r Registration) SharedSocket() bool { return r.TopicPod != "" }
 
 // Registration.Events values.
 const (
@@ -263,10 +278,13 @@ type RankInfo struct {
 	// Role is the rank's role in a disaggregated fleet (RolePrefill,
 	// RoleDecode or RoleBoth); BootstrapHost and BootstrapPort its
 	// registered SGLang bootstrap address (absent when none).
-	Role          string   `json:"role,omitempty"`
-	BootstrapHost string   `json:"bootstrap_host,omitempty"`
-	BootstrapPort uint16   `json:"bootstrap_port,omitempty"`
-	Warnings      []string `json:"warnings"`
+	Role          string `json:"role,omitempty"`
+	BootstrapHost string `json:"bootstrap_host,omitempty"`
+	BootstrapPort uint16 `json:"bootstrap_port,omitempty"`
+	// TopicPod is the registration's: the pod its events carry in their
+	// topic on a socket shared by topic (absent otherwise).
+	TopicPod string   `json:"topic_pod,omitempty"`
+	Warnings []string `json:"warnings"`
 	// Owner is the cluster member (its cluster address) whose listener
 	// follows the stream; absent outside a cluster.
 	Owner string `json:"owner,omitempty"`
@@ -550,8 +568,10 @@ type DumpSink interface {
 // of it was exact — so it can resume the stream there instead of dropping
 // what it loaded (kvrouter serve --bootstrap-from). Engine is the
 // registration's engine choice (absent in older dumps: the loading
-// router's default). Seq is absent when the
-// position is unknown (nothing applied yet, or lost).
+// router's default). Bind, Topic and TopicPod are the registration's
+// (Registration). Seq is absent when the position is unknown (nothing
+// applied yet, or lost) and for a pod of a shared socket, which has no
+// replay to resume from.
 type DumpStream struct {
 	WorkerID        messages.WorkerID `json:"worker_id"`
 	DpRank          messages.DpRank   `json:"dp_rank"`
@@ -564,6 +584,9 @@ type DumpStream struct {
 	Role            string            `json:"role,omitempty"`
 	BootstrapHost   string            `json:"bootstrap_host,omitempty"`
 	BootstrapPort   uint16            `json:"bootstrap_port,omitempty"`
+	Bind            bool              `json:"bind,omitempty"`
+	Topic           string            `json:"topic,omitempty"`
+	TopicPod        string            `json:"topic_pod,omitempty"`
 	Seq             *uint64           `json:"seq,omitempty"`
 	Exact           bool              `json:"exact,omitempty"`
 }
