@@ -141,21 +141,77 @@ const RetryAfter = "1"
 
 // Handler admits each request to next at the edge as endpoint (body cap
 // bodyCap), before next reads its body; a refused one is answered by
-// refuse (with Retry-After already set). The slot is freed when next
+// refuse (with Retry-After already set, and sent without waiting for the
+// body: AnswerUnread). The slot is freed when next
 // returns, however it returns (a panic included).
 func (e *Edge) Handler(endpoint string, bodyCap int64, next http.Handler, refuse func(http.ResponseWriter, *http.Request, Reason)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, reason := e.Enter(r.Context(), endpoint, bodyCap, r.ContentLength)
 		if reason != ReasonNone {
-			if reason != ReasonBodyTooLarge {
-				w.Header().Set("Retry-After", RetryAfter)
+			if reason == ReasonBodyTooLarge { // net/http closes the connection on a large unread body
+				refuse(w, r, reason)
+				return
 			}
-			refuse(w, r, reason)
+			w.Header().Set("Retry-After", RetryAfter)
+			AnswerUnread(w, r, func() {
+				a := &sizedAnswer{ResponseWriter: w, status: http.StatusOK}
+				refuse(a, r, reason)
+				a.send()
+			})
 			return
 		}
 		defer e.Leave(t)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// AnswerUnread sends the refusal write writes before the request's body
+// has arrived; write must give it a Content-Length (a chunked answer ends
+// only when the handler returns, after the body). Left alone, a net/http
+// server answering a request whose body its handler never read first
+// reads and discards up to 256 KiB of that body, so that the connection
+// can carry the next request: the refusal would wait for a slow sender's
+// body, up to the server's read timeout. In full duplex
+// (http.ResponseController.EnableFullDuplex) the answer is flushed at once
+// and the body discarded after it, here, by closing it (more than 256 KiB
+// left unread closes the connection instead). The close is the handler's
+// own: leaving it to net/http after a full-duplex handler returns starts a
+// background read the server does not stop, and the connection's next
+// request panics (an open net/http bug: "invalid concurrent Body.Read
+// call"). A writer with no full-duplex mode (HTTP/2, whose streams need no
+// such read) just gets the answer.
+func AnswerUnread(w http.ResponseWriter, r *http.Request, write func()) {
+	rc := http.NewResponseController(w)
+	duplex := rc.EnableFullDuplex() == nil
+	write()
+	if duplex {
+		_ = rc.Flush()
+		_ = r.Body.Close()
+	}
+}
+
+// sizedAnswer holds a refusal's body so that it goes out with a
+// Content-Length (AnswerUnread).
+type sizedAnswer struct {
+	http.ResponseWriter
+	status int
+	body   []byte
+}
+
+// WriteHeader records the status send writes.
+func (a *sizedAnswer) WriteHeader(status int) { a.status = status }
+
+// Write holds b for send.
+func (a *sizedAnswer) Write(b []byte) (int, error) {
+	a.body = append(a.body, b...)
+	return len(b), nil
+}
+
+// send writes the held answer, its Content-Length set.
+func (a *sizedAnswer) send() {
+	a.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
+	a.ResponseWriter.WriteHeader(a.status)
+	_, _ = a.ResponseWriter.Write(a.body)
 }
 
 // WriteMetrics writes the edge's figures in the Prometheus text format:
