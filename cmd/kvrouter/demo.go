@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -55,13 +56,15 @@ on (--predict-ttl, as kvrouter serve's) or off (--predict-ttl 0).
 While it runs, the fleet page (GET /ui: workers, route rate, predicted
 hit rate, the latest routing decisions) is at the URL it prints first;
 --hold keeps everything up after the run until interrupted, to look at it.
-
+` + demoDisaggHelp + `
 Flags:
 `
 
 func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlags("kvrouter demo", demoHelp, stderr)
-	engines := fs.Int("engines", 4, "simulated engines")
+	engines := fs.Int("engines", 4, "simulated engines (with --disagg-fleet: P + D)")
+	pdFleetFlag := fs.String("disagg-fleet", "", "P:D: a disaggregated fleet of P prefill and D decode engines instead of --engines (see above)")
+	pdProtocol := fs.String("disagg-protocol", "vllm", "with --disagg-fleet: the engines' transfer protocol, vllm, sglang or trtllm")
 	requests := fs.Int("requests", 3000, "trace requests to replay")
 	trace := fs.String("trace", defaultTrace, `Mooncake trace to replay: `+cli.TraceRefHelp+` ("-" reads stdin)`)
 	blockSize := fs.Int("block-size", 16, "tokens per block (each trace hash_id becomes one block)")
@@ -86,6 +89,15 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter demo: %v\n", err); return 1 }
+	pd, err := parseDemoPD(*pdFleetFlag, *pdProtocol)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvrouter demo: %v\n", err)
+		return 2
+	}
+	decodeEngines := *engines // the random baseline's
+	if pd != nil {
+		*engines, decodeEngines = pd.engines(), pd.decode
+	}
 	if *inFlight < 1 || *engines < 1 {
 		return fail(fmt.Errorf("--in-flight and --engines must be positive"))
 	}
@@ -121,6 +133,9 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	rc := routing.DefaultConfig()
 	rc.PredictedWaitFalloff = *waitFalloff
+	if pd != nil {
+		rc.Disagg = pd.routing()
+	}
 	if *waitFalloff > 0 {
 		predictLabel += fmt.Sprintf(", --predict-wait-falloff %g", *waitFalloff)
 	}
@@ -142,7 +157,11 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer apiSrv.close()
 	fmt.Fprintf(stdout, "kvrouter demo: fleet page at %s/ui (API and /metrics at %s)\n", apiSrv.url, apiSrv.url)
 	path := requestpath.New(svc, requestpath.Config{Logger: logger})
-	px, err := proxy.New(path, proxy.Options{Logger: logger})
+	po := proxy.Options{Logger: logger}
+	if pd != nil {
+		po.Disagg = pd.proxy(svc.EngineOf)
+	}
+	px, err := proxy.New(path, po)
 	if err != nil {
 		return fail(err)
 	}
@@ -154,15 +173,17 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &demoClient{base: apiSrv.url, http: &http.Client{Timeout: 5 * time.Second}}
 
 	fleet, err := newDemoFleet(*engines, *blockSize, *capacity, simengine.HTTPOptions{CompletionTokens: *tokens, TokenInterval: *interval,
-		Prefill: &prefill})
+		Prefill: &prefill}, pd)
 	if err != nil {
 		return fail(err)
 	}
 	defer fleet.close()
 	for i, e := range fleet.engines {
-		if err := c.post("/register", map[string]any{"instance_id": i + 1, "endpoint": e.Endpoint(),
+		reg := map[string]any{"instance_id": i + 1, "endpoint": e.Endpoint(),
 			"replay_endpoint": e.ReplayEndpoint(), "serving_endpoint": fleet.https[i].ServingEndpoint(),
-			"model_name": "demo", "block_size": *blockSize}, nil); err != nil {
+			"model_name": "demo", "block_size": *blockSize}
+		maps.Copy(reg, fleet.regs[i])
+		if err := c.post("/register", reg, nil); err != nil {
 			return fail(fmt.Errorf("register engine %d: %w", i+1, err))
 		}
 	}
@@ -180,7 +201,7 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	rng := rand.New(rand.NewPCG(*seed, 2))
-	random, err := replayOffline(prompts, *engines, *blockSize, *capacity, func(n int) int { return rng.IntN(n) })
+	random, err := replayOffline(prompts, decodeEngines, *blockSize, *capacity, func(n int) int { return rng.IntN(n) })
 	if err != nil {
 		return fail(err)
 	}
@@ -205,6 +226,11 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ps := fleet.prefillStats()
 	fmt.Fprintf(stdout, "KV events: %d batches published so far, %d before their request's prefill ended (earliest %v after its end)\n",
 		ps.Batches, ps.Early, ps.MinLag.Round(time.Microsecond))
+	if pd != nil {
+		if err := pd.report(stdout); err != nil {
+			return fail(err)
+		}
+	}
 	if n := path.InFlight(); n != 0 {
 		return fail(fmt.Errorf("%d requests still booked after every answer ended", n))
 	}
@@ -275,19 +301,26 @@ func replayOffline(prompts [][]uint32, engines, blockSize, capacity int, pick fu
 type demoFleet struct {
 	engines []*simengine.Engine
 	https   []*simengine.HTTPServer
+	regs    []map[string]any // what each engine's registration adds (a disaggregated fleet's roles)
 }
 
-func newDemoFleet(n, blockSize, capacity int, opts simengine.HTTPOptions) (*demoFleet, error) {
+// newDemoFleet starts n engines, with pd (nil: none) their prefill and
+// decode roles.
+func newDemoFleet(n, blockSize, capacity int, opts simengine.HTTPOptions, pd *demoPD) (*demoFleet, error) {
 	f := &demoFleet{}
 	for i := 0; i < n; i++ {
-		e, err := simengine.New(simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
-			BlockSize: blockSize, CapacityBlocks: capacity})
+		eo, ho, reg := simengine.Options{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
+			BlockSize: blockSize, CapacityBlocks: capacity}, opts, map[string]any(nil)
+		if pd != nil {
+			ho.Disagg, eo.Encoding, reg = pd.engine(i)
+		}
+		e, err := simengine.New(eo)
 		if err != nil {
 			f.close()
 			return nil, err
 		}
-		f.engines = append(f.engines, e)
-		h, err := e.ServeHTTP("127.0.0.1:0", opts)
+		f.engines, f.regs = append(f.engines, e), append(f.regs, reg)
+		h, err := e.ServeHTTP("127.0.0.1:0", ho)
 		if err != nil {
 			f.close()
 			return nil, err

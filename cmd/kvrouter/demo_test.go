@@ -120,3 +120,33 @@ func TestDemoReadsATraceFile(t *testing.T) {
 		t.Errorf("--trace of a missing file: exit %d, stderr %q; want 1 naming the file", code, errb.String())
 	}
 }
+
+// With --disagg-fleet the demo runs a disaggregated fleet through the
+// proxy: the engines check every leg (the demo fails on a refused one),
+// vLLM's conditional rule splits some requests and serves the others on
+// their decode engine alone, SGLang splits every one, and no answer comes
+// from a prefill engine.
+func TestDemoDisaggFleet(t *testing.T) {
+	for _, proto := range []string{"vllm", "sglang"} {
+		t.Run(proto, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run([]string{"demo", "--disagg-fleet", "1:2", "--disagg-protocol", proto, "--requests", "200"}, nil, &out, &errb)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+			}
+			m := regexp.MustCompile(`(?m)^disaggregation \(` + proto + `, 1 prefill : 2 decode engines\): ([0-9]+) requests split \(prefill leg, then decode leg\), ([0-9]+) decode legs, ([0-9]+) served by their decode engine alone, ([0-9]+) legs refused$`).
+				FindStringSubmatch(out.String())
+			if m == nil {
+				t.Fatalf("no disaggregation line in:\n%s", out.String())
+			}
+			split, _ := strconv.Atoi(m[1])
+			local, _ := strconv.Atoi(m[3])
+			if split == 0 || m[2] != m[1] || m[4] != "0" || (proto == "sglang") != (local == 0) {
+				t.Errorf("%s: want requests split, one decode leg each, none refused, SGLang never alone\n%s", m[0], out.String())
+			}
+			if !regexp.MustCompile(`(?m)^  kvrouter\s+[0-9.]+%\s+requests per engine \[0 [0-9]+ [0-9]+\]$`).MatchString(out.String()) {
+				t.Errorf("answers from the prefill engine, or no per-engine line:\n%s", out.String())
+			}
+		})
+	}
+}
