@@ -81,7 +81,7 @@ const (
 	DefaultCacheFalloff = 1
 	// DefaultPredictedWaitFalloff is Config.PredictedWaitFalloff's
 	// default: off. It pays on large fleets under bursts and costs small
-	// ones hit rate and time (wait.go, bench/README.md).
+	// ones a little hit rate (wait.go, bench/README.md).
 	DefaultPredictedWaitFalloff = 0
 )
 

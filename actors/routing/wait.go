@@ -19,18 +19,21 @@ package routing
 //
 // waiting being the requests routed there with the same block 0 since an
 // event last confirmed it (Overlap.Waiting), idle the share of candidates
-// with no prefill queued. Confirmed blocks keep their full credit.
+// with no request at all (none booked in prefill or decode, by this host
+// or another, and no outside load). Confirmed blocks keep their full
+// credit. Idle counts requests, not queued prefill: a small busy fleet
+// often has no prefill queued between prefills while its engines decode,
+// and a term reading that as room spread bursts there that co-locating
+// would have served as well (kvrouter demo lost 7 points of hit rate and
+// a quarter of its TTFT p50 with it; about a point with this one).
 //
 // It is off by default (0: predicted blocks in full). Measured
 // (bench/README.md, "Predicted blocks still to prefill"), falloff 1 lowers
-// the burst workload's TTFT at 64 and 1,000 workers, is even at 16, and
-// costs a small fleet hit rate and time: `kvrouter demo` (4 engines,
-// closed loop) loses about 7 points of hit rate and a quarter of its TTFT
-// p50. Idle here means no prefill queued, which a small busy fleet shows
-// often between prefills although its engines are decoding, so the term
-// spreads siblings there that co-locating would have served as well.
-// A term that weighs the wait behind the queued prefill against an idle
-// worker's full prefill, per candidate, is the next step.
+// the burst workload's TTFT at 64 and 1,000 workers and the conversations'
+// at 1,000, and costs up to 1 % in mean at 16 workers; a default needs
+// more workloads than the bench's three. A term that weighs, per
+// candidate, the wait behind its queued prefill against a full prefill
+// elsewhere is the next step.
 
 // discountWaiting lowers rows[i].credit for the candidates whose overlap
 // is a prediction still to be prefilled. ov is resolveOverlaps' result: an
@@ -48,7 +51,7 @@ func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uin
 	}
 	idle := 0
 	for i := range rows {
-		if rows[i].prefill == 0 {
+		if rows[i].reqs == 0 {
 			idle++
 		}
 	}

@@ -30,7 +30,7 @@ func addPredictFlags(fs *flag.FlagSet) *predictFlags {
 		eventLessBlocks: fs.Int("eventless-cache-blocks", predicted.DefaultEventLessBlocks,
 			fmt.Sprintf(`approximate cache size, in blocks, of an event-less worker registered without cache_blocks (at most %d); LRU-evicted past it`, predicted.MaxEventLessBlocks)),
 		waitFalloff: fs.Float64("predict-wait-falloff", routing.DefaultPredictedWaitFalloff,
-			"with --cost kvrouter: how fast the credit of blocks a worker holds only by prediction falls while requests routed there still wait to prefill them (1 / (1 + waiting × idle share / falloff), idle share: the workers with no prefill queued; 0, the default: full credit). Spreads a burst's siblings over idle workers instead of queueing them all behind the first one's prefill: pays on large fleets (64 workers and more in kvrouter-bench), costs small ones hit rate and time"),
+			"with --cost kvrouter: how fast the credit of blocks a worker holds only by prediction falls while requests routed there still wait to prefill them (1 / (1 + waiting × idle share / falloff), idle share: the workers with no request in flight; 0, the default: full credit). Spreads a burst's siblings over idle workers instead of queueing them all behind the first one's prefill: pays on large fleets (64 workers and more in kvrouter-bench), costs small ones a little hit rate"),
 	}
 }
 
