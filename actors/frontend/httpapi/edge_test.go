@@ -96,14 +96,7 @@ func TestEdgeRefusesBeforeTheBodyAndFreesOnCancel(t *testing.T) {
 	if overBody.read.Load() {
 		t.Error("the refused request's body was read")
 	}
-	if got := edge.Refused("POST /route", admission.ReasonHostInFlight); got != 1 {
-		t.Errorf("refused host_in_flight on POST /route: %d, want 1", got)
-	}
-	var m strings.Builder
-	_ = edge.WriteMetrics(&m)
-	if !strings.Contains(m.String(), `kvrouter_edge_refused_total{endpoint="POST /route",reason="host_in_flight"} 1`) {
-		t.Errorf("metrics lack the refusal:\n%s", m.String())
-	}
+	refusedOnce(t, edge)
 
 	cancel() // the client goes away: the Backend returns, the slot is freed
 	if rec := <-firstDone; rec.Code != statusClientClosed {
@@ -209,5 +202,19 @@ func TestEdgeChargesChunkedBodiesTheCap(t *testing.T) {
 	close(be.release)
 	if rec := <-done; rec.Code != http.StatusOK {
 		t.Errorf("the chunked request answered %d", rec.Code)
+	}
+}
+
+// refusedOnce checks edge counted one host_in_flight refusal of POST
+// /route, on its counter and in its metrics.
+func refusedOnce(t *testing.T, edge *admission.Edge) {
+	t.Helper()
+	if got := edge.Refused("POST /route", admission.ReasonHostInFlight); got != 1 {
+		t.Errorf("refused host_in_flight on POST /route: %d, want 1", got)
+	}
+	var m strings.Builder
+	_ = edge.WriteMetrics(&m)
+	if !strings.Contains(m.String(), `kvrouter_edge_refused_total{endpoint="POST /route",reason="host_in_flight"} 1`) {
+		t.Errorf("metrics lack the refusal:\n%s", m.String())
 	}
 }

@@ -66,14 +66,7 @@ func TestEdgeRefusesOnTheWireBeforeTheBodyArrives(t *testing.T) {
 	if resp.Close {
 		t.Error("the refusal closed the connection")
 	}
-	if got := edge.Refused("POST /route", admission.ReasonHostInFlight); got != 1 {
-		t.Errorf("refused host_in_flight on POST /route: %d, want 1", got)
-	}
-	var m strings.Builder
-	_ = edge.WriteMetrics(&m)
-	if !strings.Contains(m.String(), `kvrouter_edge_refused_total{endpoint="POST /route",reason="host_in_flight"} 1`) {
-		t.Errorf("metrics lack the refusal:\n%s", m.String())
-	}
+	refusedOnce(t, edge)
 	// The body follows late; the connection takes the next request.
 	raw.Send(t, edgeRouteBody)
 	raw.Send(t, "GET /health HTTP/1.1\r\nHost: kvrouter\r\n\r\n")
