@@ -104,8 +104,8 @@ func (p *predictor) scored(m *RouteRequest, now time.Time) []Overlap {
 	}
 	p.table.Expire(now)
 	p.req = m
-	defer func() { p.req, p.confFor = nil, nil }()
 	p.found = p.table.Overlaps(m.Hashes, now, p.confirmed, p.found[:0])
+	p.req, p.confFor = nil, nil
 	if len(p.found) == 0 {
 		return m.Overlaps
 	}
@@ -113,11 +113,7 @@ func (p *predictor) scored(m *RouteRequest, now time.Time) []Overlap {
 	for _, o := range p.found {
 		// The blocks beyond the request's own overlap there are the
 		// prediction's: still to prefill while requests wait on them.
-		var pred uint32
-		if c := p.confirmed(o.Key); o.Blocks > c {
-			pred = o.Blocks - c
-		}
-		p.merged = append(p.merged, Overlap{Key: o.Key, Blocks: o.Blocks, Predicted: pred, Waiting: o.Waiting})
+		p.merged = append(p.merged, Overlap{Key: o.Key, Blocks: o.Blocks, Predicted: o.Blocks - o.Confirmed, Waiting: o.Waiting})
 	}
 	return p.merged
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -90,6 +89,9 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fail := func(err error) int { fmt.Fprintf(stderr, "kvrouter demo: %v\n", err); return 1 }
 	pd, err := parseDemoPD(*pdFleetFlag, *pdProtocol)
+	if err == nil {
+		err = checkWaitFalloff(*waitFalloff)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kvrouter demo: %v\n", err)
 		return 2
@@ -127,10 +129,6 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer stopTracing()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
-	if *waitFalloff < 0 || math.IsInf(*waitFalloff, 0) || math.IsNaN(*waitFalloff) {
-		fmt.Fprintf(stderr, "kvrouter demo: --predict-wait-falloff %v: want 0 (off) or a finite positive number\n", *waitFalloff)
-		return 2
-	}
 	rc := routing.DefaultConfig()
 	rc.PredictedWaitFalloff = *waitFalloff
 	if pd != nil {

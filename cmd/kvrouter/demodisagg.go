@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/kvrouter/kvrouter/actors/frontend/proxy"
 	"github.com/kvrouter/kvrouter/actors/routing/disagg"
@@ -43,8 +42,8 @@ func parseDemoPD(fleet, protocol string) (*demoPD, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains([]string{"vllm", "sglang", "trtllm"}, protocol) {
-		return nil, fmt.Errorf("--disagg-protocol %q: want vllm, sglang or trtllm", protocol)
+	if err := checkFleetProtocol(protocol); err != nil {
+		return nil, err
 	}
 	return &demoPD{prefill: p, decode: d, protocol: protocol, transfer: simengine.NewTransfer()}, nil
 }

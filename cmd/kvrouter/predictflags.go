@@ -40,10 +40,19 @@ func (f *predictFlags) routing(fs *flag.FlagSet, rc *routing.Config) error {
 	if !cli.FlagSet(fs, "predict-wait-falloff") {
 		return nil
 	}
-	if v := *f.waitFalloff; v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return fmt.Errorf("--predict-wait-falloff %v: want 0 (off) or a finite positive number", v)
+	if err := checkWaitFalloff(*f.waitFalloff); err != nil {
+		return err
 	}
 	rc.PredictedWaitFalloff = *f.waitFalloff
+	return nil
+}
+
+// checkWaitFalloff refuses a --predict-wait-falloff (serve's, demo's)
+// that is negative or not finite.
+func checkWaitFalloff(v float64) error {
+	if v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return fmt.Errorf("--predict-wait-falloff %v: want 0 (off) or a finite positive number", v)
+	}
 	return nil
 }
 

@@ -71,6 +71,15 @@ func parseFleet(v string) (prefill, decode int, err error) {
 	return p, d, nil
 }
 
+// checkFleetProtocol refuses a --disagg-protocol the simulated engines do
+// not speak.
+func checkFleetProtocol(protocol string) error {
+	if !slices.Contains([]string{"vllm", "sglang", "trtllm"}, protocol) {
+		return fmt.Errorf("--disagg-protocol %q: want vllm, sglang or trtllm", protocol)
+	}
+	return nil
+}
+
 // fleetEncoding is the KV-event encoding of a protocol's engines: the
 // simulated engines publish vLLM's or SGLang's; TensorRT-LLM's fleet
 // publishes vLLM's (the simulator has no TensorRT-LLM publisher), so its
@@ -93,8 +102,8 @@ func simFleetMain(fs *flag.FlagSet, f pdFleet, fleet string, enc simengine.Encod
 	if f.prefill, f.decode, err = parseFleet(fleet); err != nil {
 		return fail(2, "%v", err)
 	}
-	if !slices.Contains([]string{"vllm", "sglang", "trtllm"}, f.protocol) {
-		return fail(2, "--disagg-protocol %q: want vllm, sglang or trtllm", f.protocol)
+	if err := checkFleetProtocol(f.protocol); err != nil {
+		return fail(2, "%v", err)
 	}
 	if f.blockSize <= 0 || f.capacity <= 0 || f.completion <= 0 || f.tokenInterval < 0 {
 		return fail(2, "--block-size, --capacity, --completion-tokens or --token-interval out of range")

@@ -83,6 +83,9 @@ type Stats struct {
 type Overlap struct {
 	Key    messages.WorkerKey
 	Blocks uint32
+	// Confirmed is how many of Blocks, from block 0, the confirmed
+	// overlap gave (Overlaps' confirmed); the rest are predicted.
+	Confirmed uint32
 	// Waiting counts the requests recorded on Key with this block 0 since
 	// an event last confirmed it there (0 once confirmed, and always for
 	// an event-less worker): requests whose prefills are queued or running
@@ -390,7 +393,7 @@ func (t *Table) Overlaps(hashes []messages.LocalHash, now time.Time, confirmed f
 		if confirmed != nil {
 			c = min(confirmed(e.key), uint32(len(hashes)))
 		}
-		o := Overlap{Key: e.key, Blocks: max(c, 1)}
+		o := Overlap{Key: e.key, Blocks: max(c, 1), Confirmed: c}
 		if !e.confirmed {
 			o.Waiting = e.waiting
 		}
