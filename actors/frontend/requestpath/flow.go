@@ -53,7 +53,11 @@ type FlowConfig struct {
 	// request arriving at a busy fleet finds room at once while the lower
 	// bands fill the rest. Room kept is between ReserveWorkers requests'
 	// worth (the lower bands fill workers evenly) and as many whole
-	// workers. 0 (the default) keeps none, as does a negative value. Both it and Headroom may be on.
+	// workers. The kept room serves a higher-band request only if one of
+	// its candidates (Config.MaxCandidates, cheapest first) is a worker
+	// with room: the least loaded, unless a full one's cached prefix ranks
+	// it above. 0 (the default) keeps none, as does a negative value. Both
+	// it and Headroom may be on.
 	ReserveWorkers int
 }
 
