@@ -44,10 +44,11 @@ func (g *Guard) reserve(objective string) int {
 	return f.bandsAbove(f.band(objective)) * f.cfg.ReserveWorkers
 }
 
-// reserved reports whether the request must wait for the higher bands'
-// reserve: sent to the first of cands, it would leave fewer ranks of the
-// fleet (all, less those unhealthy or whose breaker refuses) with room
-// under the booked-blocks cap than reserve asks.
+// reserved reports whether a request naming objective must wait for the
+// higher bands' reserve (held): sent to the first of cands, it would
+// leave fewer ranks of the fleet (all, less those unhealthy or whose
+// breaker refuses) with room under the booked-blocks cap (left) than the
+// reserve keeps for them (keep; 0: none, not looked at).
 func (p *Path) reserved(all, cands []Candidate, objective string) (keep, left int, held bool) {
 	keep = p.cfg.Guard.reserve(objective)
 	if keep == 0 || len(cands) == 0 {
