@@ -54,8 +54,8 @@
 // only as many workers of the fleet as they need (FlowConfig.ReserveWorkers,
 // reserve.go: a lower band's request waits, outcome reserved, while
 // sending it would leave fewer workers with room; the fleet is the route
-// answer's scored ranks, healthy and breaker admitting, so the rule holds
-// per model and per router host) — and active health checks (health.go): an
+// answer's scored ranks, healthy and breaker admitting: the model's
+// ranks, with the booked load the router hosts share) — and active health checks (health.go): an
 // endpoint failing GET /health leaves the candidates (skipped, unhealthy)
 // and its breaker trips open; passing again, it comes back through the
 // breaker's half-open probes. The decisions are package guard's pure
