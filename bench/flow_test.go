@@ -49,7 +49,8 @@ func BenchmarkFlowControlOverload(b *testing.B) {
 		{name: "flow_reserve1", rate: 340, flow: true, critical: 3, reserve: 1}, {name: "flow_reserve2", rate: 340, flow: true, critical: 3, reserve: 2},
 		{name: "immediate429", rate: 340, critical: 3},
 		{name: "crit10_flow", rate: 340, flow: true, critical: 10}, {name: "crit10_flow_headroom", rate: 340, flow: true, critical: 10, headroom: 4},
-		{name: "crit10_flow_reserve1", rate: 340, flow: true, critical: 10, reserve: 1}, {name: "crit10_immediate429", rate: 340, critical: 10}} {
+		{name: "crit10_flow_reserve1", rate: 340, flow: true, critical: 10, reserve: 1}, {name: "crit10_flow_reserve2", rate: 340, flow: true, critical: 10, reserve: 2},
+		{name: "crit10_immediate429", rate: 340, critical: 10}} {
 		b.Run(c.name, func(b *testing.B) {
 			var r flowResult
 			for range b.N {

@@ -138,10 +138,12 @@ func (s *fleetSim) critTail() (p99, worst time.Duration) {
 // waits for an answer to end. With one request in ten critical, room on
 // one worker of the fleet (ReserveWorkers 1) lets every critical request
 // in at once, as room on every worker (Headroom 4) does, and leaves the
-// batch band far more of the fleet. With a third critical (two thirds of
-// the capacity) the critical band uses the room kept on every worker, so
-// the headroom costs the batch band little, and a reserve must grow to
-// two workers to match its p99: there the reserve buys nothing.
+// batch band far more of the fleet (a reserve of two, between the two).
+// With a third critical (two thirds of the capacity) the critical band
+// uses the room kept on every worker, so the headroom costs the batch
+// band little; a reserve of one absorbs less, and one of two or three
+// matches the headroom's p99 only with more room idle: there the reserve
+// buys nothing.
 func TestReserveAgainstHeadroomSimulated(t *testing.T) {
 	type outcome struct {
 		p99, worst  time.Duration
@@ -165,6 +167,10 @@ func TestReserveAgainstHeadroomSimulated(t *testing.T) {
 	if reserve.batchServed*10 < headroom.batchServed*13 {
 		t.Errorf("one in ten: the reserve serves %d batch requests, the headroom %d; want 30%% more", reserve.batchServed, headroom.batchServed)
 	}
+	if r2 := run(10, 0, 2); r2.worst != 0 || r2.batchServed <= headroom.batchServed || r2.batchServed >= reserve.batchServed {
+		t.Errorf("one in ten, reserve 2: critical waits up to %v, %d batch served; want none, between %d (headroom) and %d (reserve 1)",
+			r2.worst, r2.batchServed, headroom.batchServed, reserve.batchServed)
+	}
 	// A third critical.
 	none, headroom, reserve = run(3, 0, 0), run(3, 4, 0), run(3, 0, 2)
 	if headroom.p99*4 > none.p99 || reserve.p99*4 > none.p99 {
@@ -173,5 +179,11 @@ func TestReserveAgainstHeadroomSimulated(t *testing.T) {
 	if reserve.batchServed >= headroom.batchServed {
 		t.Errorf("a third critical: the reserve serves %d batch requests, the headroom %d; the critical band was expected to use the kept room",
 			reserve.batchServed, headroom.batchServed)
+	}
+	if r1 := run(3, 0, 1); r1.p99 <= headroom.p99 {
+		t.Errorf("a third critical, reserve 1: p99 wait %v, want above the headroom's %v (one worker's room absorbs less)", r1.p99, headroom.p99)
+	}
+	if r3 := run(3, 0, 3); r3.p99 != 0 || r3.batchServed >= reserve.batchServed {
+		t.Errorf("a third critical, reserve 3: p99 wait %v, %d batch served; want 0, fewer than reserve 2's %d", r3.p99, r3.batchServed, reserve.batchServed)
 	}
 }
