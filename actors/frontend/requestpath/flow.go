@@ -177,23 +177,6 @@ func (g *Guard) Band(objective string) int {
 	return g.flowing.band(objective)
 }
 
-// shedAbove is the booked-blocks threshold for a request naming
-// objective: limit less the headroom kept for the bands above its own
-// (FlowConfig.Headroom); limit itself with flow control or headroom off.
-func (g *Guard) shedAbove(objective string, limit uint64) uint64 {
-	if g == nil || g.flowing == nil || g.flowing.cfg.Headroom == 0 || limit == 0 {
-		return limit
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	f := g.flowing
-	keep := uint64(f.bandsAbove(f.band(objective))) * f.cfg.Headroom
-	if keep >= limit {
-		return 1
-	}
-	return limit - keep
-}
-
 func (f *flowState) count(band int, outcome string) {
 	f.outcomes[[2]string{strconv.Itoa(band), outcome}]++
 }

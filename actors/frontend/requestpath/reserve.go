@@ -1,3 +1,7 @@
+// Room kept for the higher priority bands: on every worker
+// (FlowConfig.Headroom, shedAbove) or on a few workers of the fleet
+// (FlowConfig.ReserveWorkers, reserved).
+
 package requestpath
 
 import "github.com/kvrouter/kvrouter/messages"
@@ -15,6 +19,23 @@ func RoomLeft(fleet []Candidate, to messages.WorkerKey, threshold uint64) int {
 		}
 	}
 	return n
+}
+
+// shedAbove is the booked-blocks threshold for a request naming
+// objective: limit less the headroom kept for the bands above its own
+// (FlowConfig.Headroom); limit itself with flow control or headroom off.
+func (g *Guard) shedAbove(objective string, limit uint64) uint64 {
+	if g == nil || g.flowing == nil || g.flowing.cfg.Headroom == 0 || limit == 0 {
+		return limit
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.flowing
+	keep := uint64(f.bandsAbove(f.band(objective))) * f.cfg.Headroom
+	if keep >= limit {
+		return 1
+	}
+	return limit - keep
 }
 
 // bandsAbove is the number of known bands above band b: the configured
