@@ -24,6 +24,7 @@ type flowFlags struct {
 	maxRequests    int
 	maxBytes       int64
 	headroom       uint64
+	reserve        int
 	objectives     objectiveFlags
 	objectivesFile string
 	watch          bool
@@ -70,7 +71,8 @@ func (f *flowFlags) add(fs *flag.FlagSet) {
 	fs.DurationVar(&f.noEPTTL, "no-endpoint-ttl", 0, "flow control: a request finding no serving endpoint at all waits this long for one (scale from zero) before its 503 (0: 503 at once)")
 	fs.IntVar(&f.maxRequests, "flow-max-requests", requestpath.DefaultFlowMaxRequests, "flow control: requests queued at most; past it the lowest band's newest are evicted (429) for a higher band's")
 	fs.Int64Var(&f.maxBytes, "flow-max-bytes", requestpath.DefaultFlowMaxBytes, "flow control: request body bytes queued at most, as --flow-max-requests")
-	fs.Uint64Var(&f.headroom, "flow-headroom-blocks", 0, "flow control: booked blocks kept free on every worker for each higher priority band, so a high-priority request finds room at once (with --proxy/--epp-shed-above-blocks; at least a request's blocks to keep a slot; 0: none)")
+	fs.Uint64Var(&f.headroom, "flow-headroom-blocks", 0, "flow control: booked blocks kept free on every worker for each higher priority band, so a high-priority request finds room at once (with --proxy/--epp-shed-above-blocks; at least a request's blocks to keep a slot; idle when the higher bands do not use it, see --flow-reserve-workers; 0: none)")
+	fs.IntVar(&f.reserve, "flow-reserve-workers", 0, "flow control: workers of the fleet kept with room for each higher priority band: a request is admitted only while that many others (healthy, not saturated, within --proxy/--epp-shed-above-blocks) still have room, so a high-priority request finds room at once; keeps less idle than --flow-headroom-blocks (between that many requests' room and that many whole workers) where the higher bands are a small share of the traffic; 2 is safer than 1 (0: none)")
 	fs.DurationVar(&f.interval, "flow-interval", 100*time.Millisecond, "flow control: how often the queue is looked at besides each freed request (an engine's signals recovering, TTLs)")
 	fs.Var(&f.objectives, "objective", "flow control: an inference objective's priority, NAME=PRIORITY (repeatable): requests whose x-gateway-inference-objective (or x-llm-d-inference-objective) names it go in that band, higher first; below 0 they are sheddable (429 at once, never queued); any other is band 0")
 	fs.BoolVar(&f.watch, "watch-inference-objectives", false, "flow control: also follow the InferencePool's InferenceObjectives in the cluster (with --discover kubernetes and --inference-pool; needs get/list/watch on them); --objective and --inference-objectives win for the names they give")
@@ -91,6 +93,8 @@ func (f *flowFlags) config(pool string) (*requestpath.FlowConfig, error) {
 		return nil, fmt.Errorf("--no-endpoint-ttl %v: want 0 (503 at once) or more", f.noEPTTL)
 	case f.maxRequests < 1 || f.maxBytes < 1:
 		return nil, fmt.Errorf("--flow-max-requests and --flow-max-bytes must be positive")
+	case f.reserve < 0:
+		return nil, fmt.Errorf("--flow-reserve-workers %d: want 0 (none) or more", f.reserve)
 	}
 	if _, err := f.gvr(); err != nil {
 		return nil, err
@@ -110,7 +114,7 @@ func (f *flowFlags) config(pool string) (*requestpath.FlowConfig, error) {
 	}
 	f.bands = len(bands)
 	return &requestpath.FlowConfig{TTL: f.ttl, NoEndpointTTL: f.noEPTTL, MaxRequests: f.maxRequests, MaxBytes: f.maxBytes,
-		Objectives: bands, Headroom: f.headroom}, nil
+		Objectives: bands, Headroom: f.headroom, ReserveWorkers: f.reserve}, nil
 }
 
 // gvr is --inference-objectives-resource.
@@ -152,6 +156,6 @@ func (f *flowFlags) run(ctx context.Context, grd *requestpath.Guard, dc *kube.Co
 	}
 	f.watchObjectives(ctx, grd, dc, logger)
 	logger.Info("flow control on", "ttl", f.ttl, "no_endpoint_ttl", f.noEPTTL, "max_requests", f.maxRequests,
-		"max_bytes", f.maxBytes, "objectives", f.bands)
+		"max_bytes", f.maxBytes, "objectives", f.bands, "headroom_blocks", f.headroom, "reserve_workers", f.reserve)
 	grd.Run(ctx, f.interval)
 }

@@ -53,7 +53,8 @@ func TestFlowFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, err = parseGuardFlags(t, "--inference-objectives", file, "--objective", "batch=-1", "--objective", "gold=100",
-		"--flow-ttl", "5s", "--no-endpoint-ttl", "20s", "--flow-max-requests", "7", "--flow-max-bytes", "4096")
+		"--flow-ttl", "5s", "--no-endpoint-ttl", "20s", "--flow-max-requests", "7", "--flow-max-bytes", "4096",
+		"--flow-headroom-blocks", "4", "--flow-reserve-workers", "2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,8 @@ func TestFlowFlags(t *testing.T) {
 	if want := map[string]int{"chat": 5, "batch": -1, "gold": 100}; !maps.Equal(cfg.Objectives, want) {
 		t.Fatalf("objectives %v, want %v", cfg.Objectives, want)
 	}
-	if cfg.TTL != 5*time.Second || cfg.NoEndpointTTL != 20*time.Second || cfg.MaxRequests != 7 || cfg.MaxBytes != 4096 {
+	if cfg.TTL != 5*time.Second || cfg.NoEndpointTTL != 20*time.Second || cfg.MaxRequests != 7 || cfg.MaxBytes != 4096 ||
+		cfg.Headroom != 4 || cfg.ReserveWorkers != 2 {
 		t.Fatalf("config %+v", cfg)
 	}
 	if g, err := f.build("ns/pool", ""); err != nil || g == nil {
@@ -79,7 +81,7 @@ func TestFlowFlags(t *testing.T) {
 			t.Errorf("%v: parsed", args)
 		}
 	}
-	for _, args := range [][]string{{"--flow-ttl", "0s"}, {"--no-endpoint-ttl", "-1s"}, {"--flow-max-requests", "0"}, {"--flow-interval", "0s"},
+	for _, args := range [][]string{{"--flow-ttl", "0s"}, {"--no-endpoint-ttl", "-1s"}, {"--flow-max-requests", "0"}, {"--flow-interval", "0s"}, {"--flow-reserve-workers", "-1"},
 		{"--inference-objectives", filepath.Join(t.TempDir(), "missing.json")}, {"--inference-objectives", file, "--objective", "chat=1"}} {
 		f, err := parseGuardFlags(t, args...)
 		if err != nil {
@@ -149,7 +151,7 @@ func TestServeGuardFlagErrors(t *testing.T) {
 	if code := run([]string{"serve", "--help"}, nil, &out, &errb); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, name := range []string{"-no-flow-control", "-objective", "-inference-objectives", "-no-endpoint-ttl", "-health-checks", "-health-check-path"} {
+	for _, name := range []string{"-no-flow-control", "-objective", "-inference-objectives", "-no-endpoint-ttl", "-flow-reserve-workers", "-health-checks", "-health-check-path"} {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("serve --help does not name %s", name)
 		}

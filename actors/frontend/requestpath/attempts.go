@@ -16,17 +16,25 @@ func (p *Path) admitted(all []Candidate, skipped Skipped) []Candidate {
 		if len(out) == p.cfg.MaxCandidates {
 			break
 		}
-		if !p.cfg.Guard.Healthy(c.Endpoint.HostPort) {
-			skipped[SkipUnhealthy]++
-			continue
-		}
-		if !p.cfg.Guard.Admits(c.Endpoint.HostPort) {
-			skipped[SkipBreakerOpen]++
+		if why := p.usable(c); why != "" {
+			skipped[why]++
 			continue
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// usable is why c may not be sent a request now (SkipUnhealthy,
+// SkipBreakerOpen), "" when it may.
+func (p *Path) usable(c Candidate) string {
+	switch {
+	case !p.cfg.Guard.Healthy(c.Endpoint.HostPort):
+		return SkipUnhealthy
+	case !p.cfg.Guard.Admits(c.Endpoint.HostPort):
+		return SkipBreakerOpen
+	}
+	return ""
 }
 
 // tickets are a booking's breaker tickets: one per candidate a request

@@ -49,7 +49,13 @@
 // and fairness flow instead of its 429 (the band from FlowConfig's
 // objectives, else those SetObjectives found in the cluster), and is
 // routed again when room
-// frees or on Run's tick — and active health checks (health.go): an
+// frees or on Run's tick; room can be kept for the higher bands, on every
+// worker (FlowConfig.Headroom: a lower cap for the lower bands) or on
+// only as many workers of the fleet as they need (FlowConfig.ReserveWorkers,
+// reserve.go: a lower band's request waits, outcome reserved, while
+// sending it would leave fewer workers with room; the fleet is the route
+// answer's scored ranks, healthy and breaker admitting: the model's
+// ranks, with the booked load the router hosts share) — and active health checks (health.go): an
 // endpoint failing GET /health leaves the candidates (skipped, unhealthy)
 // and its breaker trips open; passing again, it comes back through the
 // breaker's half-open probes. The decisions are package guard's pure

@@ -40,8 +40,25 @@ type FlowConfig struct {
 	// booked (at least 1), so a high-priority request arriving at a busy
 	// fleet finds room at once instead of waiting for the next answer to
 	// end. 0 (the default) keeps no headroom. Only with a booked-blocks
-	// cap (Config.ShedAboveBlocks).
+	// cap (Config.ShedAboveBlocks). ReserveWorkers keeps room where the
+	// higher bands need it rather than everywhere.
 	Headroom uint64
+	// ReserveWorkers keeps room for the higher bands on that many workers
+	// of the fleet rather than on each: a request of a band with k known
+	// bands above it is admitted only while, the worker it goes to left
+	// aside, at least k × ReserveWorkers workers (healthy, breaker
+	// admitting) still have room — engine not saturated, at most
+	// Config.ShedAboveBlocks booked. Refused, it waits in the queue as for
+	// want of room (the decision outcome reserved). A high-priority
+	// request arriving at a busy fleet finds room at once while the lower
+	// bands fill the rest. Room kept is between ReserveWorkers requests'
+	// worth (the lower bands fill workers evenly) and as many whole
+	// workers. The kept room serves a higher-band request only if one of
+	// its candidates (Config.MaxCandidates, cheapest first) is a worker
+	// with room: the least loaded, unless a full one's cached prefix ranks
+	// it above. 0 (the default) keeps none, as does a negative value. Both
+	// it and Headroom may be on.
+	ReserveWorkers int
 }
 
 // Flow control defaults.
@@ -123,6 +140,7 @@ func newFlowState(cfg *FlowConfig) *flowState {
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultFlowMaxBytes
 	}
+	c.ReserveWorkers = max(c.ReserveWorkers, 0)
 	return &flowState{cfg: c, q: guard.NewQueue(c.MaxRequests, c.MaxBytes), waiters: map[uint64]*waiter{}, outcomes: map[[2]string]int64{}}
 }
 
@@ -157,32 +175,6 @@ func (g *Guard) Band(objective string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.flowing.band(objective)
-}
-
-// shedAbove is the booked-blocks threshold for a request naming
-// objective: limit less the headroom kept for the bands above its own
-// (FlowConfig.Headroom); limit itself with flow control or headroom off.
-func (g *Guard) shedAbove(objective string, limit uint64) uint64 {
-	if g == nil || g.flowing == nil || g.flowing.cfg.Headroom == 0 || limit == 0 {
-		return limit
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	f := g.flowing
-	b := f.band(objective)
-	above := map[int]bool{}
-	for _, bands := range []map[string]int{f.cfg.Objectives, f.found} {
-		for _, v := range bands {
-			if v > b {
-				above[v] = true
-			}
-		}
-	}
-	keep := uint64(len(above)) * f.cfg.Headroom
-	if keep >= limit {
-		return 1
-	}
-	return limit - keep
 }
 
 func (f *flowState) count(band int, outcome string) {

@@ -15,6 +15,10 @@ const (
 	// OutcomeSaturated: ErrOverloaded, every candidate's engine saturated
 	// (engine signals).
 	OutcomeSaturated = "saturated"
+	// OutcomeReserved: ErrOverloaded (ErrNoRoom: flow control queues it),
+	// routing the request would leave fewer workers with room than
+	// FlowConfig.ReserveWorkers keeps for the higher bands.
+	OutcomeReserved = "reserved"
 	// OutcomeOverCapacity: ErrOverloaded, the route calls in flight at
 	// Config.Admission's cap.
 	OutcomeOverCapacity = "over_capacity"
@@ -86,7 +90,7 @@ func (m *Metrics) Count(metric, a, b string) int64 {
 
 // metricHelp names each counter's labels and help.
 var metricHelp = map[string][3]string{
-	"decisions":       {"outcome", "", "Requests the request path routed, by outcome (routed, shed, saturated, over_capacity, no_endpoint, breaker_open, rate_limited, error)."},
+	"decisions":       {"outcome", "", "Requests the request path routed, by outcome (routed, shed, saturated, reserved (held back for higher priority bands), over_capacity, no_endpoint, breaker_open, rate_limited, error)."},
 	"retries":         {"reason", "", "Retries of a request on the next candidate before any byte reached the client, by what the failed attempt got."},
 	"retries_refused": {"reason", "", "Retries a request wanted and did not get: budget (the fleet-wide retry budget is spent), attempts (the per-request cap)."},
 	"skipped_workers": {"reason", "", "Ranks left out of a request's candidates, by reason."},

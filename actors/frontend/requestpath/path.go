@@ -219,6 +219,7 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 		hits: hitCheck{predictedOn: chosen, promptTokens: uint64(len(r.Tokens)), byLoad: r.Tokens == nil}}
 	var refuse error
 	limit := p.cfg.Guard.shedAbove(r.Objective, p.cfg.ShedAboveBlocks) // less the headroom kept for higher bands
+	keep, left, held := p.reserved(all, cands, r.Objective)            // workers kept with room for higher bands
 	switch why := Overloaded(cands, limit); {
 	case len(cands) == 0 && skipped[SkipBreakerOpen] > 0:
 		p.metrics.decision(OutcomeBreakerOpen)
@@ -232,6 +233,9 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 	case why == ShedSaturated:
 		p.metrics.decision(OutcomeSaturated)
 		refuse = fmt.Errorf("%w: %w: every worker's engine reports saturation (queue, KV usage or stale metrics)", ErrOverloaded, ErrNoRoom)
+	case held:
+		p.metrics.decision(OutcomeReserved)
+		refuse = fmt.Errorf("%w: %w: %d workers besides its own have room, %d kept for higher priority bands", ErrOverloaded, ErrNoRoom, left, keep)
 	}
 	if refuse == nil && !b.tryFirst() {
 		p.metrics.decision(OutcomeBreakerOpen)
