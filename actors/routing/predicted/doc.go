@@ -109,7 +109,7 @@
 // predictions as it shares booked load: the service pushes each booked
 // decision's hashes, worker and carried overlap to the other members,
 // whose route actors Record them as their own (routing.RemotePrediction;
-// actors/service, cluster.go). A push can be lost (fire and forget): a
+// actors/service, cluster_load.go). A push can be lost (fire and forget): a
 // sibling another host routes then misses the prediction, as it would
 // without sharing; it is never wrong for longer than the TTL. An
 // event-less worker's approximate cache is replicated the same way: each
