@@ -58,6 +58,13 @@ type Config struct {
 	// (wait.go): credited at 1 / (1 + waiting × idle share /
 	// PredictedWaitFalloff). 0: predicted blocks earn full credit.
 	PredictedWaitFalloff float64
+	// PredictedWaitCheck credits a candidate's predicted blocks that
+	// requests routed there still wait to prefill only when waiting there
+	// is faster than a full prefill elsewhere (wait.go): when the
+	// candidate's queued prefill plus this request's own uncached tokens
+	// there exceed the least-queued candidate's queued prefill plus the
+	// whole request, those blocks earn no credit. false: full credit.
+	PredictedWaitCheck bool
 	// Temperature 0 picks the argmin deterministically; > 0 samples (doc.go).
 	Temperature float64
 	// Rand drives sampling at Temperature > 0 (one Uint64 per decision).
@@ -255,6 +262,9 @@ type Router struct {
 	hints  []hint // per candidate position: its rank slot in load
 	// waiting: the decision's predicted overlaps still to prefill (wait.go)
 	waiting []Overlap
+	// withheld counts the candidates whose predicted blocks
+	// PredictedWaitCheck left without credit (wait.go).
+	withheld uint64
 	// observed is each candidate's outside load at its last scrape
 	// (reported.go).
 	observed map[messages.WorkerKey]observed
@@ -396,8 +406,8 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 			saturated++
 		}
 	}
-	if r.cfg.PredictedWaitFalloff > 0 && ov != nil {
-		r.discountWaiting(overlaps, cands, ov, rows)
+	if (r.cfg.PredictedWaitFalloff > 0 || r.cfg.PredictedWaitCheck) && ov != nil {
+		r.discountWaiting(overlaps, cands, ov, rows, isl, bs, minTier)
 	}
 	cost := costTerms{cost: r.cfg.Cost, weight: r.cfg.OverlapWeight, falloff: r.cfg.CacheFalloff,
 		meanReqs: float64(reqSum) / float64(n), bs: bs, isl: isl}

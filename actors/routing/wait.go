@@ -1,5 +1,7 @@
 package routing
 
+import "math"
+
 // Predicted blocks that are still to be prefilled.
 //
 // A prediction says a worker will hold a request's blocks once its prefill
@@ -38,8 +40,9 @@ package routing
 // discountWaiting lowers rows[i].credit for the candidates whose overlap
 // is a prediction still to be prefilled. ov is resolveOverlaps' result: an
 // overlap applies only where it is the candidate's largest (the one
-// Decide scores).
-func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uint32, rows []row) {
+// Decide scores). isl and bs are the request's input length and block
+// size, tier the lowest preference tier (the candidates that can win).
+func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uint32, rows []row, isl, bs int64, tier uint8) {
 	r.waiting = r.waiting[:0]
 	for _, o := range overlaps {
 		if o.Waiting > 0 && o.Predicted > 0 {
@@ -50,14 +53,20 @@ func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uin
 		return
 	}
 	idle := 0
+	idleQueued := int64(math.MaxInt64) // the least queued idle candidate of the winning tier
 	for i := range rows {
 		if rows[i].reqs == 0 {
 			idle++
+			if rows[i].tier == tier {
+				idleQueued = min(idleQueued, rows[i].prefill)
+			}
 		}
 	}
 	if idle == 0 {
 		return
 	}
+	falloff := r.cfg.PredictedWaitFalloff
+	check := r.cfg.PredictedWaitCheck && idleQueued != math.MaxInt64
 	share := float64(idle) / float64(len(rows))
 	for i := range cands {
 		if ov[i] == 0 {
@@ -69,9 +78,31 @@ func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uin
 			}
 			total := float64(ov[i])
 			pred := float64(min(o.Predicted, ov[i]))
-			keep := 1 / (1 + float64(o.Waiting)*share/r.cfg.PredictedWaitFalloff)
+			keep := 1.0
+			if check && slowerThanRecompute(&rows[i], isl, bs, idleQueued) {
+				keep = 0
+				r.withheld++
+			}
+			if falloff > 0 {
+				keep /= 1 + float64(o.Waiting)*share/falloff
+			}
 			rows[i].credit *= (total - pred + pred*keep) / total
 			break
 		}
 	}
+}
+
+// WaitWithheld counts the candidates whose predicted blocks
+// Config.PredictedWaitCheck left without credit (it only grows).
+func (r *Router) WaitWithheld() uint64 { return r.withheld }
+
+// slowerThanRecompute says whether the request waits longer for its first
+// token on rw than on an idle candidate prefilling it whole: rw's queued
+// prefill plus the tokens rw still lacks (its overlap at the credit it has
+// so far) against idleQueued (the idle candidate's booked prefill, 0 unless
+// another host booked some) plus isl. Both sides are tokens of
+// prefill ahead of the first token, so no prefill rate enters.
+func slowerThanRecompute(rw *row, isl, bs, idleQueued int64) bool {
+	cached := float64(min(int64(rw.ov)*bs, isl)) * rw.credit
+	return float64(rw.prefill)+float64(isl)-cached > float64(idleQueued)+float64(isl)
 }
