@@ -52,12 +52,13 @@ func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uin
 	if len(r.waiting) == 0 {
 		return
 	}
-	idle := 0
+	idle, spare := 0, 0                // idle candidates, and those of the winning tier
 	idleQueued := int64(math.MaxInt64) // the least queued idle candidate of the winning tier
 	for i := range rows {
 		if rows[i].reqs == 0 {
 			idle++
 			if rows[i].tier == tier {
+				spare++
 				idleQueued = min(idleQueued, rows[i].prefill)
 			}
 		}
@@ -66,7 +67,7 @@ func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uin
 		return
 	}
 	falloff := r.cfg.PredictedWaitFalloff
-	check := r.cfg.PredictedWaitCheck && idleQueued != math.MaxInt64
+	check := r.cfg.PredictedWaitCheck && spare > 0
 	share := float64(idle) / float64(len(rows))
 	for i := range cands {
 		if ov[i] == 0 {
@@ -79,7 +80,7 @@ func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uin
 			total := float64(ov[i])
 			pred := float64(min(o.Predicted, ov[i]))
 			keep := 1.0
-			if check && slowerThanRecompute(&rows[i], isl, bs, idleQueued) {
+			if check && recomputePays(&rows[i], isl, bs, idleQueued, min(int64(pred)*bs, isl), spare) {
 				keep = 0
 				r.withheld++
 			}
@@ -96,13 +97,17 @@ func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uin
 // Config.PredictedWaitCheck left without credit (it only grows).
 func (r *Router) WaitWithheld() uint64 { return r.withheld }
 
-// slowerThanRecompute says whether the request waits longer for its first
-// token on rw than on an idle candidate prefilling it whole: rw's queued
-// prefill plus the tokens rw still lacks (its overlap at the credit it has
-// so far) against idleQueued (the idle candidate's booked prefill, 0 unless
-// another host booked some) plus isl. Both sides are tokens of
-// prefill ahead of the first token, so no prefill rate enters.
-func slowerThanRecompute(rw *row, isl, bs, idleQueued int64) bool {
+// recomputePays says whether prefilling the request whole on an idle
+// candidate beats waiting on rw for the predicted tokens predTokens. The
+// time it saves is rw's queued prefill plus the tokens rw still lacks (its
+// overlap at the credit it has so far) minus idleQueued (the idle
+// candidate's booked prefill, 0 unless another host booked some) plus
+// isl: both tokens of prefill ahead of the first token, so no prefill rate
+// enters. The recompute adds predTokens of prefill to the fleet's spare
+// capacity, the spare idle candidates: it pays when the time saved exceeds
+// that work's share of each, predTokens / spare.
+func recomputePays(rw *row, isl, bs, idleQueued, predTokens int64, spare int) bool {
 	cached := float64(min(int64(rw.ov)*bs, isl)) * rw.credit
-	return float64(rw.prefill)+float64(isl)-cached > float64(idleQueued)+float64(isl)
+	saved := float64(rw.prefill) + float64(isl) - cached - float64(idleQueued+isl)
+	return saved > 0 && saved*float64(spare) > float64(predTokens)
 }

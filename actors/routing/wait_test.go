@@ -64,38 +64,43 @@ func TestPredictedBlocksStillToPrefill(t *testing.T) {
 	}
 }
 
-// The wait-or-recompute check (wait.go): a burst's second sibling, whose
-// 64-token prefix A only holds by prediction behind the first sibling's
-// 80 queued tokens, would wait 80 + 16 tokens there against 80 on an idle
-// worker, so A's predicted blocks earn nothing and an idle worker takes
-// it. It follows its prefix when no other worker is idle (each decodes a
-// request, none with prefill queued), when A's prefill is done (the events
-// still to come), when the blocks are confirmed, when the only idle worker
-// is saturated (not one the request could go to) and with the check off.
+// The wait-or-recompute check (wait.go): a burst's sibling whose 64-token
+// prefix A only holds by prediction, behind 112 queued tokens (the first
+// siblings'), would wait 112 + 16 tokens there against 80 on an idle
+// worker: 48 saved, times 3 idle workers, exceeds the 64 tokens the
+// recompute adds, so A's predicted blocks earn nothing and an idle worker
+// takes it. It follows its prefix when the time saved is too small for the
+// spare capacity (80 queued: 16 × 3 < 64), when no other worker is idle
+// (each decodes a request, none with prefill queued), when A's prefill is
+// done (the events still to come), when the blocks are confirmed, when one
+// of two idle workers is saturated (not one the request could go to: one
+// spare worker, 48 < 64) and with the check off.
 func TestPredictedWaitCheck(t *testing.T) {
 	A, B, C, D := wk(1, 0), wk(2, 0), wk(3, 0), wk(4, 0)
 	req := Request{ID: "q", ISL: 80, BlockSize: 16, WithScores: true}
-	waiting := Overlap{Key: A, Blocks: 4, Predicted: 4, Waiting: 1}
-	const idle = -1
+	waiting := Overlap{Key: A, Blocks: 4, Predicted: 4, Waiting: 2}
 	tests := []struct {
 		name     string
 		check    bool
 		overlaps []Overlap
-		queued   int64 // A's queued prefill tokens (the first sibling's)
-		others   int64 // B's, C's and D's (idle: no request at all)
-		satB     bool  // B is idle and its engine reports saturation
+		queued   int64 // A's queued prefill tokens (the first siblings')
+		idle     int   // how many of B, C and D have no request (the rest decode one)
+		satB     bool  // B's engine reports saturation
 		want     string
 		logitA   float64
 		withheld uint64
 	}{
-		// A without credit: 16 × 80/16 + 80/16 queued + 5 decode = 90; idle B, C, D: 80.
-		{"idle workers elsewhere", true, []Overlap{waiting}, 80, idle, false, "other", 90, 1},
-		// A keeps its credit: 16 × 1 + 5 + 5 = 26 (B, C, D: 85).
-		{"no other worker idle", true, []Overlap{waiting}, 80, 0, false, "A", 26, 0},
-		{"prefill done, not confirmed", true, []Overlap{waiting}, 0, idle, false, "A", 21, 0},
-		{"confirmed blocks", true, []Overlap{{Key: A, Blocks: 4, Waiting: 1}}, 80, idle, false, "A", 26, 0},
-		{"only a saturated worker idle", true, []Overlap{waiting}, 80, 32, true, "A", 26, 0},
-		{"check off", false, []Overlap{waiting}, 80, idle, false, "A", 26, 0},
+		// A without credit: 16 × 80/16 + 112/16 queued + 5 decode = 92; idle B, C, D: 80.
+		{"idle workers elsewhere", true, []Overlap{waiting}, 112, 3, false, "other", 92, 1},
+		// A keeps its credit: 16 × 1 + 5 + 5 = 26 (B, C, D: 80).
+		{"saved too little for the spare capacity", true, []Overlap{waiting}, 80, 3, false, "A", 26, 0},
+		// 16 × 1 + 7 + 5 = 28 (B, C, D: 85).
+		{"no other worker idle", true, []Overlap{waiting}, 112, 0, false, "A", 28, 0},
+		{"prefill done, not confirmed", true, []Overlap{waiting}, 0, 3, false, "A", 21, 0},
+		{"confirmed blocks", true, []Overlap{{Key: A, Blocks: 4, Waiting: 2}}, 112, 3, false, "A", 28, 0},
+		// B and C idle, B saturated: one spare worker, 48 × 1 < 64.
+		{"one of two idle workers saturated", true, []Overlap{waiting}, 112, 2, true, "A", 28, 0},
+		{"check off", false, []Overlap{waiting}, 112, 3, false, "A", 28, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,10 +112,9 @@ func TestPredictedWaitCheck(t *testing.T) {
 			for i, k := range []messages.WorkerKey{B, C, D} {
 				if k == B && tc.satB {
 					cs[i+1].Reported = Reported{Saturated: true}
-					continue
 				}
-				if tc.others != idle {
-					loadOn(t, r, fmt.Sprint("other", k), k, tc.others, 5)
+				if i >= tc.idle {
+					loadOn(t, r, fmt.Sprint("other", k), k, 0, 5)
 				}
 			}
 			d, err := r.Decide(req, tc.overlaps, cs)
