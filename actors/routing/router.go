@@ -58,12 +58,11 @@ type Config struct {
 	// (wait.go): credited at 1 / (1 + waiting × idle share /
 	// PredictedWaitFalloff). 0: predicted blocks earn full credit.
 	PredictedWaitFalloff float64
-	// PredictedWaitCheck credits a candidate's predicted blocks that
-	// requests routed there still wait to prefill only when waiting there
-	// is faster than a full prefill elsewhere (wait.go): when the
-	// candidate's queued prefill plus this request's own uncached tokens
-	// there exceed the least-queued candidate's queued prefill plus the
-	// whole request, those blocks earn no credit. false: full credit.
+	// PredictedWaitCheck withholds the credit of a candidate's predicted
+	// blocks that requests routed there still wait to prefill when an
+	// idle candidate prefilling the request whole reaches its first token
+	// sooner, by more than the recompute's share of the idle candidates
+	// (wait.go). false: full credit.
 	PredictedWaitCheck bool
 	// Temperature 0 picks the argmin deterministically; > 0 samples (doc.go).
 	Temperature float64
@@ -90,14 +89,18 @@ const (
 	// default: off. It pays on large fleets under bursts and costs small
 	// ones a little hit rate (wait.go, bench/README.md).
 	DefaultPredictedWaitFalloff = 0
+	// DefaultPredictedWaitCheck is Config.PredictedWaitCheck's default:
+	// on (wait.go, bench/README.md).
+	DefaultPredictedWaitCheck = true
 )
 
 // DefaultConfig returns the router's defaults: kvrouter's cost, overlap
 // weight DefaultOverlapWeight, cache falloff DefaultCacheFalloff,
-// predicted-wait falloff DefaultPredictedWaitFalloff, temperature 0.
+// predicted-wait falloff DefaultPredictedWaitFalloff, predicted-wait check
+// DefaultPredictedWaitCheck, temperature 0.
 func DefaultConfig() Config {
 	return Config{Cost: CostKVRouter, OverlapWeight: DefaultOverlapWeight, CacheFalloff: DefaultCacheFalloff,
-		PredictedWaitFalloff: DefaultPredictedWaitFalloff}
+		PredictedWaitFalloff: DefaultPredictedWaitFalloff, PredictedWaitCheck: DefaultPredictedWaitCheck}
 }
 
 // DynamoConfig returns the reference router's (Dynamo's KV router) cost at

@@ -14,8 +14,9 @@ import "math"
 // already wait there, the likelier that is. With every candidate busy,
 // the queue is everywhere and co-locating still wins.
 //
-// So the credit of a candidate's predicted blocks (Overlap.Predicted, the
-// part of its overlap no event confirmed) is multiplied by
+// With Config.PredictedWaitFalloff the credit of a candidate's predicted
+// blocks (Overlap.Predicted, the part of its overlap no event confirmed) is
+// multiplied by
 //
 //	1 / (1 + waiting × idle / PredictedWaitFalloff)
 //
@@ -29,13 +30,43 @@ import "math"
 // would have served as well (kvrouter demo lost 7 points of hit rate and
 // a quarter of its TTFT p50 with it; about a point with this one).
 //
-// It is off by default (0: predicted blocks in full). Measured
+// The falloff is off by default (0: predicted blocks in full). Measured
 // (bench/README.md, "Predicted blocks still to prefill"), falloff 1 lowers
 // the burst workload's TTFT at 64 and 1,000 workers and the conversations'
-// at 1,000, and costs up to 1 % in mean at 16 workers; a default needs
-// more workloads than the bench's three. A term that weighs, per
-// candidate, the wait behind its queued prefill against a full prefill
-// elsewhere is the next step.
+// at 1,000, and costs up to 1 % in mean at 16 workers.
+//
+// # Wait or recompute (Config.PredictedWaitCheck, on by default)
+//
+// The falloff weighs the waiting by counts; the check weighs it per
+// candidate, in the cost's own terms. A request sent to candidate c, whose
+// overlap is a prediction still to prefill, reaches its first token after
+// c's queued prefill (the booked prefill tokens of the requests routed
+// there before it, the first siblings' among them) plus the tokens c
+// still lacks; on an idle candidate (no request in flight, in the
+// preference tier that can win: not saturated, the LoRA affinity) after
+// that candidate's queued prefill (0 unless another host booked some) plus
+// the whole request. Both are tokens of prefill ahead of the first token,
+// so no prefill rate enters:
+//
+//	saved = (queued_c + isl − cached_c) − (queued_idle + isl)
+//
+// Recomputing is not free: it adds the predicted tokens to the fleet's
+// work, and the idle candidates are the fleet's spare capacity for it.
+// The predicted blocks earn no credit when
+//
+//	saved × spare > predicted_tokens
+//
+// spare being the idle candidates of that tier: the time saved exceeds the
+// recompute's share of each. A thousand workers under a burst have
+// hundreds idle, so a sibling that would wait behind the first one's
+// suffix and the earlier siblings' goes to an idle worker; sixteen have a
+// few at most, so the burst stays together unless the wait is long. With
+// no idle candidate the queue is everywhere and the credit stays. A
+// prediction whose prefill is done (its events still to come) has nothing
+// queued ahead and keeps its credit; so do identical siblings (nothing to
+// save). Candidates left without credit are counted (Router.WaitWithheld,
+// kvrouter_predicted_wait_withheld_total). Measured in bench/README.md
+// ("Wait or recompute").
 
 // discountWaiting lowers rows[i].credit for the candidates whose overlap
 // is a prediction still to be prefilled. ov is resolveOverlaps' result: an
