@@ -76,7 +76,7 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	predictTTL := fs.Duration("predict-ttl", predicted.DefaultTTL,
 		"predict-on-route, as kvrouter serve's: how long a routed request's blocks count as held before the engine's events confirm them (0: off, to see the bursts spread)")
 	waitFalloff := fs.Float64("predict-wait-falloff", routing.DefaultPredictedWaitFalloff,
-		"as kvrouter serve's: how fast predicted blocks lose credit while requests routed there still wait to prefill them (0, the default: full credit, every sibling of a burst follows the first)")
+		"as kvrouter serve's: how fast predicted blocks lose credit while requests routed there still wait to prefill them (0, the default: no falloff)")
 	waitCheck := fs.Bool("predict-wait-check", routing.DefaultPredictedWaitCheck,
 		"as kvrouter serve's: predicted blocks that requests routed there still wait to prefill earn no credit when an idle engine would reach the first token sooner by more than the recompute's share of the idle engines (false: every sibling of a burst follows the first)")
 	prefillRate := fs.Float64("prefill-tokens-per-second", 100000,
