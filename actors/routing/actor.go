@@ -230,7 +230,9 @@ func (a *routeActor) Receive(ctx actor.Context) {
 	case *messages.RouterEventBatch: // as an index follower
 		a.pred.follow(m)
 	case *PredictionsRequest:
-		ctx.Respond(a.pred.report())
+		rep := a.pred.report()
+		rep.WaitWithheld = a.router.WaitWithheld()
+		ctx.Respond(rep)
 	case *RemotePrediction:
 		_, known := a.index[m.Key]
 		a.pred.remote(m, known, time.Now())

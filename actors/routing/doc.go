@@ -11,10 +11,14 @@
 // package predicted): each request's predicted overlaps join its
 // overlaps (the larger per candidate counts), and the chosen worker gets
 // the request's blocks predicted. A predicted overlap still to be prefilled
-// by requests routed there earlier earns less credit the more of them wait
-// and the more candidates are idle with Config.PredictedWaitFalloff (off
-// by default, wait.go): a burst spreads over idle workers rather than
-// queue behind one prefill.
+// by requests routed there earlier earns no credit when an idle candidate
+// prefilling the whole request would reach the first token sooner by more
+// than the recompute's share of the idle candidates
+// (Config.PredictedWaitCheck, on by default), and less credit the more of
+// them wait and the more candidates are idle with
+// Config.PredictedWaitFalloff (off by default; both wait.go): a large
+// fleet spreads a burst over its idle workers rather than queue it behind
+// one prefill, a busy one keeps it together.
 //
 // # Cost
 //

@@ -33,11 +33,13 @@ func PredictingProps(cfg Config, pc predicted.Config) (*actor.Props, error) {
 type PredictionsRequest struct{}
 
 // PredictionsReply: Enabled false when the actor keeps no predictions;
-// Blocks holds, per event-less (worker, dp_rank), its predicted blocks.
+// Blocks holds, per event-less (worker, dp_rank), its predicted blocks;
+// WaitWithheld is Router.WaitWithheld (Config.PredictedWaitCheck).
 type PredictionsReply struct {
-	Enabled bool
-	Stats   predicted.Stats
-	Blocks  map[messages.WorkerKey]int
+	Enabled      bool
+	Stats        predicted.Stats
+	Blocks       map[messages.WorkerKey]int
+	WaitWithheld uint64
 }
 
 // RemotePrediction is a prediction another router host made (a cluster

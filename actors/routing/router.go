@@ -58,6 +58,12 @@ type Config struct {
 	// (wait.go): credited at 1 / (1 + waiting × idle share /
 	// PredictedWaitFalloff). 0: predicted blocks earn full credit.
 	PredictedWaitFalloff float64
+	// PredictedWaitCheck withholds the credit of a candidate's predicted
+	// blocks that requests routed there still wait to prefill when an
+	// idle candidate prefilling the request whole reaches its first token
+	// sooner, by more than the recompute's share of the idle candidates
+	// (wait.go). false: full credit.
+	PredictedWaitCheck bool
 	// Temperature 0 picks the argmin deterministically; > 0 samples (doc.go).
 	Temperature float64
 	// Rand drives sampling at Temperature > 0 (one Uint64 per decision).
@@ -83,14 +89,18 @@ const (
 	// default: off. It pays on large fleets under bursts and costs small
 	// ones a little hit rate (wait.go, bench/README.md).
 	DefaultPredictedWaitFalloff = 0
+	// DefaultPredictedWaitCheck is Config.PredictedWaitCheck's default:
+	// on (wait.go, bench/README.md).
+	DefaultPredictedWaitCheck = true
 )
 
 // DefaultConfig returns the router's defaults: kvrouter's cost, overlap
 // weight DefaultOverlapWeight, cache falloff DefaultCacheFalloff,
-// predicted-wait falloff DefaultPredictedWaitFalloff, temperature 0.
+// predicted-wait falloff DefaultPredictedWaitFalloff, predicted-wait check
+// DefaultPredictedWaitCheck, temperature 0.
 func DefaultConfig() Config {
 	return Config{Cost: CostKVRouter, OverlapWeight: DefaultOverlapWeight, CacheFalloff: DefaultCacheFalloff,
-		PredictedWaitFalloff: DefaultPredictedWaitFalloff}
+		PredictedWaitFalloff: DefaultPredictedWaitFalloff, PredictedWaitCheck: DefaultPredictedWaitCheck}
 }
 
 // DynamoConfig returns the reference router's (Dynamo's KV router) cost at
@@ -255,6 +265,9 @@ type Router struct {
 	hints  []hint // per candidate position: its rank slot in load
 	// waiting: the decision's predicted overlaps still to prefill (wait.go)
 	waiting []Overlap
+	// withheld counts the candidates whose predicted blocks
+	// PredictedWaitCheck left without credit (wait.go).
+	withheld uint64
 	// observed is each candidate's outside load at its last scrape
 	// (reported.go).
 	observed map[messages.WorkerKey]observed
@@ -396,8 +409,8 @@ func (r *Router) Decide(req Request, overlaps []Overlap, cands []Candidate) (Dec
 			saturated++
 		}
 	}
-	if r.cfg.PredictedWaitFalloff > 0 && ov != nil {
-		r.discountWaiting(overlaps, cands, ov, rows)
+	if (r.cfg.PredictedWaitFalloff > 0 || r.cfg.PredictedWaitCheck) && ov != nil {
+		r.discountWaiting(overlaps, cands, ov, rows, isl, bs, minTier)
 	}
 	cost := costTerms{cost: r.cfg.Cost, weight: r.cfg.OverlapWeight, falloff: r.cfg.CacheFalloff,
 		meanReqs: float64(reqSum) / float64(n), bs: bs, isl: isl}

@@ -1,5 +1,7 @@
 package routing
 
+import "math"
+
 // Predicted blocks that are still to be prefilled.
 //
 // A prediction says a worker will hold a request's blocks once its prefill
@@ -12,8 +14,9 @@ package routing
 // already wait there, the likelier that is. With every candidate busy,
 // the queue is everywhere and co-locating still wins.
 //
-// So the credit of a candidate's predicted blocks (Overlap.Predicted, the
-// part of its overlap no event confirmed) is multiplied by
+// With Config.PredictedWaitFalloff the credit of a candidate's predicted
+// blocks (Overlap.Predicted, the part of its overlap no event confirmed) is
+// multiplied by
 //
 //	1 / (1 + waiting × idle / PredictedWaitFalloff)
 //
@@ -27,19 +30,50 @@ package routing
 // would have served as well (kvrouter demo lost 7 points of hit rate and
 // a quarter of its TTFT p50 with it; about a point with this one).
 //
-// It is off by default (0: predicted blocks in full). Measured
+// The falloff is off by default (0: predicted blocks in full). Measured
 // (bench/README.md, "Predicted blocks still to prefill"), falloff 1 lowers
 // the burst workload's TTFT at 64 and 1,000 workers and the conversations'
-// at 1,000, and costs up to 1 % in mean at 16 workers; a default needs
-// more workloads than the bench's three. A term that weighs, per
-// candidate, the wait behind its queued prefill against a full prefill
-// elsewhere is the next step.
+// at 1,000, and costs up to 1 % in mean at 16 workers.
+//
+// # Wait or recompute (Config.PredictedWaitCheck, on by default)
+//
+// The falloff weighs the waiting by counts; the check weighs it per
+// candidate, in the cost's own terms. A request sent to candidate c, whose
+// overlap is a prediction still to prefill, reaches its first token after
+// c's queued prefill (the booked prefill tokens of the requests routed
+// there before it, the first siblings' among them) plus the tokens c
+// still lacks; on an idle candidate (no request in flight, in the
+// preference tier that can win: not saturated, the LoRA affinity) after
+// that candidate's queued prefill (0 unless another host booked some) plus
+// the whole request. Both are tokens of prefill ahead of the first token,
+// so no prefill rate enters:
+//
+//	saved = (queued_c + isl − cached_c) − (queued_idle + isl)
+//
+// Recomputing is not free: it adds the predicted tokens to the fleet's
+// work, and the idle candidates are the fleet's spare capacity for it.
+// The predicted blocks earn no credit when
+//
+//	saved × spare > predicted_tokens
+//
+// spare being the idle candidates of that tier: the time saved exceeds the
+// recompute's share of each. A thousand workers under a burst have
+// hundreds idle, so a sibling that would wait behind the first one's
+// suffix and the earlier siblings' goes to an idle worker; sixteen have a
+// few at most, so the burst stays together unless the wait is long. With
+// no idle candidate the queue is everywhere and the credit stays. A
+// prediction whose prefill is done (its events still to come) has nothing
+// queued ahead and keeps its credit; so do identical siblings (nothing to
+// save). Candidates left without credit are counted (Router.WaitWithheld,
+// kvrouter_predicted_wait_withheld_total). Measured in bench/README.md
+// ("Wait or recompute").
 
 // discountWaiting lowers rows[i].credit for the candidates whose overlap
 // is a prediction still to be prefilled. ov is resolveOverlaps' result: an
 // overlap applies only where it is the candidate's largest (the one
-// Decide scores).
-func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uint32, rows []row) {
+// Decide scores). isl and bs are the request's input length and block
+// size, tier the lowest preference tier (the candidates that can win).
+func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uint32, rows []row, isl, bs int64, tier uint8) {
 	r.waiting = r.waiting[:0]
 	for _, o := range overlaps {
 		if o.Waiting > 0 && o.Predicted > 0 {
@@ -49,15 +83,22 @@ func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uin
 	if len(r.waiting) == 0 {
 		return
 	}
-	idle := 0
+	idle, spare := 0, 0                // idle candidates, and those of the winning tier
+	idleQueued := int64(math.MaxInt64) // the least queued idle candidate of the winning tier
 	for i := range rows {
 		if rows[i].reqs == 0 {
 			idle++
+			if rows[i].tier == tier {
+				spare++
+				idleQueued = min(idleQueued, rows[i].prefill)
+			}
 		}
 	}
 	if idle == 0 {
 		return
 	}
+	falloff := r.cfg.PredictedWaitFalloff
+	check := r.cfg.PredictedWaitCheck && spare > 0
 	share := float64(idle) / float64(len(rows))
 	for i := range cands {
 		if ov[i] == 0 {
@@ -69,9 +110,35 @@ func (r *Router) discountWaiting(overlaps []Overlap, cands []Candidate, ov []uin
 			}
 			total := float64(ov[i])
 			pred := float64(min(o.Predicted, ov[i]))
-			keep := 1 / (1 + float64(o.Waiting)*share/r.cfg.PredictedWaitFalloff)
+			keep := 1.0
+			if check && recomputePays(&rows[i], isl, bs, idleQueued, min(int64(pred)*bs, isl), spare) {
+				keep = 0
+				r.withheld++
+			}
+			if falloff > 0 {
+				keep /= 1 + float64(o.Waiting)*share/falloff
+			}
 			rows[i].credit *= (total - pred + pred*keep) / total
 			break
 		}
 	}
+}
+
+// WaitWithheld counts the candidates whose predicted blocks
+// Config.PredictedWaitCheck left without credit (it only grows).
+func (r *Router) WaitWithheld() uint64 { return r.withheld }
+
+// recomputePays says whether prefilling the request whole on an idle
+// candidate beats waiting on rw for the predicted tokens predTokens. The
+// time it saves is rw's queued prefill plus the tokens rw still lacks (its
+// overlap at the credit it has so far) minus idleQueued (the idle
+// candidate's booked prefill, 0 unless another host booked some) plus
+// isl: both tokens of prefill ahead of the first token, so no prefill rate
+// enters. The recompute adds predTokens of prefill to the fleet's spare
+// capacity, the spare idle candidates: it pays when the time saved exceeds
+// that work's share of each, predTokens / spare.
+func recomputePays(rw *row, isl, bs, idleQueued, predTokens int64, spare int) bool {
+	cached := float64(min(int64(rw.ov)*bs, isl)) * rw.credit
+	saved := float64(rw.prefill) + float64(isl) - cached - float64(idleQueued+isl)
+	return saved > 0 && saved*float64(spare) > float64(predTokens)
 }

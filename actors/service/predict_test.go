@@ -115,6 +115,43 @@ func TestServeSiblingsBeforeTheirEvents(t *testing.T) {
 	}
 }
 
+// Two siblings sharing a 64-block prefix before any event, the first with
+// 64 blocks of its own, the second with 1: with Config.PredictedWaitCheck
+// the second would wait behind the first's 128 queued blocks for its
+// 1-block prefill where an idle worker prefills its 65 at once, 64 blocks
+// sooner; times the 3 idle workers that outweighs the 64 blocks computed
+// again, so it goes to an idle worker and
+// kvrouter_predicted_wait_withheld_total counts the withheld candidate.
+// Without the check it follows the prediction.
+func TestServePredictedWaitCheck(t *testing.T) {
+	prefix := prompt(7, 64)
+	first, second := append(prefix[:64*4:64*4], prompt(8, 64)...), append(prefix[:64*4:64*4], prompt(9, 1)...)
+	for _, check := range []bool{true, false} {
+		t.Run(fmt.Sprint("check ", check), func(t *testing.T) {
+			rc := routing.DefaultConfig()
+			rc.PredictedWaitCheck = check
+			h := newHarnessWith(t, Config{BlockSize: 4, Routing: rc, Timeout: time.Second}, 4)
+			h.settle()
+			a := h.route(first, "", "s0", true)
+			b := h.route(second, "", "s1", true)
+			if together := a.WorkerID == b.WorkerID; together == check || (b.PredictedBlocks == 64) != !check {
+				t.Fatalf("siblings on %d and %d, the second with %d predicted blocks", a.WorkerID, b.WorkerID, b.PredictedBlocks)
+			}
+			var m bytes.Buffer
+			if err := h.svc.WritePredictionMetrics(&m); err != nil {
+				t.Fatal(err)
+			}
+			want := "kvrouter_predicted_wait_withheld_total 0\n"
+			if check {
+				want = "kvrouter_predicted_wait_withheld_total 1\n"
+			}
+			if !bytes.Contains(m.Bytes(), []byte(want)) {
+				t.Errorf("metrics lack %q:\n%s", want, m.String())
+			}
+		})
+	}
+}
+
 // registerEventLess registers worker id of model with events "none" and
 // a cache of capacity blocks.
 func (h *harness) registerEventLess(id int, model string, capacity int) {

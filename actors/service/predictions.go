@@ -56,12 +56,16 @@ func (s *Service) eventLessInfo(k messages.WorkerKey, w *worker, ri api.RankInfo
 //	kvrouter_predictions_total{outcome}       recorded (made or refreshed on route), confirmed
 //	                                          (by a BlockStored), killed (BlockRemoved, a clear),
 //	                                          expired (TTL), evicted (cap or capacity, LRU)
+//	kvrouter_predicted_wait_withheld_total    candidates whose predicted blocks earned no credit:
+//	                                          waiting there was slower than a full prefill
+//	                                          elsewhere (--predict-wait-check)
 //
 // A route actor that does not answer in time is left out of the sums (its
 // namespace's figures dip for that scrape) and counted in
 // kvrouter_prediction_read_errors_total.
 func (s *Service) WritePredictionMetrics(w io.Writer) error {
 	var sum predicted.Stats
+	var withheld uint64
 	failed := 0
 	for _, ns := range s.sortedSpaces() {
 		rep, err := request[*routing.PredictionsReply](s, ns.route, &routing.PredictionsRequest{})
@@ -76,6 +80,7 @@ func (s *Service) WritePredictionMetrics(w io.Writer) error {
 		sum.Killed += st.Killed
 		sum.Expired += st.Expired
 		sum.Evicted += st.Evicted
+		withheld += rep.WaitWithheld
 	}
 	s.predictionReadErrors.Add(int64(failed))
 	_, err := fmt.Fprintf(w, `# HELP kvrouter_predicted_blocks (worker, block) predictions held by the route actors (predict-on-route and event-less workers).
@@ -88,9 +93,12 @@ kvrouter_predictions_total{outcome="confirmed"} %d
 kvrouter_predictions_total{outcome="killed"} %d
 kvrouter_predictions_total{outcome="expired"} %d
 kvrouter_predictions_total{outcome="evicted"} %d
+# HELP kvrouter_predicted_wait_withheld_total Candidates whose predicted blocks earned no credit because waiting behind their queued prefill was slower than a full prefill on the least-queued worker.
+# TYPE kvrouter_predicted_wait_withheld_total counter
+kvrouter_predicted_wait_withheld_total %d
 # HELP kvrouter_prediction_read_errors_total Scrapes a route actor did not answer in time.
 # TYPE kvrouter_prediction_read_errors_total counter
 kvrouter_prediction_read_errors_total %d
-`, sum.Blocks, sum.Recorded, sum.Confirmed, sum.Killed, sum.Expired, sum.Evicted, s.predictionReadErrors.Load())
+`, sum.Blocks, sum.Recorded, sum.Confirmed, sum.Killed, sum.Expired, sum.Evicted, withheld, s.predictionReadErrors.Load())
 	return err
 }

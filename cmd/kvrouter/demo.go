@@ -76,7 +76,9 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	predictTTL := fs.Duration("predict-ttl", predicted.DefaultTTL,
 		"predict-on-route, as kvrouter serve's: how long a routed request's blocks count as held before the engine's events confirm them (0: off, to see the bursts spread)")
 	waitFalloff := fs.Float64("predict-wait-falloff", routing.DefaultPredictedWaitFalloff,
-		"as kvrouter serve's: how fast predicted blocks lose credit while requests routed there still wait to prefill them (0, the default: full credit, every sibling of a burst follows the first)")
+		"as kvrouter serve's: how fast predicted blocks lose credit while requests routed there still wait to prefill them (0, the default: no falloff)")
+	waitCheck := fs.Bool("predict-wait-check", routing.DefaultPredictedWaitCheck,
+		"as kvrouter serve's: predicted blocks that requests routed there still wait to prefill earn no credit when an idle engine would reach the first token sooner by more than the recompute's share of the idle engines (false: every sibling of a burst follows the first)")
 	prefillRate := fs.Float64("prefill-tokens-per-second", 100000,
 		"each engine's prefill rate in uncached tokens, one request at a time (faster than a GPU's so the demo ends in seconds; what matters is the prefill time against the siblings' gaps)")
 	publish := fs.Duration("publish-interval", 20*time.Millisecond, "time from a prefill's end to the publish of its KV events (the engine step's batch)")
@@ -130,12 +132,15 @@ func runDemo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stopTracing()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	rc := routing.DefaultConfig()
-	rc.PredictedWaitFalloff = *waitFalloff
+	rc.PredictedWaitFalloff, rc.PredictedWaitCheck = *waitFalloff, *waitCheck
 	if pd != nil {
 		rc.Disagg = pd.routing()
 	}
 	if *waitFalloff > 0 {
 		predictLabel += fmt.Sprintf(", --predict-wait-falloff %g", *waitFalloff)
+	}
+	if *waitCheck != routing.DefaultPredictedWaitCheck {
+		predictLabel += fmt.Sprintf(", --predict-wait-check=%t", *waitCheck)
 	}
 	svc, err := service.New(system, service.Config{BlockSize: *blockSize, Routing: rc, Timeout: time.Second,
 		Predictions: predictions})

@@ -17,6 +17,7 @@ type predictFlags struct {
 	ttl, eventLessTTL          *time.Duration
 	maxBlocks, eventLessBlocks *int
 	waitFalloff                *float64
+	waitCheck                  *bool
 }
 
 func addPredictFlags(fs *flag.FlagSet) *predictFlags {
@@ -31,12 +32,17 @@ func addPredictFlags(fs *flag.FlagSet) *predictFlags {
 			fmt.Sprintf(`approximate cache size, in blocks, of an event-less worker registered without cache_blocks (at most %d); LRU-evicted past it`, predicted.MaxEventLessBlocks)),
 		waitFalloff: fs.Float64("predict-wait-falloff", routing.DefaultPredictedWaitFalloff,
 			"with --cost kvrouter: how fast the credit of blocks a worker holds only by prediction falls while requests routed there still wait to prefill them (1 / (1 + waiting × idle share / falloff), idle share: the workers with no request in flight; 0, the default: full credit). Spreads a burst's siblings over idle workers instead of queueing them all behind the first one's prefill: pays on large fleets (64 workers and more in kvrouter-bench), costs small ones a little hit rate"),
+		waitCheck: fs.Bool("predict-wait-check", routing.DefaultPredictedWaitCheck,
+			"with --cost kvrouter: a worker's predicted blocks that earlier requests still wait to prefill earn no credit when an idle worker (no request in flight) prefilling the whole request would reach its first token sooner — by more than the recompute's share of the idle workers (tokens computed again / idle workers) — so a burst's siblings spread over idle workers only while the fleet has them to spare; false: predicted blocks earn their credit"),
 	}
 }
 
-// routing sets rc's predicted-wait falloff when the flag was given (the
-// cost's default otherwise).
+// routing sets rc's predicted-wait falloff and check when their flags were
+// given (the cost's defaults otherwise).
 func (f *predictFlags) routing(fs *flag.FlagSet, rc *routing.Config) error {
+	if cli.FlagSet(fs, "predict-wait-check") {
+		rc.PredictedWaitCheck = *f.waitCheck
+	}
 	if !cli.FlagSet(fs, "predict-wait-falloff") {
 		return nil
 	}

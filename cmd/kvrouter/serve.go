@@ -50,11 +50,16 @@ Predictions: a routed request's blocks count as held by its worker for
 --predict-ttl, until the engine's events confirm them (a BlockRemoved or
 AllBlocksCleared ends a prediction at once), so siblings of one prompt that
 arrive before its events land together; /route says how many of the
-overlap blocks were predicted (predicted_blocks). With
---predict-wait-falloff F (off by default), predicted blocks that requests
-routed there still wait to prefill earn less credit the more requests wait
-and the more workers are idle, so a large fleet spreads a burst over idle
-workers instead of queueing it behind one prefill. A worker registered with
+overlap blocks were predicted (predicted_blocks). Predicted blocks that
+requests routed there still wait to prefill earn no credit when an idle
+worker (no request in flight) prefilling the whole request would reach its
+first token sooner by more than the recompute's share of the idle workers
+(--predict-wait-check, on by default; counted in
+kvrouter_predicted_wait_withheld_total), so a large fleet spreads a burst
+over its idle workers instead of queueing it behind one prefill, and a
+busy one keeps it together. With --predict-wait-falloff F (off by default)
+they also earn less credit the more requests wait and the more workers are
+idle. A worker registered with
 "events":"none" (and no endpoint) publishes no events: it is routed from an
 approximate cache of what the router sent it, of its registration's
 cache_blocks (default --eventless-cache-blocks), LRU-evicted, each block
