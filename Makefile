@@ -65,21 +65,23 @@ test-members-service:
 # The fuzz targets, as package:function.
 FUZZ_TARGETS := messages/wire:FuzzDecode actors/normalizer:FuzzNormalize actors/zmtpguard:FuzzGuard \
 	messages/routerevent:FuzzDecode actors/frontend/httpapi:FuzzRequestBody \
-	messages/tokenizer:FuzzScannerMatchesRegex actors/frontend/picker:FuzzStream
+	actors/frontend/httpapi:FuzzReadDump actors/frontend/httpapi:FuzzFastDecode \
+	messages/tokenizer:FuzzScannerMatchesRegex actors/frontend/picker:FuzzStream \
+	actors/frontend/usage:FuzzCachedTokens bench/simengine:FuzzTraceDriver
 FUZZ_BIN := $(CURDIR)/bin/fuzz
 MODULE := github.com/kvrouter/kvrouter
 
 # A short fuzzing run of each target ($(FUZZTIME) executions) through a
-# test binary linked from the race run's compiled packages: the race
-# detector on, and no coverage guidance, because the go command's
+# test binary per package linked from the race run's compiled packages:
+# the race detector on, and no coverage guidance, because the go command's
 # coverage-guided fuzzing compiles every package again, instrumented.
 # Crashers land in the package's testdata/fuzz as with `go test -fuzz`.
 fuzz-smoke:
-	@mkdir -p $(FUZZ_BIN)
+	@rm -rf $(FUZZ_BIN) && mkdir -p $(FUZZ_BIN)
 	@set -e; gocache=$$($(GO) env GOCACHE); for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; bin=$(FUZZ_BIN)/$$(echo $$pkg | tr / -).test; \
 		echo "fuzz-smoke: $$pkg $$fn, $(FUZZTIME), -race, without coverage guidance"; \
-		CGO_ENABLED=1 $(GO) test -race -c -o $$bin ./$$pkg; \
+		[ -x $$bin ] || CGO_ENABLED=1 $(GO) test -race -c -o $$bin ./$$pkg; \
 		(cd $$pkg && $$bin -test.run '^$$' -test.fuzz "^$$fn\$$" -test.fuzztime $(FUZZTIME) \
 			-test.fuzzcachedir $$gocache/fuzz/$(MODULE)/$$pkg); done
 
