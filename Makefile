@@ -8,8 +8,18 @@ FUZZTIME  ?= 20000x
 # Packages whose tests run with the race detector (everything, while the
 # suite is small enough for 2 cores).
 RACE_PKGS ?= ./...
+# Every build without the race detector — vet, the multi-member tests, the
+# binaries tests start, check-static, Helm — uses one configuration, the
+# container image's (CGO_ENABLED=0), so a cold `make test` compiles the
+# dependencies twice (that and the race run, which needs cgo and sets
+# CGO_ENABLED=1 for itself) instead of once per setting.
+export CGO_ENABLED ?= 0
+# Tests run at once within one package by the multi-member steps: they
+# spend their time in protoactor-go's fixed sleeps (a second to start a
+# member, two to leave), not on the CPU.
+MEMBER_PARALLEL ?= 4
 
-.PHONY: all build run test vet fmt-check fuzz-smoke bench clean
+.PHONY: all build run test vet fmt-check fuzz-smoke fuzz bench clean
 
 all: build
 
@@ -30,29 +40,56 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# Unit tests (with -race), the cluster's multi-member tests (without -race:
-# several members in one process race inside protoactor-go, see
-# cluster/README.md), the fuzz seed corpora (they run as ordinary tests),
-# then a short fuzzing run of each target.
+# Unit tests (with -race; the fuzz seed corpora run as ordinary tests),
+# then at once — they wait more than they compute — the cluster's
+# multi-member tests in process (without -race: several members in one
+# process race inside protoactor-go, cluster/README.md) and across
+# processes, the fleet page in Chromium and the Helm build; then the chart,
+# the static binary and a short fuzzing run of each target.
 test: vet fmt-check
-	$(GO) test -race -count=1 $(RACE_PKGS)
-	$(GO) test -count=1 ./cluster/...
-	$(GO) test -count=1 -run '^(TestRunHostsEndToEnd|TestTwoHostsShareTheWorkers)$$' ./bench/loadgen
-	$(GO) test -count=1 -run '^(TestClusterReadinessFollowsReachability|TestClusterCarriesTheEngines|TestClusterSharesOneDiscovery|TestClusterSharesRequestCounts|TestClusterSharesBreakerTrips|TestClusterSharesPredictions|TestClusterRoutesEventLessWorkers|TestClusterMutualTLS)$$' ./actors/service
-	$(MAKE) test-cluster
-	$(MAKE) test-ui
-	$(MAKE) test-chart
-	$(MAKE) check-static
-	$(MAKE) fuzz-smoke
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(RACE_PKGS)
+	$(MAKE) --no-print-directory -j4 --output-sync=target test-members test-cluster test-ui helm
+	$(MAKE) --no-print-directory test-chart check-static fuzz-smoke
 
+# The multi-member tests in process, without -race (above): every test in a
+# file marked `//go:build !race`, found in the tree (so none is left out),
+# and only those (the rest of their packages ran in the race run).
+NORACE_FILES = $(shell grep -rl --include='*_test.go' --exclude-dir=bin --exclude-dir=deploy '^//go:build !race' .)
+NORACE_PKGS  = $(sort $(patsubst %/,%,$(dir $(NORACE_FILES))))
+NORACE_TESTS = $(shell grep -ho '^func Test[A-Za-z0-9_]*' $(NORACE_FILES) | sed 's/^func //' | paste -sd'|' -)
+.PHONY: test-members
+test-members:
+	$(GO) test -count=1 -parallel $(MEMBER_PARALLEL) -run '^($(NORACE_TESTS))$$' $(NORACE_PKGS)
+
+# The fuzz targets, as package:function.
+FUZZ_TARGETS := messages/wire:FuzzDecode actors/normalizer:FuzzNormalize actors/zmtpguard:FuzzGuard \
+	messages/routerevent:FuzzDecode actors/frontend/httpapi:FuzzRequestBody \
+	actors/frontend/httpapi:FuzzReadDump actors/frontend/httpapi:FuzzFastDecode \
+	messages/tokenizer:FuzzScannerMatchesRegex actors/frontend/picker:FuzzStream \
+	actors/frontend/usage:FuzzCachedTokens bench/simengine:FuzzTraceDriver
+FUZZ_BIN := $(CURDIR)/bin/fuzz
+MODULE := github.com/kvrouter/kvrouter
+
+# A short fuzzing run of each target ($(FUZZTIME) executions) through a
+# test binary per package linked from the race run's compiled packages:
+# the race detector on, and no coverage guidance, because the go command's
+# coverage-guided fuzzing compiles every package again, instrumented.
+# Crashers land in the package's testdata/fuzz as with `go test -fuzz`.
 fuzz-smoke:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/wire
-	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./actors/normalizer
-	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./actors/zmtpguard
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./messages/routerevent
-	$(GO) test -run '^$$' -fuzz '^FuzzRequestBody$$' -fuzztime $(FUZZTIME) ./actors/frontend/httpapi
-	$(GO) test -run '^$$' -fuzz '^FuzzScannerMatchesRegex$$' -fuzztime $(FUZZTIME) ./messages/tokenizer
-	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) ./actors/frontend/picker
+	@rm -rf $(FUZZ_BIN) && mkdir -p $(FUZZ_BIN)
+	@set -e; gocache=$$($(GO) env GOCACHE); for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; bin=$(FUZZ_BIN)/$$(echo $$pkg | tr / -).test; \
+		echo "fuzz-smoke: $$pkg $$fn, $(FUZZTIME), -race, without coverage guidance"; \
+		[ -x $$bin ] || CGO_ENABLED=1 $(GO) test -race -c -o $$bin ./$$pkg; \
+		(cd $$pkg && $$bin -test.run '^$$' -test.fuzz "^$$fn\$$" -test.fuzztime $(FUZZTIME) \
+			-test.fuzzcachedir $$gocache/fuzz/$(MODULE)/$$pkg); done
+
+# Coverage-guided fuzzing of each target, for longer runs
+# (make fuzz FUZZTIME=5m).
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz: $$pkg $$fn, $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$pkg; done
 
 # The quick mode of `kvrouter-bench` (Mooncake traces over simulated engines
 # through the real pipeline and /route: ingest, route latency sweep, memory,
@@ -119,8 +156,12 @@ CHART := deploy/helm/kvrouter
 CHART_OUT := $(CURDIR)/bin/chart
 $(HELM):
 	mkdir -p $(PROTO_TOOLS)/helm-build
-	GOBIN=$(PROTO_TOOLS)/helm-build $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GOBIN=$(PROTO_TOOLS)/helm-build nice $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(PROTO_TOOLS)/helm-build/helm $@
+
+# Helm alone (built at a lower priority while make test's waiting steps run).
+.PHONY: helm
+helm: $(HELM)
 
 .PHONY: test-chart
 test-chart: $(HELM)
@@ -141,14 +182,15 @@ test-chart: $(HELM)
 	$(HELM) template kv $(CHART) --namespace kv --set dashboards.enabled=true,dashboards.label=kvrouter_dashboard,dashboards.labelValue=yes,dashboards.namespace=monitoring > $(CHART_OUT)/monitoring-custom.yaml
 	cd deploy/charttest && KVROUTER_CHART_RENDERED=$(CHART_OUT) $(GO) test -count=1 ./...
 
-# The container image's binary (deploy/Dockerfile builds it the same way):
-# static (file, ldd), every base image of the Dockerfile pinned (an exact
+# The container image's binary (deploy/Dockerfile builds it with
+# CGO_ENABLED=0 too; its -trimpath and -ldflags change no linking, and
+# would compile every package once more here): static (file, ldd), every base image of the Dockerfile pinned (an exact
 # version tag or a digest; scratch needs none), and every file its build
 # stage copies from the repository present. No container engine runs here,
 # so the image itself is not built.
 .PHONY: check-static
 check-static:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kvrouter-static ./cmd/kvrouter
+	CGO_ENABLED=0 $(GO) build -o bin/kvrouter-static ./cmd/kvrouter
 	@file bin/kvrouter-static | grep -q 'statically linked' || { file bin/kvrouter-static; echo "check-static: not statically linked"; exit 1; }
 	@if ldd bin/kvrouter-static >/dev/null 2>&1; then ldd bin/kvrouter-static; echo "check-static: ldd finds dynamic libraries"; exit 1; fi
 	@awk '$$1 == "FROM" {print $$2}' deploy/Dockerfile | while read -r img; do \

@@ -28,6 +28,7 @@ import (
 // pod, no host's write is refused as a duplicate, each stream is followed
 // by exactly one member, and a deleted pod leaves both.
 func TestClusterSharesOneDiscovery(t *testing.T) {
+	t.Parallel()
 	const pods = 6
 	var objs []runtime.Object
 	for i := range pods {

@@ -19,6 +19,7 @@ import (
 // its stream states: each member's /workers shows the same engine,
 // detection and evidence for each rank, whichever member follows it.
 func TestClusterCarriesTheEngines(t *testing.T) {
+	t.Parallel()
 	hs := startMembers(t, [2]string{"127.0.0.1:0", ""}, [2]string{"127.0.0.1:0", ""})
 	var engines []*simengine.Engine
 	for i, engine := range []string{"", "sglang"} {

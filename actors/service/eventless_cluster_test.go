@@ -19,6 +19,7 @@ import (
 // the prediction member 1 pushed (predicted_blocks), and member 0's
 // /workers shows the approximate cache it holds from that push.
 func TestClusterRoutesEventLessWorkers(t *testing.T) {
+	t.Parallel()
 	hs := startMembers(t, [2]string{"127.0.0.1:0", ""}, [2]string{"127.0.0.1:0", ""})
 	for i := range 3 {
 		if err := hs[i%2].Service.Register(context.Background(), api.Registration{InstanceID: messages.WorkerID(10 + i),

@@ -22,6 +22,7 @@ import (
 // three remote requests on member 1's candidate; prefill_done keeps the
 // request booked, free drops it.
 func TestClusterSharesRequestCounts(t *testing.T) {
+	t.Parallel()
 	hs := startMembers(t, [2]string{"127.0.0.1:0", ""}, [2]string{"127.0.0.1:0", ""})
 	opts := families[0].opts
 	opts.Endpoint, opts.ReplayEndpoint, opts.BlockSize, opts.CapacityBlocks = "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 4, 64
@@ -80,6 +81,7 @@ func TestClusterSharesRequestCounts(t *testing.T) {
 // A breaker trip one member pushes reaches the other's request path (as
 // kvrouter serve wires ShareBreakerTrips), and one host pushes nothing.
 func TestClusterSharesBreakerTrips(t *testing.T) {
+	t.Parallel()
 	hs := startMembers(t, [2]string{"127.0.0.1:0", ""}, [2]string{"127.0.0.1:0", ""})
 	got := make(chan string, 64)
 	hs[1].Service.ShareBreakerTrips(func(ep string) { got <- ep })
@@ -111,6 +113,7 @@ func TestClusterSharesBreakerTrips(t *testing.T) {
 // not published anything yet; member 1 routes a sibling there on the
 // prediction alone (predicted_blocks), before any event arrives.
 func TestClusterSharesPredictions(t *testing.T) {
+	t.Parallel()
 	hs := startMembers(t, [2]string{"127.0.0.1:0", ""}, [2]string{"127.0.0.1:0", ""})
 	opts := families[0].opts
 	opts.Endpoint, opts.ReplayEndpoint, opts.BlockSize, opts.CapacityBlocks = "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 4, 64

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,22 +45,39 @@ func startMembers(t *testing.T, addrs ...[2]string) []*Host {
 }
 
 // startMemberConfigs is startMembers with each member's own settings
-// (Bind, Advertise, TLS); the rest is filled in.
+// (Bind, Advertise, TLS); the rest is filled in. The members start in
+// parallel and leave in parallel when the test ends: protoactor-go's
+// cluster sleeps a second in each start and two in each graceful leave,
+// which one after the other would be most of a test's time.
 func startMemberConfigs(t *testing.T, ms ...member.Config) []*Host {
 	t.Helper()
 	agent := test.NewInMemAgent()
-	var hosts []*Host
-	for _, m := range ms {
+	hosts := make([]*Host, len(ms))
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
 		// GossipInterval: several members in one process (member.Config).
 		m.Name, m.Provider, m.TestAgent, m.GossipInterval = "reach", member.ProviderTest, agent, time.Hour
-		h, err := StartHost(actor.NewActorSystem(), HostConfig{
-			Service: Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: 200 * time.Millisecond},
-			Cluster: &ClusterConfig{Index: clusterindex.Config{Shards: 2}, Member: m}})
+		wg.Go(func() {
+			hosts[i], errs[i] = StartHost(actor.NewActorSystem(), HostConfig{
+				Service: Config{BlockSize: 4, Routing: routing.DefaultConfig(), Timeout: 200 * time.Millisecond},
+				Cluster: &ClusterConfig{Index: clusterindex.Config{Shards: 2}, Member: m}})
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		var left sync.WaitGroup
+		for _, h := range hosts {
+			if h != nil {
+				left.Go(func() { h.Close(); h.Leave() })
+			}
+		}
+		left.Wait()
+	})
+	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { h.Close(); h.Leave() })
-		hosts = append(hosts, h)
 	}
 	for _, h := range hosts {
 		eventually.True(t, "members list each other", func() (bool, string) {
@@ -89,6 +107,7 @@ func readyWithin(t *testing.T, h *Host, what string, want func(error) bool) erro
 // is the member that cannot reach it; both say why, and a healthy pair is
 // ready.
 func TestClusterReadinessFollowsReachability(t *testing.T) {
+	t.Parallel()
 	notReady := func(err error) bool { return errors.Is(err, api.ErrUnavailable) }
 	closed := "127.0.0.1:" + freePort(t)
 	hs := startMembers(t, [2]string{"127.0.0.1:0", ""}, [2]string{"127.0.0.1:" + freePort(t), closed})

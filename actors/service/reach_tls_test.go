@@ -46,6 +46,7 @@ func answeredBy(h *Host) int {
 // kvrouter_cluster_unreachable_members — while each is answered by the
 // other two, and the stranger reaches none of them.
 func TestClusterMutualTLS(t *testing.T) {
+	t.Parallel()
 	ca, other := certstest.NewCA(t, "cluster-ca"), certstest.NewCA(t, "another-ca")
 	hs := startMemberConfigs(t, peerTLS(t, ca), peerTLS(t, ca), peerTLS(t, ca), peerTLS(t, other))
 	good, stranger := hs[:3], hs[3]

@@ -15,6 +15,7 @@ import (
 // refused as invalid: every host would bind the same port, and the
 // cluster's registry follows one stream per entry. Nothing is registered.
 func TestClusterRefusesSharedSockets(t *testing.T) {
+	t.Parallel()
 	h := startMembers(t, [2]string{"127.0.0.1:0", ""})[0]
 	base := api.Registration{InstanceID: 10, Endpoint: "tcp://127.0.0.1:5557", ModelName: "llama", TenantID: api.DefaultTenant, BlockSize: 4}
 	for name, change := range map[string]func(*api.Registration){

@@ -3,8 +3,6 @@ package pinned
 import (
 	"bytes"
 	"context"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,10 +13,7 @@ import (
 // serve, pinned when taskset and two cores are there; the router applies
 // blocks, counted from its metrics, and the table prints.
 func TestRunIngestEndToEnd(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "kvrouter")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/kvrouter/kvrouter/cmd/kvrouter").CombinedOutput(); err != nil {
-		t.Fatalf("go build kvrouter: %v\n%s", err, out)
-	}
+	bin := buildRouter(t)
 	cfg := DefaultIngestConfig()
 	cfg.KVRouter = bin
 	cfg.Rates, cfg.Publishers, cfg.PreEncode, cfg.Capacity = []float64{20_000}, 2, 5000, 1024

@@ -36,10 +36,7 @@ func TestMain(m *testing.M) {
 // kvrouter serve each measured for a second, pinned when taskset and two
 // cores are there.
 func TestRunEndToEnd(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "kvrouter")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/kvrouter/kvrouter/cmd/kvrouter").CombinedOutput(); err != nil {
-		t.Fatalf("go build kvrouter: %v\n%s", err, out)
-	}
+	bin := buildRouter(t)
 	cfg := DefaultConfig()
 	cfg.KVRouter = bin
 	cfg.Floor = []string{"env", floorEnv + "=1", os.Args[0]}
@@ -126,4 +123,19 @@ func TestFloorHandler(t *testing.T) {
 			t.Errorf("%s %s: %d %q, want %d", c.ctype, c.body, resp.StatusCode, buf.String(), c.want)
 		}
 	}
+}
+
+// buildRouter builds kvrouter into a temporary directory as the container
+// image builds it (CGO_ENABLED=0, the build configuration the Makefile's
+// non-race steps share, so the race run links it from packages already
+// compiled) and returns the binary's path.
+func buildRouter(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kvrouter")
+	build := exec.Command("go", "build", "-o", bin, "github.com/kvrouter/kvrouter/cmd/kvrouter")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build kvrouter: %v\n%s", err, out)
+	}
+	return bin
 }

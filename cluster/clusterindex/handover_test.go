@@ -33,6 +33,7 @@ import (
 // rebuild, and every member answers like one radix.Tree fed the same
 // events — the batches sent during the move included.
 func TestJoinHandsSlicesOver(t *testing.T) {
+	t.Parallel()
 	const shards = 16
 	cfg := Config{Shards: shards, QueryDeadline: wait}
 	agent := test.NewInMemAgent()

@@ -31,6 +31,7 @@ import (
 // answers like one radix.Tree fed the same events. (A member leaving:
 // rebuild_test.go.)
 func TestClusterIndex(t *testing.T) {
+	t.Parallel()
 	ms := startMembers(t, "ci-three", NewNode(Config{}).Join, NewNode(Config{}).Join, NewNode(Config{}).Join)
 	cfg := Config{Shards: 6, QueryDeadline: wait}
 	idx := make([]*Index, len(ms))
@@ -102,6 +103,7 @@ func TestClusterIndex(t *testing.T) {
 // grains never answer are listed missing once the deadline passes, and
 // the answer from the others comes back.
 func TestSilentShardMakesAnswerPartial(t *testing.T) {
+	t.Parallel()
 	silent := cluster.NewKind(Kind, actor.PropsFromFunc(func(actor.Context) {}))
 	// The silent member never answers the live grains' first census round:
 	// they stop waiting for it after HandoverWait.
@@ -170,5 +172,6 @@ func TestSilentShardMakesAnswerPartial(t *testing.T) {
 // over both, so the query's lookups and the batch's apply run on the other
 // member too, their trace context carried in the protobuf messages.
 func TestTracesCrossTwoHosts(t *testing.T) {
+	t.Parallel()
 	checkTraces(t, startMembers(t, "ci-trace-two", NewNode(Config{}).Join, NewNode(Config{}).Join))
 }

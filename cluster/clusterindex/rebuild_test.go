@@ -169,6 +169,7 @@ func whole(t *testing.T, p *pipeline.Pipeline) {
 // — never a block the engine evicted, missing ones only on the stream
 // flagged degraded.
 func TestHostLossRebuildsSlices(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Shards: 6, QueryDeadline: time.Second}
 	nodes := []*Node{NewNode(cfg), NewNode(cfg), NewNode(cfg)}
 	ms := startMembers(t, "ci-rebuild", nodes[0].Join, nodes[1].Join, nodes[2].Join)

@@ -8,6 +8,7 @@ package registry
 import (
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,21 +19,49 @@ import (
 	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
-func join(t *testing.T, agent *test.InMemAgent) *Replica {
+// join starts n members on agent, each with its registry replica, in
+// parallel, and has them leave in parallel when the test ends:
+// protoactor-go's cluster sleeps a second in each start and two in each
+// graceful leave, which one after the other would be most of the test.
+func join(t *testing.T, agent *test.InMemAgent, n int) []*Replica {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	r, err := Start(system, Config{})
-	if err != nil {
-		t.Fatal(err)
+	rs, ms, errs := make([]*Replica, n), make([]*member.Member, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+			if rs[i], errs[i] = Start(system, Config{}); errs[i] != nil {
+				return
+			}
+			if ms[i], errs[i] = member.Start(system, member.Config{Name: "registry", Provider: member.ProviderTest,
+				TestAgent: agent, GossipInterval: time.Hour}); errs[i] != nil {
+				return
+			}
+			rs[i].Join(ms[i])
+		})
 	}
-	m, err := member.Start(system, member.Config{Name: "registry", Provider: member.ProviderTest, TestAgent: agent, GossipInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
+	wg.Wait()
+	t.Cleanup(func() {
+		var left sync.WaitGroup
+		for i, r := range rs {
+			if r != nil {
+				left.Go(func() {
+					r.Stop()
+					if ms[i] != nil {
+						ms[i].Shutdown()
+					}
+				})
+			}
+		}
+		left.Wait()
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	r.Join(m)
-	t.Cleanup(func() { r.Stop(); m.Shutdown() })
-	return r
+	return rs
 }
 
 // waitUntil waits until ok holds (eventually.True).
@@ -46,8 +75,9 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 // whole registry, tombstones included; every member computes the same
 // owner for each stream.
 func TestReplicas(t *testing.T) {
+	t.Parallel()
 	agent := test.NewInMemAgent()
-	rs := []*Replica{join(t, agent), join(t, agent)}
+	rs := join(t, agent, 2)
 	waitUntil(t, "both members see each other", func() bool { return len(rs[0].Members()) == 2 && len(rs[1].Members()) == 2 })
 	a, b := messages.WorkerKey{Worker: 1}, messages.WorkerKey{Worker: 2, DpRank: 1}
 	if unacked := rs[0].Put(Entry{Key: a, Worker: Worker{Model: "m", BlockSize: 16, Endpoint: "tcp://e1:1"}},
@@ -63,7 +93,7 @@ func TestReplicas(t *testing.T) {
 	if _, ok := rs[0].Get(a); ok {
 		t.Fatal("the tombstone put on member 1 did not reach member 0")
 	}
-	late := join(t, agent)
+	late := join(t, agent, 1)[0]
 	waitUntil(t, "the late member copies the registry", func() bool {
 		live := late.Live()
 		return len(live) == 1 && live[0].Key == b && len(late.Members()) == 3
@@ -80,8 +110,9 @@ func TestReplicas(t *testing.T) {
 // deltas (negative ones too) to the others as they happen, and applies a
 // bookkeeping call another forwards.
 func TestLoadExchange(t *testing.T) {
+	t.Parallel()
 	agent := test.NewInMemAgent()
-	rs := []*Replica{join(t, agent), join(t, agent)}
+	rs := join(t, agent, 2)
 	waitUntil(t, "both members see each other", func() bool { return len(rs[0].Members()) == 2 && len(rs[1].Members()) == 2 })
 	k := messages.WorkerKey{Worker: 3, DpRank: 1}
 	rs[1].ServeLoads(func() []RankLoad { return []RankLoad{{Key: k, PrefillTokens: 64, Blocks: 4, Requests: 1}} })

@@ -101,7 +101,9 @@ func newE2EBase(t *testing.T) *e2eCluster {
 	}
 	c := &e2eCluster{dir: t.TempDir()}
 	c.bin = filepath.Join(c.dir, "kvrouter")
-	if out, err := exec.Command("go", "build", "-o", c.bin, ".").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", c.bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the image builds it (Makefile: one build configuration)
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	client, peer := freePort(t), freePort(t)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,7 @@ func liveMetrics(t *testing.T) map[string]map[string]bool {
 	bin := filepath.Join(dir, "kvrouter")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/kvrouter")
 	build.Dir = "../.."
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the image builds it (Makefile: one build configuration)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/kvrouter: %v\n%s", err, out)
 	}
