@@ -1,10 +1,8 @@
 package listener_test
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/kvrouter/kvrouter/actors/listener"
 	"github.com/kvrouter/kvrouter/messages"
 	"github.com/kvrouter/kvrouter/messages/eventually"
+	"github.com/kvrouter/kvrouter/messages/wire/wirefix"
 )
 
 // topicPub is one bound PUB carrying several pods' streams (a forwarder in
@@ -24,17 +23,7 @@ type topicPub struct {
 
 func newTopicPub(t *testing.T) (*topicPub, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := "tcp://" + l.Addr().String()
-	l.Close()
-	sock := zmq4.NewPub(context.Background())
-	if err := sock.Listen(endpoint); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sock.Close() })
+	sock, endpoint := wirefix.BoundPub(t)
 	return &topicPub{sock: sock, seqs: map[string]uint64{}}, endpoint
 }
 

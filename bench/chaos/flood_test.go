@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"net"
 	"runtime"
 	"slices"
 	"testing"
@@ -29,17 +28,7 @@ type rawEngine struct {
 
 func newRawEngine(t *testing.T) (*rawEngine, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := "tcp://" + l.Addr().String()
-	l.Close()
-	sock := zmq4.NewPub(context.Background())
-	if err := sock.Listen(endpoint); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sock.Close() })
+	sock, endpoint := wirefix.BoundPub(t)
 	return &rawEngine{sock: sock}, endpoint
 }
 
