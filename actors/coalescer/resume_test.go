@@ -1,11 +1,13 @@
 package coalescer
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/eventually"
 )
 
 // TestResumedStreamKeepsStateUntilAResync follows a stream resumed from a
@@ -46,13 +48,15 @@ func TestResumedStreamKeepsStateUntilAResync(t *testing.T) {
 	if b.Position != (messages.Position{Stream: stream, Seq: 11, Exact: true, Known: true}) {
 		t.Fatalf("position %+v", b.Position)
 	}
-	res, err := system.Root.RequestFuture(hub, &StatusRequest{}, time.Second).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := res.(*Status).Streams[stream]; st.State != StateExact || st.LastSeq != 11 {
-		t.Fatalf("status %+v, want exact at 11", st)
-	}
+	// The stream reports its state to the hub after sending the batch.
+	eventually.True(t, "the hub reports the stream exact at 11", func() (bool, string) {
+		res, err := system.Root.RequestFuture(hub, &StatusRequest{}, time.Second).Result()
+		if err != nil {
+			return false, err.Error()
+		}
+		st := res.(*Status).Streams[stream]
+		return st.State == StateExact && st.LastSeq == 11, fmt.Sprintf("%+v", st)
+	})
 
 	system.Root.Send(hub, &messages.NormalizedBatch{Stream: stream, Seq: 20,
 		Resync: messages.Resync{Reason: "history_missing"}})

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -139,6 +140,18 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	after.Send(et.ResponseHeaders("200", serving, false))
 	after.Expect("resp_headers")
 
+	// The answers ended on the client's side free their bookings when
+	// their handlers return, a moment later: wait until only this one is
+	// open, so the stop line's count is this stream alone.
+	eventually.True(t, "one booking open before the drain's end", func() (bool, string) {
+		lines := scrapeLines(t, "http://"+api+"/metrics", "kvrouter_request_path_in_flight{")
+		open := 0
+		for _, l := range lines {
+			n, _ := strconv.Atoi(l[strings.LastIndexByte(l, ' ')+1:])
+			open += n
+		}
+		return open == 1, strings.Join(lines, "; ")
+	})
 	s.signal(t) // the drain's end, early
 	s.exited(t)
 	after.Closed()

@@ -215,6 +215,11 @@ func (r *Resolver) fromEngine(ctx context.Context, model string, key cacheKey, a
 	flight := r.flights.DoChan(string(k[:]), func() (any, error) {
 		// Detached from the first caller's cancellation (others share the
 		// answer), bounded by the same deadline; trace values kept.
+		// A flight that ended between this caller's miss and here has
+		// filled the cache: answer from it rather than ask again.
+		if ids, ok := r.cache.get(key); ok {
+			return Result{IDs: ids, Source: FromEngine, Cached: true}, nil
+		}
 		shared, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
 		defer cancel()
 		res := Result{Source: FromNone, Reason: ReasonEngineError}
