@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvrouter/kvrouter/actors/routing/disagg"
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 )
 
 // Decision errors.
@@ -143,6 +144,8 @@ type Request struct {
 	// engine reports its adapters are preferred by LoRA affinity
 	// (reported.go).
 	Lora string
+	// KeepRoom makes Route's booking conditional (room.go; zero: none).
+	KeepRoom api.RoomRule
 }
 
 // Overlap is one (worker, dp_rank)'s matched prefix from the index: the
@@ -338,7 +341,8 @@ func (r *Router) Load() *Load { return r.load }
 // Route expires due requests, decides, and tracks the request under req.ID
 // on the chosen worker. A duplicate or invalid id fails before deciding (no
 // Rand draw). When the table is full and RefuseWhenFull is set, the decision
-// is returned together with an ErrFull error: it is valid, only untracked.
+// is returned together with an ErrFull error: it is valid, only untracked;
+// so is one that req.KeepRoom refuses (api.ErrRoomKept, room.go).
 func (r *Router) Route(req Request, overlaps []Overlap, cands []Candidate, now time.Time) (Decision, error) {
 	r.load.Expire(now)
 	if err := r.load.CheckID(req.ID); err != nil {
@@ -348,6 +352,9 @@ func (r *Router) Route(req Request, overlaps []Overlap, cands []Candidate, now t
 	d, err := r.Decide(req, overlaps, cands)
 	if err != nil {
 		return Decision{}, err
+	}
+	if err := r.keepRoom(req.KeepRoom, cands, d.Worker); err != nil {
+		return d, err
 	}
 	return d, r.load.Add(req.ID, d.Worker, d.PrefillTokens, d.RequestBlocks, now)
 }

@@ -130,7 +130,7 @@ func (s *Service) route(ctx context.Context, req api.RouteRequest) (api.RouteRes
 		hashes, isl = s.tracedHashes(tc, ns, req.TokenIDs, req.LoraName, req.CacheSalt)
 	}
 	d, err := s.decide(tc, ns, decideInput{hashes: hashes, isl: isl, sessionID: req.SessionID,
-		request: routing.Request{ID: req.RequestID, WithScores: req.IncludeScores, Lora: req.LoraName}})
+		request: routing.Request{ID: req.RequestID, WithScores: req.IncludeScores, Lora: req.LoraName, KeepRoom: req.KeepRoom}})
 	if err != nil {
 		return api.RouteResult{}, 0, err
 	}

@@ -245,7 +245,8 @@ type QueryResult struct {
 // (block hashes are already namespaced, so they may not be combined with
 // BlockHashes). SessionID is a hint for the router; RequestID names the
 // booking for /route/{request_id}/prefill_done and /free. IncludeScores asks
-// for every candidate's score in the answer.
+// for every candidate's score in the answer. KeepRoom is the in-process
+// request path's only (never read from a body): see RoomRule.
 type RouteRequest struct {
 	TokenIDs      []uint32             `json:"token_ids,omitempty"`
 	BlockHashes   []messages.LocalHash `json:"block_hashes,omitempty"`
@@ -256,7 +257,24 @@ type RouteRequest struct {
 	SessionID     string               `json:"session_id,omitempty"`
 	RequestID     string               `json:"request_id,omitempty"`
 	IncludeScores bool                 `json:"include_scores,omitempty"`
+	KeepRoom      RoomRule             `json:"-"`
 }
+
+// RoomRule makes a route's booking conditional on room left for higher
+// priority bands (the request path's flow-control reserve): with Ranks
+// above 0 the router books its choice only if, that rank left aside, at
+// least Ranks candidates still have room — an engine not saturated and at
+// most AboveBlocks decode blocks booked (0: no cap). Otherwise the route
+// fails with ErrRoomKept and nothing is booked or predicted, so no other
+// request ever sees a booking that was going to be refused. The zero
+// value keeps no room. Namespaces with prefill/decode roles ignore it.
+type RoomRule struct {
+	Ranks       int
+	AboveBlocks uint64
+}
+
+// ErrRoomKept is the route error of a request refused by its RoomRule.
+var ErrRoomKept = errors.New("room kept for higher priority bands")
 
 // RouteResult is the answer of POST /route: the chosen (worker, dp_rank),
 // its physical overlap in blocks and tokens (OverlapByTier splits the

@@ -204,8 +204,15 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 		p.metrics.decision(OutcomeOverCapacity)
 		return nil, fmt.Errorf("%w: %d route requests in flight", ErrOverloaded, p.cfg.Admission.Max())
 	}
+	if keep := p.cfg.Guard.reserve(r.Objective); keep > 0 { // decided before booking (reserve.go)
+		req.KeepRoom = api.RoomRule{Ranks: keep, AboveBlocks: p.cfg.ShedAboveBlocks}
+	}
 	res, err := p.be.Route(ctx, req)
 	p.cfg.Admission.Leave()
+	if errors.Is(err, api.ErrRoomKept) {
+		p.metrics.decision(OutcomeReserved)
+		return nil, fmt.Errorf("%w: %w: %w", ErrOverloaded, ErrNoRoom, err)
+	}
 	if err != nil {
 		p.metrics.decision(OutcomeError)
 		return nil, err

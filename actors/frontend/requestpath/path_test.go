@@ -22,6 +22,9 @@ type fakeBackend struct {
 	calls  []string
 	booked map[string]messages.WorkerKey
 	fail   error
+	// keepsRoom applies a request's RoomRule to the answer as the router
+	// does: refused before booking.
+	keepsRoom bool
 }
 
 func (f *fakeBackend) Route(_ context.Context, req api.RouteRequest) (api.RouteResult, error) {
@@ -30,6 +33,12 @@ func (f *fakeBackend) Route(_ context.Context, req api.RouteRequest) (api.RouteR
 	f.routed = append(f.routed, req)
 	if f.fail != nil {
 		return api.RouteResult{}, f.fail
+	}
+	if rule := req.KeepRoom; f.keepsRoom && rule.Ranks > 0 {
+		all, _ := Candidates(f.answer, nil, 0)
+		if left := RoomLeft(all, messages.WorkerKey{Worker: f.answer.WorkerID, DpRank: f.answer.DpRank}, rule.AboveBlocks); left < rule.Ranks {
+			return api.RouteResult{}, fmt.Errorf("%w: %d left", api.ErrRoomKept, left)
+		}
 	}
 	if f.booked == nil {
 		f.booked = map[string]messages.WorkerKey{}

@@ -1,6 +1,17 @@
 // Room kept for the higher priority bands: on every worker
 // (FlowConfig.Headroom, shedAbove) or on a few workers of the fleet
 // (FlowConfig.ReserveWorkers, reserved).
+//
+// The reserve is decided twice. First by the router, before it books:
+// the route request carries the rule (api.RoomRule), so a request the
+// reserve holds back is never booked, and no request routed meanwhile —
+// the higher-band one the room is kept for — finds the worker it would
+// have been booked on fuller than it is (actors/routing/room.go). The
+// router counts every candidate; the path then checks again on the
+// answer (reserved), leaving aside the workers its health checks and
+// breakers refuse, and frees the booking of a request that check holds
+// back. Backends that drop the rule (none in process) leave the second
+// check alone.
 
 package requestpath
 

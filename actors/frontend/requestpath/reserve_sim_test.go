@@ -198,7 +198,9 @@ func TestReserveAgainstHeadroomSimulated(t *testing.T) {
 }
 
 // The refused requests' bookings are what a reserve of one worker does
-// not absorb: when each stands 2 ms after its refusal, at one in ten
+// not absorb when it is decided after booking (the path's second check;
+// the router decides it before booking, actors/routing/room.go): when
+// each stands 2 ms after its refusal, at one in ten
 // critical a critical request arriving meanwhile finds the one worker
 // with room full and queues, while room on every worker or on two
 // workers still lets every critical request in at once.

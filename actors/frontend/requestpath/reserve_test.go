@@ -114,3 +114,51 @@ func TestReserveKeepsWorkersForHigherBands(t *testing.T) {
 		})
 	}
 }
+
+// With a router that applies the rule before booking, a request the
+// reserve holds back is never booked (so never freed): the route request
+// carries the reserve and the cap, a top-band request carries none, and
+// the held request waits in the queue, counted reserved, until there is
+// room.
+func TestReserveDecidedBeforeBooking(t *testing.T) {
+	ctx := context.Background()
+	g := newGuard(t, frontendtest.NewClock(), GuardConfig{BreakerOff: true, Flow: &FlowConfig{Objectives: objectives, ReserveWorkers: 2}})
+	be := &fakeBackend{answer: fourWorkers(), keepsRoom: true}
+	p := New(be, Config{Guard: g, ShedAboveBlocks: 8})
+	crit, err := p.Route(ctx, Request{ID: "crit", Model: "m", Tokens: []uint32{1}, Objective: "critical"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crit.Done(ctx)
+	done := make(chan result, 1)
+	go func() {
+		b, err := p.Route(ctx, Request{ID: "std", Model: "m", Tokens: []uint32{1}, Objective: "standard"})
+		done <- result{b, err}
+	}()
+	eventually.True(t, "the default-band request waits", func() (bool, string) {
+		q, ok := g.Resting()
+		return ok && q == 1, fmt.Sprint(q, " queued, dispatcher resting ", ok)
+	})
+	be.mu.Lock()
+	rules := []api.RoomRule{be.routed[0].KeepRoom, be.routed[1].KeepRoom}
+	calls := fmt.Sprint(be.calls)
+	be.mu.Unlock()
+	if rules[0] != (api.RoomRule{}) || rules[1] != (api.RoomRule{Ranks: 2, AboveBlocks: 8}) {
+		t.Fatalf("room rules sent: %+v, want none for the top band, 2 ranks at most 8 blocks for the default one", rules)
+	}
+	if calls != "[free crit]" {
+		t.Fatalf("bookkeeping calls %s: the held request was booked and freed", calls)
+	}
+	if n := p.Metrics().Count("decisions", OutcomeReserved, ""); n < 1 {
+		t.Fatalf("%d reserved decisions, want the held request's attempts", n)
+	}
+	be.mu.Lock()
+	be.answer.Scores[2].ActiveDecodeBlocks = 0
+	be.mu.Unlock()
+	g.Dispatch()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("once worker 3 has room: %v, want dispatched", r.err)
+	}
+	r.b.Done(ctx)
+}
