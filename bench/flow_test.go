@@ -47,6 +47,7 @@ func BenchmarkFlowControlOverload(b *testing.B) {
 		{name: "flow", rate: 340, flow: true, critical: 3}, {name: "flow_headroom", rate: 340, flow: true, critical: 3, headroom: 4},
 		{name: "flow_headroom8", rate: 340, flow: true, critical: 3, headroom: 8},
 		{name: "flow_reserve1", rate: 340, flow: true, critical: 3, reserve: 1}, {name: "flow_reserve2", rate: 340, flow: true, critical: 3, reserve: 2},
+		{name: "flow_reserve3", rate: 340, flow: true, critical: 3, reserve: 3},
 		{name: "immediate429", rate: 340, critical: 3},
 		{name: "crit10_flow", rate: 340, flow: true, critical: 10}, {name: "crit10_flow_headroom", rate: 340, flow: true, critical: 10, headroom: 4},
 		{name: "crit10_flow_reserve1", rate: 340, flow: true, critical: 10, reserve: 1}, {name: "crit10_flow_reserve2", rate: 340, flow: true, critical: 10, reserve: 2},
