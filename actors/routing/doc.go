@@ -182,7 +182,9 @@
 // Ids are caller strings of 1..MaxIDLen bytes; a duplicate id is an error;
 // PrefillDone is idempotent; PrefillDone or Free of an unknown id returns
 // ErrUnknownRequest (counted). DropWorker forgets an unregistered worker's
-// requests.
+// requests. A request carrying a room rule (Request.KeepRoom, room.go) is
+// booked only if its choice leaves enough other ranks with room; else
+// Route returns the decision with api.ErrRoomKept and adds nothing.
 //
 // # Speed
 //

@@ -55,7 +55,9 @@
 // reserve.go: a lower band's request waits, outcome reserved, while
 // sending it would leave fewer workers with room; the fleet is the route
 // answer's scored ranks, healthy and breaker admitting: the model's
-// ranks, with the booked load the router hosts share) — and active health checks (health.go): an
+// ranks, with the booked load the router hosts share; the router applies
+// the same rule before booking, api.RoomRule, so a request held back is
+// never booked) — and active health checks (health.go): an
 // endpoint failing GET /health leaves the candidates (skipped, unhealthy)
 // and its breaker trips open; passing again, it comes back through the
 // breaker's half-open probes. The decisions are package guard's pure
