@@ -411,13 +411,17 @@ func (r *runner) policyName(rs replaySpec) string {
 // sweeps route latency on it, then measures its memory.
 func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs []Request) error {
 	cc := r.clusterConfig(rs.workers, rs.layout, rs.weight, rs.predict)
+	clock := &modelClock{}
+	cc.Routing.Now = clock.Now // the route actor on the model's time while the replay runs
 	c, err := startCluster(cc)
 	if err != nil {
 		return err
 	}
 	defer c.close()
 	mc := r.cacheConfig(reqs, rs.workers)
-	run, err := c.replayRouted(reqs, routedReplay{sessions: rs.sessions, inFlight: mc.InFlight, gap: mc.Gap, arrivals: mc.Arrivals, delay: mc.Delay})
+	run, err := c.replayRouted(reqs, routedReplay{sessions: rs.sessions, inFlight: mc.InFlight, gap: mc.Gap, arrivals: mc.Arrivals,
+		delay: mc.Delay, clock: clock})
+	clock.wall()
 	if err != nil {
 		return err
 	}
