@@ -429,6 +429,12 @@ func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs 
 		Route: Summarize(run.route), Lag: Summarize(run.lags), Partial: run.partial}
 	row.Valid, row.Invalid = c.validity(run.lags, run.timeouts)
 	r.addQuality(row, run.tally, rs.bound)
+	if c.setupClears > 0 {
+		note := fmt.Sprintf("%s %s %d workers: %d AllBlocksCleared from empty engines re-synced streams degraded during setup, before the replay",
+			name, row.Policy, rs.workers, c.setupClears)
+		r.rep.Notes = append(r.rep.Notes, note)
+		r.progress("setup   %s", note)
+	}
 	if rs.sweep {
 		r.sweep(c, name, rs.layout, sweepReqs, rs.sessions)
 	}
