@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -234,29 +236,50 @@ func (c *cluster) heartbeats() {
 // streams reads /workers: how many ranks are not exact, and the index
 // entries ((block, worker) pairs) in all.
 func (c *cluster) streams() (notExact, entries int, err error) {
-	notExact, entries, _, err = c.streamStates()
-	return notExact, entries, err
+	st, err := c.streamStates()
+	return st.notExact, st.entries, err
 }
 
-// streamStates is streams with the workers of the degraded ranks (history
-// lost: nothing but an engine's clear makes them exact again).
-func (c *cluster) streamStates() (notExact, entries int, degraded []messages.WorkerID, err error) {
+// streamStates is what /workers says of the streams.
+type streamStates struct {
+	notExact, entries int
+	// degraded is the workers of the degraded ranks (history lost:
+	// nothing but an engine's clear makes them exact again).
+	degraded []messages.WorkerID
+	// warnings counts the not-exact ranks' /workers warnings by text.
+	warnings map[string]int
+}
+
+// String says why the streams are not exact.
+func (s streamStates) String() string {
+	out := fmt.Sprintf("%d streams not exact, %d of them degraded (history lost), the others recovering", s.notExact, len(s.degraded))
+	for _, w := range slices.Sorted(maps.Keys(s.warnings)) {
+		out += fmt.Sprintf("; %d warn %q", s.warnings[w], w)
+	}
+	return out
+}
+
+func (c *cluster) streamStates() (streamStates, error) {
+	st := streamStates{warnings: map[string]int{}}
 	ws, err := c.hosts[0].Service.Workers(context.Background())
 	if err != nil {
-		return 0, 0, nil, err
+		return st, err
 	}
 	for _, w := range ws {
 		for _, r := range w.Ranks {
 			if r.State != api.StateExact {
-				notExact++
+				st.notExact++
+				for _, warn := range r.Warnings {
+					st.warnings[warn]++
+				}
 			}
 			if r.State == api.StateDegraded {
-				degraded = append(degraded, w.InstanceID)
+				st.degraded = append(st.degraded, w.InstanceID)
 			}
-			entries += int(r.Blocks)
+			st.entries += int(r.Blocks)
 		}
 	}
-	return notExact, entries, degraded, nil
+	return st, nil
 }
 
 // Setup's wait for exact streams: /workers asks every stream's actors, so
@@ -283,15 +306,15 @@ func (c *cluster) awaitExact(timeout time.Duration) error {
 	poll := max(exactPollMin, time.Duration(c.cfg.Workers)*exactPollPerWorker)
 	cleared := map[messages.WorkerID]time.Time{}
 	for {
-		bad, _, degraded, err := c.streamStates()
-		if err == nil && bad == 0 {
+		st, err := c.streamStates()
+		if err == nil && st.notExact == 0 {
 			return nil
 		}
 		now := time.Now()
 		if now.After(deadline) {
-			return fmt.Errorf("loadgen: %d of %d streams not exact after %v, %d engine clears (err %v)", bad, c.cfg.Workers, timeout, c.setupClears, err)
+			return fmt.Errorf("loadgen: %d workers after %v, %d engine clears: %v (err %v)", c.cfg.Workers, timeout, c.setupClears, st, err)
 		}
-		for _, id := range degraded {
+		for _, id := range st.degraded {
 			i := int(id) - 1
 			if i < 0 || i >= len(c.engines) || now.Sub(cleared[id]) < reclearEvery {
 				continue

@@ -41,12 +41,12 @@ func TestAwaitExactReSyncsDegradedStream(t *testing.T) {
 		if err := e.Publish(); err != nil {
 			t.Fatal(err)
 		}
-		_, _, degraded, err := c.streamStates()
-		if err == nil && len(degraded) == 1 && degraded[0] == messages.WorkerID(1) {
+		st, err := c.streamStates()
+		if err == nil && len(st.degraded) == 1 && st.degraded[0] == messages.WorkerID(1) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the stream never became degraded (degraded %v, err %v)", degraded, err)
+			t.Fatalf("the stream never became degraded (%v, err %v)", st, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
