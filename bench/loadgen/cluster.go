@@ -179,7 +179,8 @@ func closeHosts(hosts []*routerHost) {
 const heartbeatEvery = 3 * time.Second
 
 // startCluster starts the router and the engines, registers every engine
-// and waits until each stream is exact (it heard the engine's seq 0).
+// and waits until each stream is exact (it heard the engine's seq 0, or
+// the setup's clear of its empty engine: awaitExact).
 func startCluster(cfg clusterConfig) (*cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
