@@ -179,7 +179,7 @@ func props(cfg Config, t *predicted.Table) (*actor.Props, error) {
 		p = &predictor{table: t}
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &routeActor{router: r, pred: p, pending: NewPending(0, 0), hits: newHitCheck()}
+		return &routeActor{router: r, pred: p, pending: NewPending(0, 0), hits: newHitCheck(), clock: cfg.Now}
 	}, mailbox.Counted(mailbox.Route),
 		actor.WithDispatcher(actor.NewSynchronizedDispatcher(routeThroughput))), nil
 }
@@ -191,10 +191,21 @@ type routeActor struct {
 	index   map[messages.WorkerKey]int // cands by key
 	pred    *predictor                 // nil: no predictions
 	hits    *hitCheck
+	clock   func() time.Time // Config.Now (nil: the wall clock)
 	// roles: some candidate has a role (split.go); decode and prefill
 	// are then cands' pools, rebuilt whenever cands change.
 	roles           bool
 	decode, prefill []Candidate
+}
+
+// now is the actor's time (Config.Now) and the wall clock's, which is
+// the same reading unless a clock was injected.
+func (a *routeActor) now() (now, wall time.Time) {
+	wall = time.Now()
+	if a.clock == nil {
+		return wall, wall
+	}
+	return a.clock(), wall
 }
 
 // setPools rebuilds the pools from cands.
@@ -235,7 +246,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		ctx.Respond(rep)
 	case *RemotePrediction:
 		_, known := a.index[m.Key]
-		a.pred.remote(m, known, time.Now())
+		now, _ := a.now()
+		a.pred.remote(m, known, now)
 	case *HitReport:
 		if a.hits.observe(m.Report, a.cands, a.index) {
 			a.setPools() // the decode and prefill pools are copies of cands
@@ -255,8 +267,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		a.pred.dropWorker(m.Worker)
 		a.hits.t.ForgetWorker(m.Worker)
 	case *RouteRequest:
-		now := time.Now()
-		if expiry.Passed(m.Deadline, now) { // nobody waits for the decision any more
+		now, wall := a.now()
+		if expiry.Passed(m.Deadline, wall) { // nobody waits for the decision any more
 			expiry.Count(expiry.Route)
 			reply.Respond(ctx, m.Reply, &RouteReply{Err: expiry.ErrExpired})
 			return
@@ -313,7 +325,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 	case *Bookkeeping:
 		load := a.router.Load()
 		if m.Output {
-			added, err := load.AddOutputBlock(m.ID, m.Decay, time.Now())
+			now, _ := a.now()
+			added, err := load.AddOutputBlock(m.ID, m.Decay, now)
 			reply.Respond(ctx, m.Reply, &BookkeepingReply{Err: err, Released: added})
 			return
 		}
@@ -322,7 +335,8 @@ func (a *routeActor) Receive(ctx actor.Context) {
 		if m.Free {
 			err = load.Free(m.ID)
 		} else {
-			err = load.PrefillDone(m.ID, time.Now())
+			now, _ := a.now()
+			err = load.PrefillDone(m.ID, now)
 			// prefill_done releases the prefill tokens only: the request
 			// and its blocks stay on the rank.
 			held.Blocks, held.PrefillRequests, held.DecodeRequests = 0, 0, 0
@@ -368,7 +382,7 @@ func (a *routeActor) candidateLoads() []RankLoad {
 // reserve books a Reserve: the pending selection is consumed only once
 // the booking is made, so a failed one can be retried.
 func (a *routeActor) reserve(m *Reserve) *ReserveReply {
-	now := time.Now()
+	now, _ := a.now()
 	var b Booking
 	var err error
 	if m.Explicit != nil {

@@ -6,7 +6,9 @@
 // A Router is a plain deterministic value — no goroutines, no clock, no I/O.
 // The route actor owns one, asks the index for the request's overlaps, calls
 // Route (or Decide, then Load().Add), and forwards prefill_done and free to
-// Load. Every method that needs the time takes it as an argument. With
+// Load. Every method that needs the time takes it as an argument: the
+// route actor passes its clock's (Config.Now, the wall clock unless one
+// is injected, as the bench's replay on a modelled clock does). With
 // PredictingProps the route actor also owns a predicted.Table (predict.go,
 // package predicted): each request's predicted overlaps join its
 // overlaps (the larger per candidate counts), and the chosen worker gets

@@ -77,6 +77,15 @@ type Config struct {
 	// (RouteSplit; package disagg). The zero value is
 	// disagg.DefaultConfig().
 	Disagg disagg.Config
+	// Now is the route actor's clock (Props, PredictingProps): the time
+	// its predictions expire by, its bookings age by (Load's TTLs) and
+	// its pending selections wait by. nil: time.Now, the wall clock. A
+	// replay on a modelled clock (kvrouter-bench --quality) passes the
+	// model's, so every time the actor reads is the model's. A
+	// RouteRequest's Deadline is always checked against the wall clock:
+	// it is when the asker stops waiting. The Router never reads it (its
+	// methods take the time as an argument).
+	Now func() time.Time
 }
 
 // kvrouter's cost at its defaults (doc.go, "Why this default").

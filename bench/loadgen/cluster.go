@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,9 +70,12 @@ type cluster struct {
 	cfg     clusterConfig
 	hosts   []*routerHost
 	engines []*simengine.Engine
-	stopHB  chan struct{}
-	hbDone  sync.WaitGroup
-	closed  bool
+	// setupClears counts the AllBlocksCleared the setup had engines
+	// publish to re-sync streams degraded before the run (awaitExact).
+	setupClears int
+	stopHB      chan struct{}
+	hbDone      sync.WaitGroup
+	closed      bool
 }
 
 // routerHost is one router: its actor system, service and HTTP server and,
@@ -174,7 +179,8 @@ func closeHosts(hosts []*routerHost) {
 const heartbeatEvery = 3 * time.Second
 
 // startCluster starts the router and the engines, registers every engine
-// and waits until each stream is exact (it heard the engine's seq 0).
+// and waits until each stream is exact (it heard the engine's seq 0, or
+// the setup's clear of its empty engine: awaitExact).
 func startCluster(cfg clusterConfig) (*cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -231,32 +237,98 @@ func (c *cluster) heartbeats() {
 // streams reads /workers: how many ranks are not exact, and the index
 // entries ((block, worker) pairs) in all.
 func (c *cluster) streams() (notExact, entries int, err error) {
+	st, err := c.streamStates()
+	return st.notExact, st.entries, err
+}
+
+// streamStates is what /workers says of the streams.
+type streamStates struct {
+	notExact, entries int
+	// degraded is the workers of the degraded ranks (history lost:
+	// nothing but an engine's clear makes them exact again).
+	degraded []messages.WorkerID
+	// warnings counts the not-exact ranks' /workers warnings by text.
+	warnings map[string]int
+}
+
+// String says why the streams are not exact.
+func (s streamStates) String() string {
+	out := fmt.Sprintf("%d streams not exact, %d of them degraded (history lost), the others recovering", s.notExact, len(s.degraded))
+	for _, w := range slices.Sorted(maps.Keys(s.warnings)) {
+		out += fmt.Sprintf("; %d warn %q", s.warnings[w], w)
+	}
+	return out
+}
+
+func (c *cluster) streamStates() (streamStates, error) {
+	st := streamStates{warnings: map[string]int{}}
 	ws, err := c.hosts[0].Service.Workers(context.Background())
 	if err != nil {
-		return 0, 0, err
+		return st, err
 	}
 	for _, w := range ws {
 		for _, r := range w.Ranks {
 			if r.State != api.StateExact {
-				notExact++
+				st.notExact++
+				for _, warn := range r.Warnings {
+					st.warnings[warn]++
+				}
 			}
-			entries += int(r.Blocks)
+			if r.State == api.StateDegraded {
+				st.degraded = append(st.degraded, w.InstanceID)
+			}
+			st.entries += int(r.Blocks)
 		}
 	}
-	return notExact, entries, nil
+	return st, nil
 }
 
+// Setup's wait for exact streams: /workers asks every stream's actors, so
+// a fleet's poll is spaced by its size (50 ms up to 50 workers, 1 s at
+// 1,000), lest the poll load the machine it waits on; a degraded stream
+// is cleared again at most once per reclearEvery.
+const (
+	exactPollPerWorker = time.Millisecond
+	exactPollMin       = 50 * time.Millisecond
+	reclearEvery       = 2 * time.Second
+)
+
+// awaitExact waits until every stream is exact. A stream that lost its
+// start (the engine's seq 0 went out before the listener's subscription
+// took, and the replay that should have recovered it timed out on a
+// loaded machine) is degraded, which nothing in the router ends by
+// itself. At setup every engine's cache is empty, so the setup re-syncs
+// such a stream: its engine publishes AllBlocksCleared, as an engine
+// that empties its cache does, and the stream is exact from there
+// (actors/listener/README.md, "Resyncs and the stream's state"). Each
+// clear is counted (setupClears) and logged.
 func (c *cluster) awaitExact(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	poll := max(exactPollMin, time.Duration(c.cfg.Workers)*exactPollPerWorker)
+	cleared := map[messages.WorkerID]time.Time{}
 	for {
-		bad, _, err := c.streams()
-		if err == nil && bad == 0 {
+		st, err := c.streamStates()
+		if err == nil && st.notExact == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("loadgen: %d of %d streams not exact after %v (err %v)", bad, c.cfg.Workers, timeout, err)
+		now := time.Now()
+		if now.After(deadline) {
+			return fmt.Errorf("loadgen: %d workers after %v, %d engine clears: %v (err %v)", c.cfg.Workers, timeout, c.setupClears, st, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		for _, id := range st.degraded {
+			i := int(id) - 1
+			if i < 0 || i >= len(c.engines) || now.Sub(cleared[id]) < reclearEvery {
+				continue
+			}
+			if err := c.engines[i].Clear(); err != nil {
+				return fmt.Errorf("loadgen: clear engine %d at setup: %w", id, err)
+			}
+			cleared[id] = now
+			c.setupClears++
+			c.cfg.Logger.Warn("bench setup: stream degraded before the run, its empty engine re-syncs it with AllBlocksCleared",
+				"worker", id, "clears", c.setupClears)
+		}
+		time.Sleep(poll)
 	}
 }
 

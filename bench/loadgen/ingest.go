@@ -90,12 +90,12 @@ const lagFloor = 50 * time.Millisecond
 // validity says whether a phase kept up: every stream still exact (no
 // resync, no degraded stream), no probe lost, and the lag not growing.
 func (c *cluster) validity(lags []time.Duration, timeouts int) (bool, string) {
-	bad, _, err := c.streams()
+	st, err := c.streamStates()
 	switch {
 	case err != nil:
 		return false, fmt.Sprintf("/workers failed: %v", err)
-	case bad > 0:
-		return false, fmt.Sprintf("%d streams not exact (resynced or degraded)", bad)
+	case st.notExact > 0:
+		return false, st.String()
 	case timeouts > 0:
 		return false, fmt.Sprintf("%d published batches not visible within %v", timeouts, probeTimeout)
 	case LagGrowing(lags, lagFloor):

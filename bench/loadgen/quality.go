@@ -23,13 +23,15 @@ type routedRun struct {
 
 // routedReplay is what one kvrouter replay runs with: session ids or not,
 // the engine model (requests in flight, arrival gap or arrival times) and
-// the event-delay model.
+// the event-delay model, and the route actor's clock (nil: the route
+// actor keeps its own).
 type routedReplay struct {
 	sessions bool
 	inFlight int
 	gap      float64
 	arrivals []float64
 	delay    EventDelay
+	clock    *modelClock
 }
 
 // heldBatch is one served request's events waiting for their publish time,
@@ -45,7 +47,8 @@ type heldBatch struct {
 // cache events. The engine model (fleet.go) says when each request arrives,
 // when its prefill is done and when it is freed (inFlight requests later);
 // the router is told of both before the next route, as the engines'
-// responses would. With sessions, the request's session id goes to the
+// responses would, and with rr.clock the route actor reads the model's
+// time of that arrival for all three. With sessions, the request's session id goes to the
 // router and the engine.
 //
 // With rr.delay delayed (delay.go) a request's events are held until the
@@ -67,6 +70,9 @@ func (c *cluster) replayRouted(reqs []Request, rr routedReplay) (routedRun, erro
 	var due publishQueue[*heldBatch]
 	for i, r := range reqs {
 		done, freed := fleet.Advance()
+		if rr.clock != nil {
+			rr.clock.set(fleet.Now()) // before the prefill completions, frees and route it times
+		}
 		for _, d := range done {
 			if err := c.host(d).Service.PrefillDone(ctx, "q"+strconv.Itoa(d)); err != nil {
 				return run, fmt.Errorf("loadgen: prefill_done q%d: %w", d, err)

@@ -411,13 +411,17 @@ func (r *runner) policyName(rs replaySpec) string {
 // sweeps route latency on it, then measures its memory.
 func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs []Request) error {
 	cc := r.clusterConfig(rs.workers, rs.layout, rs.weight, rs.predict)
+	clock := &modelClock{}
+	cc.Routing.Now = clock.Now // the route actor on the model's time while the replay runs
 	c, err := startCluster(cc)
 	if err != nil {
 		return err
 	}
 	defer c.close()
 	mc := r.cacheConfig(reqs, rs.workers)
-	run, err := c.replayRouted(reqs, routedReplay{sessions: rs.sessions, inFlight: mc.InFlight, gap: mc.Gap, arrivals: mc.Arrivals, delay: mc.Delay})
+	run, err := c.replayRouted(reqs, routedReplay{sessions: rs.sessions, inFlight: mc.InFlight, gap: mc.Gap, arrivals: mc.Arrivals,
+		delay: mc.Delay, clock: clock})
+	clock.wall()
 	if err != nil {
 		return err
 	}
@@ -425,6 +429,12 @@ func (r *runner) kvrouter(name string, reqs []Request, rs replaySpec, sweepReqs 
 		Route: Summarize(run.route), Lag: Summarize(run.lags), Partial: run.partial}
 	row.Valid, row.Invalid = c.validity(run.lags, run.timeouts)
 	r.addQuality(row, run.tally, rs.bound)
+	if c.setupClears > 0 {
+		note := fmt.Sprintf("%s %s %d workers: %d AllBlocksCleared from empty engines re-synced streams degraded during setup, before the replay",
+			name, row.Policy, rs.workers, c.setupClears)
+		r.rep.Notes = append(r.rep.Notes, note)
+		r.progress("setup   %s", note)
+	}
 	if rs.sweep {
 		r.sweep(c, name, rs.layout, sweepReqs, rs.sessions)
 	}
