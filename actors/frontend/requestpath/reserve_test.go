@@ -99,15 +99,7 @@ func TestReserveKeepsWorkersForHigherBands(t *testing.T) {
 			if got := g.reserve("scavenger"); got != 4 {
 				t.Fatalf("sheddable band's reserve %d, want 2 bands above × 2", got)
 			}
-			be.mu.Lock()
-			be.answer.Scores[2].ActiveDecodeBlocks = 0
-			be.mu.Unlock()
-			g.Dispatch()
-			r := <-done
-			if r.err != nil {
-				t.Fatalf("once worker 3 has room: %v, want dispatched", r.err)
-			}
-			r.b.Done(ctx)
+			roomOnWorker3(t, be, g, done)
 			if n := g.FlowCount(0, FlowDispatched); n != 1 {
 				t.Fatalf("%d default-band requests dispatched, want 1", n)
 			}
@@ -152,6 +144,13 @@ func TestReserveDecidedBeforeBooking(t *testing.T) {
 	if n := p.Metrics().Count("decisions", OutcomeReserved, ""); n < 1 {
 		t.Fatalf("%d reserved decisions, want the held request's attempts", n)
 	}
+	roomOnWorker3(t, be, g, done)
+}
+
+// roomOnWorker3 frees worker 3 of fourWorkers and dispatches the queue:
+// the request waiting on done must then be routed.
+func roomOnWorker3(t *testing.T, be *fakeBackend, g *Guard, done <-chan result) {
+	t.Helper()
 	be.mu.Lock()
 	be.answer.Scores[2].ActiveDecodeBlocks = 0
 	be.mu.Unlock()
@@ -160,5 +159,5 @@ func TestReserveDecidedBeforeBooking(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("once worker 3 has room: %v, want dispatched", r.err)
 	}
-	r.b.Done(ctx)
+	r.b.Done(context.Background())
 }
