@@ -77,6 +77,11 @@ type ReserveReply struct {
 // SpanDecide is the route actor's span of one decision.
 const SpanDecide = "kvrouter.route.decide"
 
+// EventRoomKept marks a decision span whose choice the request's room
+// rule refused (room.go): nothing was booked; the attributes name the
+// rank it would have gone to.
+const EventRoomKept = "kvrouter.route.room_kept"
+
 // Attributes of the decision span. Request and session ids are never
 // attributes.
 var (
@@ -308,6 +313,9 @@ func (a *routeActor) Receive(ctx actor.Context) {
 				if split != nil && split.Split {
 					sp.SetAttributes(prefillWorkerKey.Int64(int64(split.Prefill.Worker)), prefillRankKey.Int64(int64(split.Prefill.DpRank)))
 				}
+			}
+			if errors.Is(err, api.ErrRoomKept) {
+				sp.AddEvent(EventRoomKept, tracectx.Worker.Int64(int64(d.Worker.Worker)), tracectx.DpRank.Int64(int64(d.Worker.DpRank)))
 			}
 		}
 		sp.End()

@@ -1,10 +1,12 @@
 package routing
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/kvrouter/kvrouter/messages"
+	"github.com/kvrouter/kvrouter/messages/api"
 	"github.com/kvrouter/kvrouter/messages/tracectx"
 	"github.com/kvrouter/kvrouter/messages/tracectx/spantest"
 	"go.opentelemetry.io/otel/attribute"
@@ -56,5 +58,19 @@ func TestDecideSpan(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("attribute %s = %d, want %d", k, got[k], v)
 		}
+	}
+	if len(s.Events) != 0 {
+		t.Errorf("a booked decision's span has events %v", s.Events)
+	}
+
+	// A choice the room rule refuses: an event names the rank, no booking.
+	res, err := system.Root.RequestFuture(pid, &RouteRequest{Request: Request{ID: "held", ISL: 64, BlockSize: 16,
+		KeepRoom: api.RoomRule{Ranks: 2}}, Trace: parent.Context()}, time.Second).Result()
+	if err != nil || !errors.Is(res.(*RouteReply).Err, api.ErrRoomKept) {
+		t.Fatalf("two ranks kept besides the choice among two: %v %v, want ErrRoomKept", res, err)
+	}
+	spans = spantest.ByName(exp, SpanDecide)
+	if len(spans) != 2 || len(spans[1].Events) != 1 || spans[1].Events[0].Name != EventRoomKept {
+		t.Fatalf("the refused decision's span: %+v, want one %s event", spans, EventRoomKept)
 	}
 }
