@@ -204,7 +204,10 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 		p.metrics.decision(OutcomeOverCapacity)
 		return nil, fmt.Errorf("%w: %d route requests in flight", ErrOverloaded, p.cfg.Admission.Max())
 	}
-	if keep := p.cfg.Guard.reserve(r.Objective); keep > 0 { // decided before booking (reserve.go)
+	// Workers kept with room for higher bands: the router applies the
+	// reserve before booking, the path again on the answer (reserve.go).
+	keep := p.cfg.Guard.reserve(r.Objective)
+	if keep > 0 {
 		req.KeepRoom = api.RoomRule{Ranks: keep, AboveBlocks: p.cfg.ShedAboveBlocks}
 	}
 	res, err := p.be.Route(ctx, req)
@@ -226,7 +229,7 @@ func (p *Path) route(ctx context.Context, r Request) (*Booking, error) {
 		hits: hitCheck{predictedOn: chosen, promptTokens: uint64(len(r.Tokens)), byLoad: r.Tokens == nil}}
 	var refuse error
 	limit := p.cfg.Guard.shedAbove(r.Objective, p.cfg.ShedAboveBlocks) // less the headroom kept for higher bands
-	keep, left, held := p.reserved(all, cands, r.Objective)            // workers kept with room for higher bands
+	left, held := p.reserved(all, cands, keep)
 	switch why := Overloaded(cands, limit); {
 	case len(cands) == 0 && skipped[SkipBreakerOpen] > 0:
 		p.metrics.decision(OutcomeBreakerOpen)

@@ -76,15 +76,14 @@ func (g *Guard) reserve(objective string) int {
 	return f.bandsAbove(f.band(objective)) * f.cfg.ReserveWorkers
 }
 
-// reserved reports whether a request naming objective must wait for the
-// higher bands' reserve (held): sent to the first of cands, it would
-// leave fewer ranks of the fleet (all, less those unhealthy or whose
-// breaker refuses) with room under the booked-blocks cap (left) than the
-// reserve keeps for them (keep; 0: none, not looked at).
-func (p *Path) reserved(all, cands []Candidate, objective string) (keep, left int, held bool) {
-	keep = p.cfg.Guard.reserve(objective)
+// reserved reports whether a request must wait for the higher bands'
+// reserve of keep ranks (Guard.reserve; 0: none, not looked at) (held):
+// sent to the first of cands, it would leave fewer ranks of the fleet
+// (all, less those unhealthy or whose breaker refuses) with room under
+// the booked-blocks cap (left) than keep.
+func (p *Path) reserved(all, cands []Candidate, keep int) (left int, held bool) {
 	if keep == 0 || len(cands) == 0 {
-		return keep, 0, false
+		return 0, false
 	}
 	fleet := make([]Candidate, 0, len(all))
 	for _, c := range all {
@@ -93,5 +92,5 @@ func (p *Path) reserved(all, cands []Candidate, objective string) (keep, left in
 		}
 	}
 	left = RoomLeft(fleet, cands[0].Key, p.cfg.ShedAboveBlocks)
-	return keep, left, left < keep
+	return left, left < keep
 }
